@@ -1,0 +1,547 @@
+//! A2A v1.0 agent cards (A2A.md §1): built for published agents and for the registry itself.
+
+use serde_json::{Map, Value, json};
+
+use crate::domain::agent::{CAPABILITIES_EXTENSION_URI, REGISTRY_EXTENSION_URI};
+use crate::domain::{Capability, Payment};
+
+/// The A2A protocol version every interface the registry builds speaks.
+pub const PROTOCOL_VERSION: &str = "1.0";
+/// The protocol binding of every interface the registry builds.
+pub const PROTOCOL_BINDING: &str = "JSONRPC";
+/// The registry's own `agent_id` (SERVICE-SPEC §2.2).
+pub const REGISTRY_AGENT_ID: &str = "registry";
+/// The registry's display name.
+pub const REGISTRY_NAME: &str = "Agent Registry";
+/// The registry's description, shared by both card formats.
+pub const REGISTRY_DESCRIPTION: &str = "A registry of A2A agents. Finds agents for a task from \
+natural-language intent, filtered by target, category, tags, verification level and payment terms \
+(model, protocol, rail, direction), and resolves package names such as com.example.weather to \
+their agent cards.";
+
+/// Media types of agent cards built for published agents.
+const DEFAULT_MODES: [&str; 2] = ["application/json", "text/plain"];
+/// Media types of skills built from capabilities, whose input is a JSON object.
+const CAPABILITY_SKILL_MODES: [&str; 1] = ["application/json"];
+
+/// What an agent card is built from; borrowed from an agent record.
+#[derive(Debug, Clone)]
+pub struct CardInput<'a> {
+    /// Display name.
+    pub name: &'a str,
+    /// Description.
+    pub description: &'a str,
+    /// Agent version (A2A requires one).
+    pub version: &'a str,
+    /// The agent's JSON-RPC endpoint. A2A v1.0 requires at least one interface, so a card built
+    /// without it has an empty `supportedInterfaces`, which strict clients reject: callers should
+    /// pass one whenever the agent has an endpoint.
+    pub url: Option<&'a str>,
+    /// A URL with more documentation.
+    pub documentation_url: Option<&'a str>,
+    /// The provider as (organization, url).
+    pub provider: Option<(&'a str, &'a str)>,
+    /// Capabilities, one skill each.
+    pub capabilities: &'a [Capability],
+    /// The agent's tags, given to every skill.
+    pub tags: &'a [String],
+    /// Payment terms, published in the registry extension (PAYMENTS §5).
+    pub payment: Option<&'a Payment>,
+    /// Further `AgentExtension` objects, appended after the registry's own.
+    pub extensions: Vec<Value>,
+}
+
+/// Builds a valid A2A v1.0 AgentCard: one skill per capability, the registry extension when there
+/// are payment terms, and the capabilities extension when any capability has an input schema
+/// (so that a card read back gives the same capabilities).
+pub fn agent_card(input: &CardInput<'_>) -> Value {
+    let mut extensions = Vec::new();
+    if let Some(payment) = input.payment {
+        extensions.push(payment_extension(payment));
+    }
+    if input
+        .capabilities
+        .iter()
+        .any(|capability| capability.input_schema.is_some())
+    {
+        extensions.push(capabilities_extension(input.capabilities));
+    }
+    extensions.extend(input.extensions.iter().cloned());
+    let skills: Vec<Value> = input
+        .capabilities
+        .iter()
+        .map(|capability| capability_skill(capability, input.tags))
+        .collect();
+    let mut card = card_skeleton(input.name, input.description, input.version, input.url);
+    card.insert("capabilities".to_owned(), capabilities_object(extensions));
+    card.insert("skills".to_owned(), Value::Array(skills));
+    if let Some((organization, url)) = input.provider {
+        card.insert("provider".to_owned(), provider(organization, url));
+    }
+    if let Some(url) = input.documentation_url {
+        card.insert("documentationUrl".to_owned(), json!(url));
+    }
+    Value::Object(card)
+}
+
+/// The fields every card shares: identity, interface, default modes and security (A2A.md §1).
+fn card_skeleton(
+    name: &str,
+    description: &str,
+    version: &str,
+    url: Option<&str>,
+) -> Map<String, Value> {
+    let interfaces: Vec<Value> = url
+        .map(|url| {
+            json!({
+                "url": url,
+                "protocolBinding": PROTOCOL_BINDING,
+                "protocolVersion": PROTOCOL_VERSION
+            })
+        })
+        .into_iter()
+        .collect();
+    let mut card = Map::new();
+    card.insert("name".to_owned(), json!(name));
+    card.insert("description".to_owned(), json!(description));
+    card.insert("version".to_owned(), json!(version));
+    card.insert("supportedInterfaces".to_owned(), Value::Array(interfaces));
+    card.insert("defaultInputModes".to_owned(), json!(DEFAULT_MODES));
+    card.insert("defaultOutputModes".to_owned(), json!(DEFAULT_MODES));
+    card.insert(
+        "securitySchemes".to_owned(),
+        json!({"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}}),
+    );
+    card.insert(
+        "securityRequirements".to_owned(),
+        json!([{"schemes": {"bearer": {"list": []}}}]),
+    );
+    card
+}
+
+/// The `capabilities` object: no streaming, push or extended card; the given extensions.
+fn capabilities_object(extensions: Vec<Value>) -> Value {
+    json!({
+        "streaming": false,
+        "pushNotifications": false,
+        "extendedAgentCard": false,
+        "extensions": extensions
+    })
+}
+
+fn provider(organization: &str, url: &str) -> Value {
+    json!({"organization": organization, "url": url})
+}
+
+/// One skill per capability; A2A requires a description, so an empty one falls back to the name.
+fn capability_skill(capability: &Capability, tags: &[String]) -> Value {
+    let description = if capability.description.trim().is_empty() {
+        capability.name.as_str()
+    } else {
+        capability.description.as_str()
+    };
+    json!({
+        "id": capability.name,
+        "name": capability.name,
+        "description": description,
+        "tags": tags,
+        "inputModes": CAPABILITY_SKILL_MODES,
+        "outputModes": CAPABILITY_SKILL_MODES
+    })
+}
+
+/// The registry extension carrying the canonical payment terms (PAYMENTS §5).
+fn payment_extension(payment: &Payment) -> Value {
+    json!({
+        "uri": REGISTRY_EXTENSION_URI,
+        "description": "Payment terms of this agent as listed in the agent registry.",
+        "required": false,
+        "params": {"payment": payment}
+    })
+}
+
+/// The extension carrying capabilities with their input schemas, losslessly.
+fn capabilities_extension(capabilities: &[Capability]) -> Value {
+    json!({
+        "uri": CAPABILITIES_EXTENSION_URI,
+        "description": "Capabilities of this agent with the JSON Schemas of their inputs.",
+        "required": false,
+        "params": {"capabilities": capabilities}
+    })
+}
+
+/// One of the registry's own skills; both card formats are derived from this list.
+struct RegistrySkill {
+    id: &'static str,
+    name: &'static str,
+    description: &'static str,
+    tags: &'static [&'static str],
+    examples: &'static [&'static str],
+    input_schema: fn() -> Option<Value>,
+}
+
+const REGISTRY_SKILLS: [RegistrySkill; 2] = [
+    RegistrySkill {
+        id: "search_agents",
+        name: "Search agents",
+        description: "Finds agents from natural-language intent, best match first. Send the \
+query as text, or a data part {query, limit} that may also carry the filters target, category, \
+tags, verification_level, payment_model, payment_protocol, payment_rail and payment_direction.",
+        tags: &["search", "discovery", "agents", "registry"],
+        examples: &[
+            "I need the current price of bitcoin",
+            "weather forecast agents that accept x402 payments",
+        ],
+        input_schema: search_agents_schema,
+    },
+    RegistrySkill {
+        id: "resolve_package",
+        name: "Resolve package",
+        description: "Returns the agent card of a published agent from its package name, such \
+as com.example.weather. Send the package name as text or as a data part {package_name}.",
+        tags: &["resolve", "agent-card", "package", "registry"],
+        examples: &["com.example.weather"],
+        input_schema: no_schema,
+    },
+];
+
+fn search_agents_schema() -> Option<Value> {
+    Some(json!({
+        "type": "object",
+        "properties": {
+            "query": {
+                "type": "string",
+                "description": "What the agent should do, in natural language."
+            },
+            "limit": {
+                "type": "integer",
+                "description": "Maximum number of agents to return.",
+                "default": 5,
+                "minimum": 1,
+                "maximum": 100
+            }
+        },
+        "required": ["query"]
+    }))
+}
+
+/// SERVICE-SPEC §2.2 gives `resolve_package` no input schema.
+fn no_schema() -> Option<Value> {
+    None
+}
+
+/// The registry's capabilities as SERVICE-SPEC §2.2 lists them: `{name, description, input_schema?}`.
+pub fn registry_capabilities() -> Vec<Capability> {
+    REGISTRY_SKILLS
+        .iter()
+        .map(|skill| Capability {
+            name: skill.id.to_owned(),
+            description: skill.description.to_owned(),
+            input_schema: (skill.input_schema)(),
+        })
+        .collect()
+}
+
+fn registry_skill(skill: &RegistrySkill) -> Value {
+    json!({
+        "id": skill.id,
+        "name": skill.name,
+        "description": skill.description,
+        "tags": skill.tags,
+        "examples": skill.examples,
+        "inputModes": ["text/plain", "application/json"],
+        "outputModes": ["application/json", "text/plain"]
+    })
+}
+
+/// The registry's own A2A v1.0 card (A2A.md §1), served at `/.well-known/agent-card.json`.
+///
+/// Besides the A2A fields it carries `"agent_id": "registry"` and, in a non-required extension
+/// at `{site_url}/extensions/registry-capabilities/v1`, the SERVICE-SPEC §2.2 capability list.
+pub fn registry_card(site_url: &str, base_url: &str, version: &str) -> Value {
+    let site_url = site_url.trim_end_matches('/');
+    let base_url = base_url.trim_end_matches('/');
+    let endpoint = format!("{base_url}/a2a/v1");
+    let mut card = card_skeleton(
+        REGISTRY_NAME,
+        REGISTRY_DESCRIPTION,
+        version,
+        Some(&endpoint),
+    );
+    let extension = json!({
+        "uri": format!("{site_url}/extensions/registry-capabilities/v1"),
+        "description": "The registry's capabilities with their input schemas (SERVICE-SPEC §2.2).",
+        "required": false,
+        "params": {"agent_id": REGISTRY_AGENT_ID, "capabilities": registry_capabilities()}
+    });
+    card.insert("agent_id".to_owned(), json!(REGISTRY_AGENT_ID));
+    card.insert(
+        "capabilities".to_owned(),
+        capabilities_object(vec![extension]),
+    );
+    card.insert(
+        "skills".to_owned(),
+        REGISTRY_SKILLS.iter().map(registry_skill).collect(),
+    );
+    card.insert("provider".to_owned(), provider(REGISTRY_NAME, site_url));
+    card.insert(
+        "documentationUrl".to_owned(),
+        json!(format!("{base_url}/docs")),
+    );
+    Value::Object(card)
+}
+
+/// The registry's card in the SERVICE-SPEC §2.2 shape, served with `?format=registry`:
+/// exactly `{agent_id, name, description, capabilities: [{name, description, input_schema?}]}`.
+///
+/// It takes the same arguments as [`registry_card`] so that both formats are served alike;
+/// the §2.2 shape has no place for URLs or a version, so they are not used.
+pub fn registry_card_legacy(_site_url: &str, _base_url: &str, _version: &str) -> Value {
+    json!({
+        "agent_id": REGISTRY_AGENT_ID,
+        "name": REGISTRY_NAME,
+        "description": REGISTRY_DESCRIPTION,
+        "capabilities": registry_capabilities()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::AgentDraft;
+
+    const REQUIRED_KEYS: [&str; 8] = [
+        "name",
+        "description",
+        "version",
+        "supportedInterfaces",
+        "capabilities",
+        "defaultInputModes",
+        "defaultOutputModes",
+        "skills",
+    ];
+
+    const SITE: &str = "https://registry.example.com";
+    const BASE: &str = "https://api.registry.example.com/";
+
+    fn capabilities() -> Vec<Capability> {
+        vec![
+            Capability {
+                name: "get_forecast".to_owned(),
+                description: "Forecast for a city".to_owned(),
+                input_schema: Some(
+                    json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+                ),
+            },
+            Capability {
+                name: "ping".to_owned(),
+                description: String::new(),
+                input_schema: None,
+            },
+        ]
+    }
+
+    fn payment() -> Payment {
+        Payment::parse(&json!({
+            "model": "paid", "protocols": ["x402"],
+            "rails": [{"network": "base", "asset": "usdc", "protocol": "x402", "caip2": "eip155:8453"}]
+        }))
+        .expect("valid payment")
+    }
+
+    fn weather_card(capabilities: &[Capability], payment: Option<&Payment>) -> Value {
+        let tags = vec!["forecast".to_owned(), "realtime".to_owned()];
+        agent_card(&CardInput {
+            name: "Weather Agent",
+            description: "Forecasts and current conditions for any city.",
+            version: "1.2.0",
+            url: Some("https://weather.example.com/a2a/v1"),
+            documentation_url: Some("https://weather.example.com/docs"),
+            provider: Some(("Example Inc.", "https://example.com")),
+            capabilities,
+            tags: &tags,
+            payment,
+            extensions: Vec::new(),
+        })
+    }
+
+    fn assert_valid_card(card: &Value) {
+        for key in REQUIRED_KEYS {
+            assert!(card.get(key).is_some(), "missing {key} in {card}");
+        }
+        assert!(
+            card["capabilities"].is_object(),
+            "capabilities must be an object"
+        );
+        assert!(card["capabilities"]["extensions"].is_array());
+        assert!(card["skills"].is_array());
+        for skill in card["skills"].as_array().into_iter().flatten() {
+            for key in ["id", "name", "description", "tags"] {
+                assert!(skill.get(key).is_some(), "skill misses {key}");
+            }
+            assert_ne!(skill["description"], json!(""));
+        }
+        assert_eq!(
+            card["securitySchemes"],
+            json!({"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}})
+        );
+        assert_eq!(
+            card["securityRequirements"],
+            json!([{"schemes": {"bearer": {"list": []}}}])
+        );
+    }
+
+    #[test]
+    fn the_registry_card_snapshot() {
+        insta::assert_json_snapshot!(registry_card(SITE, BASE, "0.1.0"));
+    }
+
+    #[test]
+    fn the_legacy_registry_card_snapshot() {
+        insta::assert_json_snapshot!(registry_card_legacy(SITE, BASE, "0.1.0"));
+    }
+
+    #[test]
+    fn a_built_agent_card_snapshot() {
+        insta::assert_json_snapshot!(weather_card(&capabilities(), Some(&payment())));
+    }
+
+    #[test]
+    fn every_card_has_the_required_keys_and_an_object_capabilities() {
+        assert_valid_card(&registry_card(
+            "http://127.0.0.1:8080",
+            "http://127.0.0.1:8080",
+            "0.1.0",
+        ));
+        assert_valid_card(&weather_card(&capabilities(), Some(&payment())));
+        assert_valid_card(&weather_card(&[], None));
+    }
+
+    #[test]
+    fn the_legacy_card_has_exactly_the_spec_keys() {
+        let legacy = registry_card_legacy(SITE, BASE, "0.1.0");
+        let mut keys: Vec<&str> = legacy
+            .as_object()
+            .into_iter()
+            .flat_map(|object| object.keys().map(String::as_str))
+            .collect();
+        keys.sort_unstable();
+        assert_eq!(keys, ["agent_id", "capabilities", "description", "name"]);
+        assert!(legacy["capabilities"].is_array());
+        assert_eq!(
+            legacy["capabilities"][0]["input_schema"]["properties"]["limit"]["default"],
+            5
+        );
+        assert!(legacy["capabilities"][1].get("input_schema").is_none());
+    }
+
+    #[test]
+    fn both_registry_formats_list_the_same_capabilities() {
+        let card = registry_card("https://r.example", "https://r.example", "1.0.0");
+        let legacy = registry_card_legacy(SITE, BASE, "0.1.0");
+        let extension = &card["capabilities"]["extensions"][0];
+        assert_eq!(
+            extension["uri"],
+            "https://r.example/extensions/registry-capabilities/v1"
+        );
+        assert_eq!(extension["required"], false);
+        assert_eq!(extension["params"]["agent_id"], "registry");
+        assert_eq!(extension["params"]["capabilities"], legacy["capabilities"]);
+        let skill_ids: Vec<&Value> = card["skills"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|skill| &skill["id"])
+            .collect();
+        assert_eq!(
+            skill_ids,
+            [&json!("search_agents"), &json!("resolve_package")]
+        );
+        for (skill, capability) in card["skills"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .zip(registry_capabilities())
+        {
+            assert_eq!(skill["description"], json!(capability.description));
+        }
+        assert_eq!(card["agent_id"], legacy["agent_id"]);
+        assert_eq!(card["name"], legacy["name"]);
+        assert_eq!(card["description"], legacy["description"]);
+    }
+
+    #[test]
+    fn the_registry_interface_is_json_rpc_under_the_base_url() {
+        let card = registry_card(
+            "https://site.example/",
+            "https://api.example/root/",
+            "1.0.0",
+        );
+        assert_eq!(
+            card["supportedInterfaces"],
+            json!([{"url": "https://api.example/root/a2a/v1", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}])
+        );
+        assert_eq!(card["provider"]["url"], "https://site.example");
+    }
+
+    #[test]
+    fn a_card_without_payment_or_schemas_has_no_extensions() {
+        let plain = [Capability {
+            name: "ping".to_owned(),
+            description: "Ping".to_owned(),
+            input_schema: None,
+        }];
+        assert_eq!(
+            weather_card(&plain, None)["capabilities"]["extensions"],
+            json!([])
+        );
+    }
+
+    #[test]
+    fn a_card_without_a_url_has_no_interfaces() {
+        let card = agent_card(&CardInput {
+            name: "n",
+            description: "d",
+            version: "0.0.0",
+            url: None,
+            documentation_url: None,
+            provider: None,
+            capabilities: &[],
+            tags: &[],
+            payment: None,
+            extensions: vec![json!({"uri": "https://example.org/ext", "required": false})],
+        });
+        assert_eq!(card["supportedInterfaces"], json!([]));
+        assert!(card.get("provider").is_none());
+        assert!(card.get("documentationUrl").is_none());
+        assert_eq!(
+            card["capabilities"]["extensions"][0]["uri"],
+            "https://example.org/ext"
+        );
+    }
+
+    #[test]
+    fn skills_carry_the_agent_tags_and_fall_back_to_the_name_for_a_description() {
+        let card = weather_card(&capabilities(), None);
+        assert_eq!(card["skills"][0]["tags"], json!(["forecast", "realtime"]));
+        assert_eq!(card["skills"][1]["description"], "ping");
+    }
+
+    #[test]
+    fn a_built_card_read_back_gives_the_same_draft_fields() {
+        let capabilities = capabilities();
+        let payment = payment();
+        let card = weather_card(&capabilities, Some(&payment));
+        let draft =
+            AgentDraft::parse(&json!({"package_name": "com.example.weather", "card": card}))
+                .expect("a built card is a valid publish body");
+        assert_eq!(draft.name, "Weather Agent");
+        assert_eq!(draft.version.as_deref(), Some("1.2.0"));
+        assert_eq!(
+            draft.url.as_deref(),
+            Some("https://weather.example.com/a2a/v1")
+        );
+        assert_eq!(draft.capabilities, capabilities);
+        assert_eq!(draft.payment, Some(payment));
+    }
+}

@@ -1,0 +1,105 @@
+//! The A2A surface: agent cards (the registry's own, hosted agents', published agents').
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::store::Agent;
+
+pub mod card;
+
+/// How long clients may cache a card.
+const CARD_MAX_AGE_SECS: u32 = 300;
+
+/// The A2A card of a registered agent: the card its owner published, or one built from the record.
+pub fn card_of(agent: &Agent) -> Value {
+    if let Some(card) = &agent.draft.card {
+        return card.clone();
+    }
+    let draft = &agent.draft;
+    card::agent_card(&card::CardInput {
+        name: &draft.name,
+        description: &draft.description,
+        version: draft.version.as_deref().unwrap_or("1.0.0"),
+        url: draft.url.as_deref(),
+        documentation_url: None,
+        provider: None,
+        capabilities: &draft.capabilities,
+        tags: &draft.tags,
+        payment: draft.payment.as_ref(),
+        extensions: Vec::new(),
+    })
+}
+
+/// A JSON document clients may cache: `ETag` from its content, `Cache-Control`, and 304 when
+/// `If-None-Match` already names it.
+pub fn cacheable_json(request_headers: &HeaderMap, value: &Value) -> Response {
+    let body = serde_json::to_vec(value).unwrap_or_default();
+    let etag = format!("\"{}\"", &hex::encode(Sha256::digest(&body))[..32]);
+    let cache_control = format!("public, max-age={CARD_MAX_AGE_SECS}");
+    let matches = request_headers
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|tag| tag.trim().trim_start_matches("W/"))
+        .any(|tag| tag == etag || tag == "*");
+    let mut response = if matches {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+    };
+    let headers = response.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(&etag) {
+        headers.insert(header::ETAG, value);
+    }
+    if let Ok(value) = HeaderValue::from_str(&cache_control) {
+        headers.insert(header::CACHE_CONTROL, value);
+    }
+    response
+}
+
+/// The registry's own card: A2A v1.0, or the SERVICE-SPEC §2.2 shape with `?format=registry`.
+#[utoipa::path(get, path = "/.well-known/agent-card.json", tag = "a2a",
+    params(("format" = Option<String>, Query, description = "`registry` for the SERVICE-SPEC §2.2 shape")),
+    responses((status = 200, description = "The registry's agent card", body = serde_json::Value),
+              (status = 304, description = "Not modified")))]
+pub async fn registry_card(
+    axum::extract::State(state): axum::extract::State<crate::state::AppState>,
+    crate::extract::QueryPairs(pairs): crate::extract::QueryPairs,
+    headers: HeaderMap,
+) -> crate::error::ApiResult<Response> {
+    let version = env!("CARGO_PKG_VERSION");
+    let format = pairs
+        .iter()
+        .find(|(key, _)| key == "format")
+        .map(|(_, value)| value.as_str());
+    let card = match format {
+        None | Some("" | "a2a") => card::registry_card(&state.base_url, &state.base_url, version),
+        Some("registry") => card::registry_card_legacy(&state.base_url, &state.base_url, version),
+        Some(other) => {
+            return Err(crate::error::ApiError::invalid_parameter(format!(
+                "format: unknown '{}'; allowed: a2a, registry",
+                crate::error::truncate(other, 40)
+            )));
+        }
+    };
+    Ok(cacheable_json(&headers, &card))
+}
+
+/// The card of a hosted utility agent.
+#[utoipa::path(get, path = "/a2a/utility/{name}/.well-known/agent-card.json", tag = "a2a",
+    params(("name" = String, Path, description = "`wiki`, `finance` or `reader`")),
+    responses((status = 200, description = "A2A v1.0 AgentCard", body = serde_json::Value),
+              (status = 404, body = crate::error::Problem)))]
+pub async fn utility_card(
+    axum::extract::State(state): axum::extract::State<crate::state::AppState>,
+    crate::extract::PathParam(slug): crate::extract::PathParam,
+    headers: HeaderMap,
+) -> crate::error::ApiResult<Response> {
+    let hosted = crate::agents::by_slug(&slug)
+        .ok_or_else(|| crate::error::ApiError::agent_not_found(&slug))?;
+    let agent = crate::api::public::find_active(&state, hosted.package_name()).await?;
+    Ok(cacheable_json(&headers, &card_of(&agent)))
+}

@@ -1,0 +1,288 @@
+//! Agent management (CONTRACT §4, scope `agents:write`): publish, update, go-live, unpublish,
+//! delete, and the owner's own listing.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::auth::{Caller, Scope};
+use crate::domain::{AgentDraft, FieldError};
+use crate::error::{ApiError, ApiResult, ErrorCode};
+use crate::extract::{JsonBody, PathParam, QueryPairs};
+use crate::state::AppState;
+use crate::store::{Agent, AgentState};
+use crate::timestamp::Timestamp;
+
+use super::wire::AgentRecord;
+
+/// Package names under this prefix belong to the registry's own agents.
+const RESERVED_PREFIX: &str = "registry.";
+
+/// The owner's agents, one page.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OwnAgentsPage {
+    pub agents: Vec<AgentRecord>,
+    pub limit: usize,
+    pub next_cursor: Option<String>,
+}
+
+/// Create an agent in state STAGE (CONTRACT §4.1).
+#[utoipa::path(post, path = "/api/agents/publish", tag = "management",
+    request_body(content = serde_json::Value, description = "The writable fields of an agent record, optionally with a full A2A `card`"),
+    responses((status = 201, body = AgentRecord), (status = 401, body = crate::error::Problem),
+              (status = 403, body = crate::error::Problem), (status = 409, body = crate::error::Problem),
+              (status = 422, body = crate::error::Problem)),
+    security(("bearer" = [])))]
+pub async fn publish_agent(
+    State(state): State<AppState>,
+    caller: Caller,
+    JsonBody(body): JsonBody,
+) -> ApiResult<Response> {
+    caller.require(Scope::AgentsWrite)?;
+    let draft = parse_draft(&body, &caller)?;
+    let agent = Agent::new(draft, &caller.owner, Timestamp::now());
+    state.store.insert_agent(&agent).await?;
+    state.index.apply(&agent);
+    tracing::info!(agent.id = %agent.id, agent.package = agent.package_name(), owner = %agent.owner, "agent published");
+    let location = format!("{}/api/agents/{}", state.base_url, agent.id);
+    let mut response = (StatusCode::CREATED, owned_response(&agent)).into_response();
+    if let Ok(value) = HeaderValue::from_str(&location) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    Ok(response)
+}
+
+/// Replace the writable fields of an agent; its state is unchanged (CONTRACT §4.2).
+#[utoipa::path(put, path = "/api/agents/{id}", tag = "management",
+    params(("id" = String, Path, description = "Agent id or package name"),
+           ("If-Match" = Option<String>, Header, description = "The `revision` (ETag) last read; a mismatch is 412")),
+    request_body(content = serde_json::Value, description = "Same body as publish"),
+    responses((status = 200, body = AgentRecord), (status = 404, body = crate::error::Problem),
+              (status = 412, body = crate::error::Problem), (status = 422, body = crate::error::Problem)),
+    security(("bearer" = [])))]
+pub async fn update_agent(
+    State(state): State<AppState>,
+    caller: Caller,
+    PathParam(identifier): PathParam,
+    headers: HeaderMap,
+    JsonBody(body): JsonBody,
+) -> ApiResult<Response> {
+    caller.require(Scope::AgentsWrite)?;
+    let current = find_owned(&state, &caller, &identifier).await?;
+    let expected_revision = if_match(&headers)?;
+    let draft = parse_draft(&body, &caller)?;
+    if draft.package_name != current.draft.package_name {
+        return Err(ApiError::validation(vec![FieldError::new(
+            "package_name",
+            format!(
+                "package_name cannot change (this agent is '{}')",
+                current.package_name()
+            ),
+        )]));
+    }
+    let agent = state
+        .store
+        .update_agent(&current.id, &draft, expected_revision, Timestamp::now())
+        .await?;
+    state.index.apply(&agent);
+    Ok(owned_response(&agent))
+}
+
+/// STAGE → ACTIVE.
+#[utoipa::path(post, path = "/api/agents/{id}/go-live", tag = "management",
+    params(("id" = String, Path, description = "Agent id or package name")),
+    responses((status = 200, body = AgentRecord), (status = 404, body = crate::error::Problem),
+              (status = 409, body = crate::error::Problem)),
+    security(("bearer" = [])))]
+pub async fn go_live(
+    State(state): State<AppState>,
+    caller: Caller,
+    PathParam(identifier): PathParam,
+) -> ApiResult<Response> {
+    transition(
+        state,
+        caller,
+        &identifier,
+        AgentState::Stage,
+        AgentState::Active,
+    )
+    .await
+}
+
+/// ACTIVE → STAGE.
+#[utoipa::path(post, path = "/api/agents/{id}/unpublish", tag = "management",
+    params(("id" = String, Path, description = "Agent id or package name")),
+    responses((status = 200, body = AgentRecord), (status = 404, body = crate::error::Problem),
+              (status = 409, body = crate::error::Problem)),
+    security(("bearer" = [])))]
+pub async fn unpublish(
+    State(state): State<AppState>,
+    caller: Caller,
+    PathParam(identifier): PathParam,
+) -> ApiResult<Response> {
+    transition(
+        state,
+        caller,
+        &identifier,
+        AgentState::Active,
+        AgentState::Stage,
+    )
+    .await
+}
+
+async fn transition(
+    state: AppState,
+    caller: Caller,
+    identifier: &str,
+    from: AgentState,
+    to: AgentState,
+) -> ApiResult<Response> {
+    caller.require(Scope::AgentsWrite)?;
+    let current = find_owned(&state, &caller, identifier).await?;
+    let agent = state
+        .store
+        .transition(&current.id, from, to, Timestamp::now())
+        .await?;
+    state.index.apply(&agent);
+    tracing::info!(agent.id = %agent.id, state = agent.state.as_str(), "agent state changed");
+    Ok(owned_response(&agent))
+}
+
+/// Delete an agent in either state; its package name becomes free (CONTRACT §4.2).
+#[utoipa::path(delete, path = "/api/agents/{id}", tag = "management",
+    params(("id" = String, Path, description = "Agent id or package name")),
+    responses((status = 204, description = "Deleted"), (status = 404, body = crate::error::Problem)),
+    security(("bearer" = [])))]
+pub async fn delete_agent(
+    State(state): State<AppState>,
+    caller: Caller,
+    PathParam(identifier): PathParam,
+) -> ApiResult<StatusCode> {
+    caller.require(Scope::AgentsWrite)?;
+    let current = find_owned(&state, &caller, &identifier).await?;
+    if !state
+        .store
+        .delete_agent(&current.id, Timestamp::now())
+        .await?
+    {
+        return Err(ApiError::agent_not_found(&identifier));
+    }
+    state.index.remove(&current.id);
+    tracing::info!(agent.id = %current.id, "agent deleted");
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// The caller's own agents in every state (the master key sees all).
+#[utoipa::path(get, path = "/api/agents", tag = "management",
+    params(("limit" = Option<i64>, Query, description = "Page size, default 20, max 100"),
+           ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page")),
+    responses((status = 200, body = OwnAgentsPage), (status = 401, body = crate::error::Problem)),
+    security(("bearer" = [])))]
+pub async fn list_own_agents(
+    State(state): State<AppState>,
+    caller: Caller,
+    QueryPairs(pairs): QueryPairs,
+) -> ApiResult<Json<OwnAgentsPage>> {
+    caller.require(Scope::AgentsWrite)?;
+    let param = |key: &str| {
+        pairs
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    };
+    let limit = match param("limit") {
+        None => None,
+        Some(text) => Some(
+            text.trim()
+                .parse::<i64>()
+                .map_err(|_| ApiError::invalid_parameter("limit must be an integer"))?,
+        ),
+    };
+    let limit = crate::search::clamp_limit(limit, 20, 100);
+    let after = match param("cursor").filter(|c| !c.is_empty()) {
+        Some(cursor) if cursor.starts_with("agt_") && cursor.len() <= 64 => Some(cursor),
+        Some(_) => return Err(ApiError::invalid_parameter("cursor: malformed")),
+        None => None,
+    };
+    let owner = (!caller.is_master).then_some(caller.owner.as_str());
+    let fetch = u32::try_from(limit + 1).unwrap_or(u32::MAX);
+    let mut agents = state.store.list_agents(owner, after, fetch).await?;
+    let next_cursor = (agents.len() > limit).then(|| agents[limit - 1].id.clone());
+    agents.truncate(limit);
+    Ok(Json(OwnAgentsPage {
+        agents: agents.iter().map(AgentRecord::owned).collect(),
+        limit,
+        next_cursor,
+    }))
+}
+
+/// One of the caller's agents, in any state.
+#[utoipa::path(get, path = "/api/agents/{id}", tag = "management",
+    params(("id" = String, Path, description = "Agent id or package name")),
+    responses((status = 200, body = AgentRecord), (status = 404, body = crate::error::Problem)),
+    security(("bearer" = [])))]
+pub async fn get_own_agent(
+    State(state): State<AppState>,
+    caller: Caller,
+    PathParam(identifier): PathParam,
+) -> ApiResult<Response> {
+    caller.require(Scope::AgentsWrite)?;
+    let agent = find_owned(&state, &caller, &identifier).await?;
+    Ok(owned_response(&agent))
+}
+
+/// The agent named by `identifier`, when the caller may manage it: 404 when unknown, 403 when
+/// another owner's.
+async fn find_owned(state: &AppState, caller: &Caller, identifier: &str) -> ApiResult<Agent> {
+    let agent = state
+        .store
+        .find_agent(identifier.trim())
+        .await?
+        .ok_or_else(|| ApiError::agent_not_found(identifier))?;
+    caller.require_owner(&agent.owner)?;
+    Ok(agent)
+}
+
+fn parse_draft(body: &serde_json::Value, caller: &Caller) -> ApiResult<AgentDraft> {
+    let draft = AgentDraft::parse(body).map_err(ApiError::validation)?;
+    if draft.package_name.as_str().starts_with(RESERVED_PREFIX) && !caller.is_master {
+        return Err(ApiError::validation(vec![FieldError::new(
+            "package_name",
+            "the 'registry.' namespace is reserved for the registry's own agents",
+        )]));
+    }
+    Ok(draft)
+}
+
+/// `If-Match: "<revision>"` → the expected revision; `*` or absent → no check.
+fn if_match(headers: &HeaderMap) -> ApiResult<Option<i64>> {
+    let Some(value) = headers.get(header::IF_MATCH) else {
+        return Ok(None);
+    };
+    let text = value.to_str().unwrap_or_default().trim();
+    if text == "*" {
+        return Ok(None);
+    }
+    text.trim_start_matches("W/")
+        .trim_matches('"')
+        .parse::<i64>()
+        .map(Some)
+        .map_err(|_| {
+            ApiError::new(
+                ErrorCode::PreconditionFailed,
+                "If-Match must be the agent's revision as returned in its ETag",
+            )
+        })
+}
+
+/// The owner's view of an agent with its revision as `ETag`.
+fn owned_response(agent: &Agent) -> Response {
+    let mut response = Json(AgentRecord::owned(agent)).into_response();
+    if let Ok(value) = HeaderValue::from_str(&format!("\"{}\"", agent.revision)) {
+        response.headers_mut().insert(header::ETAG, value);
+    }
+    response
+}

@@ -1,0 +1,87 @@
+//! Public, unauthenticated reads: list and search, one agent, and its A2A card.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+
+use crate::a2a;
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{JsonBody, PathParam, QueryPairs};
+use crate::search::request::{self, LIST_LIMITS, SEARCH_LIMITS};
+use crate::state::AppState;
+use crate::store::{Agent, AgentState};
+
+use super::wire::{AgentPage, AgentRecord};
+
+/// List or search ACTIVE agents (CONTRACT §3.1).
+#[utoipa::path(get, path = "/public/agents", tag = "public",
+    params(
+        ("q" = Option<String>, Query, description = "Keyword or natural-language query"),
+        ("target" = Option<String>, Query, description = "Audience, comma-separated (OR)"),
+        ("category" = Option<String>, Query, description = "Category, comma-separated (OR)"),
+        ("tags" = Option<String>, Query, description = "Tags, comma-separated (OR); exact, case-insensitive"),
+        ("verification_level" = Option<String>, Query, description = "`unverified` or `domain_verified`"),
+        ("payment_model" = Option<String>, Query, description = "`free`, `paid`, `freemium` (OR)"),
+        ("payment_protocol" = Option<String>, Query, description = "e.g. `x402`, `lightning-invoice`"),
+        ("payment_rail" = Option<String>, Query, description = "Rail grammar of PAYMENTS.md §3, e.g. `base:usdc`, `nano:`, `usdc`"),
+        ("payment_direction" = Option<String>, Query, description = "`inbound`, `outbound`, `both`"),
+        ("sort" = Option<String>, Query, description = "`relevance` (default with q), `newest` (default without), `name`"),
+        ("limit" = Option<i64>, Query, description = "Page size, default 20, max 100"),
+        ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
+    ),
+    responses((status = 200, body = AgentPage), (status = 400, body = crate::error::Problem)))]
+pub async fn list_agents(
+    State(state): State<AppState>,
+    QueryPairs(pairs): QueryPairs,
+) -> ApiResult<Json<AgentPage>> {
+    let request = request::from_query_pairs(&pairs, LIST_LIMITS)?;
+    Ok(Json(state.index.search(&request)?))
+}
+
+/// Semantic search with filters in a JSON body (CONTRACT §3.4).
+#[utoipa::path(post, path = "/public/agents/search", tag = "public",
+    request_body(content = serde_json::Value, description = "`{query, limit, cursor, sort, filters: {target, category, tags, verification_level, payment_model, payment_protocol, payment_rail, payment_direction}}`"),
+    responses((status = 200, body = AgentPage), (status = 400, body = crate::error::Problem)))]
+pub async fn search_agents(
+    State(state): State<AppState>,
+    JsonBody(body): JsonBody,
+) -> ApiResult<Json<AgentPage>> {
+    let request = request::from_json(&body, SEARCH_LIMITS)?;
+    Ok(Json(state.index.search(&request)?))
+}
+
+/// The full record of one ACTIVE agent, by id or package name (CONTRACT §3.2).
+#[utoipa::path(get, path = "/public/agents/{identifier}", tag = "public",
+    params(("identifier" = String, Path, description = "Agent id or package name")),
+    responses((status = 200, body = AgentRecord), (status = 404, body = crate::error::Problem)))]
+pub async fn get_agent(
+    State(state): State<AppState>,
+    PathParam(identifier): PathParam,
+) -> ApiResult<Json<AgentRecord>> {
+    let agent = find_active(&state, &identifier).await?;
+    Ok(Json(AgentRecord::public(&agent)))
+}
+
+/// The A2A v1.0 card of one ACTIVE agent (CONTRACT §3.3).
+#[utoipa::path(get, path = "/public/agents/resolve/{package_name}", tag = "public",
+    params(("package_name" = String, Path, description = "Package name (or agent id)")),
+    responses((status = 200, description = "A2A v1.0 AgentCard", body = serde_json::Value),
+              (status = 304, description = "Not modified"),
+              (status = 404, body = crate::error::Problem)))]
+pub async fn resolve_card(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    PathParam(package_name): PathParam,
+) -> ApiResult<Response> {
+    let agent = find_active(&state, &package_name).await?;
+    Ok(a2a::cacheable_json(&headers, &a2a::card_of(&agent)))
+}
+
+/// An ACTIVE agent by id or package name, else 404.
+pub async fn find_active(state: &AppState, identifier: &str) -> ApiResult<Agent> {
+    match state.store.find_agent(identifier.trim()).await? {
+        Some(agent) if agent.state == AgentState::Active => Ok(agent),
+        _ => Err(ApiError::agent_not_found(identifier)),
+    }
+}

@@ -1,0 +1,206 @@
+//! API tokens (CONTRACT §1.2): the master key creates them; owners list and revoke their own.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::ToSchema;
+
+use crate::auth::{self, Caller, Scope};
+use crate::domain::FieldError;
+use crate::error::{ApiError, ApiResult, ErrorCode};
+use crate::extract::{JsonBody, PathParam};
+use crate::state::AppState;
+use crate::store::TokenRecord;
+use crate::timestamp::Timestamp;
+
+/// Longest token lifetime accepted, in days (ten years).
+const MAX_EXPIRY_DAYS: u64 = 3650;
+
+/// A token as listed: never its secret.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TokenView {
+    /// `tok_…`, used to revoke it.
+    pub id: String,
+    pub owner: String,
+    pub scopes: Vec<Scope>,
+    pub created_at: Timestamp,
+    pub expires_at: Option<Timestamp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<Timestamp>,
+}
+
+impl From<&TokenRecord> for TokenView {
+    fn from(record: &TokenRecord) -> Self {
+        Self {
+            id: record.id.clone(),
+            owner: record.owner.clone(),
+            scopes: record.scopes.clone(),
+            created_at: record.created_at,
+            expires_at: record.expires_at,
+            revoked_at: record.revoked_at,
+        }
+    }
+}
+
+/// A new token with its secret, shown this once.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CreatedToken {
+    /// The bearer secret (`ar_…`). It is stored only as a hash and cannot be shown again.
+    pub token: String,
+    #[serde(flatten)]
+    pub view: TokenView,
+}
+
+/// What a token list holds.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TokenList {
+    pub tokens: Vec<TokenView>,
+}
+
+/// A validated token request.
+pub struct TokenRequest {
+    pub owner: String,
+    pub scopes: Vec<Scope>,
+    pub expires_in_days: Option<u32>,
+}
+
+impl TokenRequest {
+    /// Parse `{"owner", "scopes"?, "expires_in_days"?}`, reporting every bad field.
+    pub fn parse(body: &Value) -> Result<Self, Vec<FieldError>> {
+        let mut errors = Vec::new();
+        let Some(object) = body.as_object() else {
+            return Err(vec![FieldError::new("body", "must be a JSON object")]);
+        };
+        let owner = match object.get("owner") {
+            Some(Value::String(owner)) => auth::parse_owner(owner)
+                .map_err(|message| errors.push(FieldError::new("owner", message)))
+                .ok(),
+            Some(_) => {
+                errors.push(FieldError::new("owner", "must be a string"));
+                None
+            }
+            None => {
+                errors.push(FieldError::new("owner", "is required"));
+                None
+            }
+        };
+        let scopes = match object.get("scopes") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, item)| {
+                    let scope = item.as_str().and_then(Scope::parse);
+                    if scope.is_none() {
+                        errors.push(FieldError::new(
+                            format!("scopes[{i}]"),
+                            "must be one of agents:write, a2a, playground",
+                        ));
+                    }
+                    scope
+                })
+                .collect(),
+            Some(_) => {
+                errors.push(FieldError::new("scopes", "must be an array of strings"));
+                Vec::new()
+            }
+        };
+        let expires_in_days = match object.get("expires_in_days") {
+            None | Some(Value::Null) => None,
+            Some(value) => match value.as_u64().filter(|d| (1..=MAX_EXPIRY_DAYS).contains(d)) {
+                Some(days) => u32::try_from(days).ok(),
+                None => {
+                    errors.push(FieldError::new(
+                        "expires_in_days",
+                        format!("must be a whole number of days from 1 to {MAX_EXPIRY_DAYS}"),
+                    ));
+                    None
+                }
+            },
+        };
+        match owner {
+            Some(owner) if errors.is_empty() => Ok(Self {
+                owner,
+                scopes,
+                expires_in_days,
+            }),
+            _ => Err(errors),
+        }
+    }
+}
+
+/// Create a token (master key only).
+#[utoipa::path(post, path = "/api/tokens", tag = "tokens",
+    request_body(content = serde_json::Value, description = r#"{"owner": "alice", "scopes": ["agents:write", "a2a", "playground"], "expires_in_days": 90}"#),
+    responses((status = 201, body = CreatedToken), (status = 403, body = crate::error::Problem),
+              (status = 422, body = crate::error::Problem)),
+    security(("bearer" = [])))]
+pub async fn create_token(
+    State(state): State<AppState>,
+    caller: Caller,
+    JsonBody(body): JsonBody,
+) -> ApiResult<(StatusCode, Json<CreatedToken>)> {
+    if !caller.is_master {
+        return Err(ApiError::forbidden("only the master key can create tokens"));
+    }
+    let request = TokenRequest::parse(&body).map_err(ApiError::validation)?;
+    let issued = auth::issue_token(
+        state.store.as_ref(),
+        &request.owner,
+        &request.scopes,
+        request.expires_in_days,
+    )
+    .await?;
+    tracing::info!(token.id = %issued.record.id, owner = %issued.record.owner, "token created");
+    Ok((
+        StatusCode::CREATED,
+        Json(CreatedToken {
+            token: issued.secret,
+            view: TokenView::from(&issued.record),
+        }),
+    ))
+}
+
+/// List tokens: all of them for the master key, the caller's own otherwise.
+#[utoipa::path(get, path = "/api/tokens", tag = "tokens",
+    responses((status = 200, body = TokenList), (status = 401, body = crate::error::Problem)),
+    security(("bearer" = [])))]
+pub async fn list_tokens(
+    State(state): State<AppState>,
+    caller: Caller,
+) -> ApiResult<Json<TokenList>> {
+    let owner = (!caller.is_master).then_some(caller.owner.as_str());
+    let tokens = state.store.list_tokens(owner).await?;
+    Ok(Json(TokenList {
+        tokens: tokens.iter().map(TokenView::from).collect(),
+    }))
+}
+
+/// Revoke a token, effective immediately.
+#[utoipa::path(delete, path = "/api/tokens/{id}", tag = "tokens",
+    params(("id" = String, Path, description = "Token id, `tok_…`")),
+    responses((status = 204, description = "Revoked"), (status = 404, body = crate::error::Problem)),
+    security(("bearer" = [])))]
+pub async fn revoke_token(
+    State(state): State<AppState>,
+    caller: Caller,
+    PathParam(id): PathParam,
+) -> ApiResult<StatusCode> {
+    let owner = (!caller.is_master).then_some(caller.owner.as_str());
+    let owned = state
+        .store
+        .list_tokens(owner)
+        .await?
+        .into_iter()
+        .any(|token| token.id == id && token.revoked_at.is_none());
+    if !owned || !state.store.revoke_token(&id, Timestamp::now()).await? {
+        return Err(ApiError::new(
+            ErrorCode::TokenNotFound,
+            format!("no live token '{}'", crate::error::truncate(&id, 64)),
+        ));
+    }
+    tracing::info!(token.id = %id, "token revoked");
+    Ok(StatusCode::NO_CONTENT)
+}

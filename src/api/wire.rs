@@ -1,0 +1,173 @@
+//! Wire types: what clients see. Built from the model, never the model itself.
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::domain::{Capability, Payment};
+use crate::store::{Agent, AgentState, VerificationLevel};
+use crate::timestamp::Timestamp;
+
+/// The full record of one agent (CONTRACT §2.1).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AgentRecord {
+    /// Opaque server-generated id, `agt_…`.
+    pub id: String,
+    /// Unique reverse-domain package name, lowercase.
+    pub package_name: String,
+    /// Display name.
+    pub name: String,
+    /// Short description.
+    pub description: String,
+    /// The agent's own version string.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Where the agent's own card lives.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub manifest_url: Option<String>,
+    /// The agent's A2A JSON-RPC endpoint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Audience grouping, e.g. `Business`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// Category, e.g. `Finance`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+    /// Lowercase tags.
+    pub tags: Vec<String>,
+    /// What the agent can do.
+    pub capabilities: Vec<Capability>,
+    /// Payment terms; absent when unknown (PAYMENTS.md §1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payment: Option<Payment>,
+    /// `unverified` or `domain_verified`.
+    pub verification_level: VerificationLevel,
+    /// `STAGE` or `ACTIVE`.
+    pub state: AgentState,
+    /// The owner of the token that created it.
+    pub owner: String,
+    /// Write counter; send it back in `If-Match` to update without losing a concurrent write.
+    pub revision: i64,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// When it last went live; absent while in STAGE.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub published_at: Option<Timestamp>,
+    /// Owner's view only: the token to publish for domain verification (CONTRACT §4.3).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verification_token: Option<String>,
+    /// Owner's view only: whether the owner published a full A2A card with the record.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub has_card: Option<bool>,
+}
+
+impl AgentRecord {
+    /// The public view: no owner-only fields.
+    pub fn public(agent: &Agent) -> Self {
+        let draft = &agent.draft;
+        Self {
+            id: agent.id.clone(),
+            package_name: agent.package_name().to_owned(),
+            name: draft.name.clone(),
+            description: draft.description.clone(),
+            version: draft.version.clone(),
+            manifest_url: draft.manifest_url.clone(),
+            url: draft.url.clone(),
+            target: draft.target.clone(),
+            category: draft.category.clone(),
+            tags: draft.tags.clone(),
+            capabilities: draft.capabilities.clone(),
+            payment: draft.payment.clone(),
+            verification_level: agent.verification_level,
+            state: agent.state,
+            owner: agent.owner.clone(),
+            revision: agent.revision,
+            created_at: agent.created_at,
+            updated_at: agent.updated_at,
+            published_at: agent.published_at,
+            verification_token: None,
+            has_card: None,
+        }
+    }
+
+    /// The owner's view: adds the verification token.
+    pub fn owned(agent: &Agent) -> Self {
+        Self {
+            verification_token: Some(agent.verification_token.clone()),
+            has_card: Some(agent.draft.card.is_some()),
+            ..Self::public(agent)
+        }
+    }
+}
+
+/// One agent in a list or search result (CONTRACT §2.1).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AgentSummary {
+    pub id: String,
+    pub package_name: String,
+    pub name: String,
+    pub description: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    pub verification_level: VerificationLevel,
+    /// Where to fetch the agent's card: its own, or the registry's resolve path.
+    pub manifest_url: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    pub target: Option<String>,
+    pub category: Option<String>,
+    pub tags: Vec<String>,
+    pub payment: Option<Payment>,
+    /// Names of the agent's capabilities.
+    pub capabilities: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub published_at: Option<Timestamp>,
+}
+
+impl AgentSummary {
+    /// The summary of `agent`; `base_url` supplies a card address when the owner gave none.
+    pub fn of(agent: &Agent, base_url: &str) -> Self {
+        let draft = &agent.draft;
+        Self {
+            id: agent.id.clone(),
+            package_name: agent.package_name().to_owned(),
+            name: draft.name.clone(),
+            description: draft.description.clone(),
+            version: draft.version.clone(),
+            verification_level: agent.verification_level,
+            manifest_url: draft.manifest_url.clone().unwrap_or_else(|| {
+                format!("{base_url}/public/agents/resolve/{}", agent.package_name())
+            }),
+            url: draft.url.clone(),
+            target: draft.target.clone(),
+            category: draft.category.clone(),
+            tags: draft.tags.clone(),
+            payment: draft.payment.clone(),
+            capabilities: draft.capabilities.iter().map(|c| c.name.clone()).collect(),
+            published_at: agent.published_at,
+        }
+    }
+}
+
+/// A summary with its relevance score, in search results.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AgentHit {
+    #[serde(flatten)]
+    pub agent: AgentSummary,
+    /// Relevance, higher is better; comparable within one response only. Absent when listing
+    /// without a query.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
+}
+
+/// A page of agents (CONTRACT §1.3, §3.1).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AgentPage {
+    pub agents: Vec<AgentHit>,
+    /// Matches for the query and filters, over all pages.
+    pub total: usize,
+    /// The page size used (after clamping).
+    pub limit: usize,
+    /// Pass back as `cursor` for the next page; null on the last page.
+    pub next_cursor: Option<String>,
+}

@@ -1,0 +1,238 @@
+//! Bearer authentication: tokens and the master key, scopes, and ownership checks.
+
+use axum::extract::FromRequestParts;
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use utoipa::ToSchema;
+
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+use crate::store::{Store, StoreResult, TokenRecord};
+use crate::timestamp::Timestamp;
+
+/// What a token may do (CONTRACT §1.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
+pub enum Scope {
+    /// The management API: publish, update, go-live, unpublish, delete, verify.
+    #[serde(rename = "agents:write")]
+    AgentsWrite,
+    /// `/a2a/discover`, `/a2a/v1`, and the hosted utility agents.
+    #[serde(rename = "a2a")]
+    A2a,
+    /// Playground sessions.
+    #[serde(rename = "playground")]
+    Playground,
+}
+
+impl Scope {
+    pub const ALL: [Scope; 3] = [Scope::AgentsWrite, Scope::A2a, Scope::Playground];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AgentsWrite => "agents:write",
+            Self::A2a => "a2a",
+            Self::Playground => "playground",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|scope| scope.as_str() == s)
+    }
+}
+
+/// The owner name the master key acts as.
+pub const MASTER_OWNER: &str = "admin";
+
+/// The owner of the hosted utility agents.
+pub const SYSTEM_OWNER: &str = "registry";
+
+/// A random secret: `prefix` + 32 bytes as lowercase hex.
+pub fn random_secret(prefix: &str) -> String {
+    let mut bytes = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    format!("{prefix}{}", hex::encode(bytes))
+}
+
+/// The stored form of a secret: hex SHA-256.
+pub fn hash_secret(secret: &str) -> String {
+    hex::encode(Sha256::digest(secret.as_bytes()))
+}
+
+/// Check an owner name: 1–64 characters of `[A-Za-z0-9._@-]`.
+pub fn parse_owner(owner: &str) -> Result<String, String> {
+    let owner = owner.trim();
+    let valid_chars = owner
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '-'));
+    if owner.is_empty() || owner.chars().count() > 64 || !valid_chars {
+        return Err(
+            "owner must be 1-64 characters of letters, digits, '.', '_', '@' or '-'".into(),
+        );
+    }
+    if owner == SYSTEM_OWNER {
+        return Err(format!(
+            "owner '{SYSTEM_OWNER}' is reserved for the registry itself"
+        ));
+    }
+    Ok(owner.to_owned())
+}
+
+/// A freshly issued token: the secret (shown once) and its stored record.
+pub struct IssuedToken {
+    pub secret: String,
+    pub record: TokenRecord,
+}
+
+/// Create and store a token. An empty scope list means every scope.
+pub async fn issue_token(
+    store: &dyn Store,
+    owner: &str,
+    scopes: &[Scope],
+    expires_in_days: Option<u32>,
+) -> StoreResult<IssuedToken> {
+    let now = Timestamp::now();
+    let mut scopes = if scopes.is_empty() {
+        Scope::ALL.to_vec()
+    } else {
+        scopes.to_vec()
+    };
+    scopes.sort_by_key(|scope| scope.as_str());
+    scopes.dedup();
+    let secret = random_secret("ar_");
+    let record = TokenRecord {
+        id: format!("tok_{}", ulid::Ulid::new()),
+        owner: owner.to_owned(),
+        scopes,
+        secret_hash: hash_secret(&secret),
+        created_at: now,
+        expires_at: expires_in_days.map(|days| now.plus_days(days)),
+        revoked_at: None,
+    };
+    store.insert_token(&record).await?;
+    Ok(IssuedToken { secret, record })
+}
+
+/// The authenticated caller of a request.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub owner: String,
+    pub scopes: Vec<Scope>,
+    pub is_master: bool,
+}
+
+impl Caller {
+    /// 403 unless the caller holds `scope`.
+    pub fn require(&self, scope: Scope) -> ApiResult<()> {
+        if self.is_master || self.scopes.contains(&scope) {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(format!(
+                "this token lacks the '{}' scope",
+                scope.as_str()
+            )))
+        }
+    }
+
+    /// 403 unless the caller owns a resource of `owner` (the master key owns everything).
+    pub fn require_owner(&self, owner: &str) -> ApiResult<()> {
+        if self.is_master || self.owner == owner {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden("this agent belongs to another owner"))
+        }
+    }
+}
+
+/// The bearer secret of a request, if it carries one.
+pub fn bearer_secret(parts: &Parts) -> ApiResult<&str> {
+    let header = parts
+        .headers
+        .get(AUTHORIZATION)
+        .ok_or_else(|| ApiError::unauthorized("missing Authorization: Bearer token"))?;
+    let value = header
+        .to_str()
+        .map_err(|_| ApiError::unauthorized("malformed Authorization header"))?;
+    let (scheme, secret) = value
+        .split_once(' ')
+        .ok_or_else(|| ApiError::unauthorized("expected Authorization: Bearer <token>"))?;
+    if !scheme.eq_ignore_ascii_case("bearer") || secret.trim().is_empty() {
+        return Err(ApiError::unauthorized(
+            "expected Authorization: Bearer <token>",
+        ));
+    }
+    Ok(secret.trim())
+}
+
+/// Resolve a bearer secret to a caller: the master key, or a live token from the store.
+pub async fn authenticate(state: &AppState, secret: &str) -> ApiResult<Caller> {
+    let hash = hash_secret(secret);
+    if let Some(master_hash) = &state.master_key_hash {
+        if bool::from(hash.as_bytes().ct_eq(master_hash.as_bytes())) {
+            return Ok(Caller {
+                owner: MASTER_OWNER.to_owned(),
+                scopes: Scope::ALL.to_vec(),
+                is_master: true,
+            });
+        }
+    }
+    // The lookup is by hash, so timing reveals nothing about the secret itself.
+    let token = state.store.find_token_by_hash(&hash).await?;
+    match token {
+        Some(token) if token.is_live(Timestamp::now()) => Ok(Caller {
+            owner: token.owner,
+            scopes: token.scopes,
+            is_master: false,
+        }),
+        Some(token) if token.revoked_at.is_some() => {
+            Err(ApiError::unauthorized("this token has been revoked"))
+        }
+        Some(_) => Err(ApiError::unauthorized("this token has expired")),
+        None => Err(ApiError::unauthorized("unknown token")),
+    }
+}
+
+impl FromRequestParts<AppState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+        let secret = bearer_secret(parts)?.to_owned();
+        authenticate(state, &secret).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_prefixed_random_and_hashed_to_hex_sha256() {
+        let a = random_secret("ar_");
+        let b = random_secret("ar_");
+        assert!(a.starts_with("ar_"));
+        assert_eq!(a.len(), 3 + 64);
+        assert_ne!(a, b);
+        assert_eq!(hash_secret(&a).len(), 64);
+        assert_ne!(hash_secret(&a), a);
+    }
+
+    #[test]
+    fn scopes_round_trip_through_their_names() {
+        for scope in Scope::ALL {
+            assert_eq!(Scope::parse(scope.as_str()), Some(scope));
+        }
+        assert_eq!(Scope::parse("admin"), None);
+    }
+
+    #[test]
+    fn owner_names_are_checked() {
+        assert_eq!(parse_owner(" alice ").as_deref(), Ok("alice"));
+        assert!(parse_owner("").is_err());
+        assert!(parse_owner("a b").is_err());
+        assert!(parse_owner(SYSTEM_OWNER).is_err());
+        assert!(parse_owner(&"x".repeat(65)).is_err());
+    }
+}

@@ -1,0 +1,288 @@
+//! The command line (CONTRACT §8): `serve` (the default), `token`, `import`, `export`.
+
+use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use serde_json::Value;
+
+use crate::auth::{self, Scope};
+use crate::config::{Config, StorageConfig};
+use crate::domain::AgentDraft;
+use crate::store::{self, Agent, AgentState, Store};
+use crate::timestamp::Timestamp;
+
+/// A registry of software agents that speaks A2A v1.0.
+#[derive(Parser, Debug)]
+#[command(
+    name = "agent-registry",
+    version,
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    #[command(flatten)]
+    pub serve: Config,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Serve the HTTP API (the default command).
+    Serve(Config),
+    /// Create, list and revoke API tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
+    /// Load agents from a JSON Lines file of publish bodies.
+    Import(ImportArgs),
+    /// Write every agent as JSON Lines (publish body plus id, owner, state).
+    Export(ExportArgs),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TokenCommand {
+    /// Create a token and print its secret (shown once).
+    Create {
+        /// Owner of the agents this token creates.
+        #[arg(long)]
+        owner: String,
+        /// Scope to grant (repeat for several); none means all of them.
+        #[arg(long = "scope", value_parser = parse_scope)]
+        scopes: Vec<Scope>,
+        /// Days until the token expires; never when absent.
+        #[arg(long)]
+        expires_in_days: Option<u32>,
+        #[command(flatten)]
+        storage: StorageConfig,
+    },
+    /// List tokens (never their secrets).
+    List {
+        /// Only this owner's tokens.
+        #[arg(long)]
+        owner: Option<String>,
+        #[command(flatten)]
+        storage: StorageConfig,
+    },
+    /// Revoke a token by id, effective immediately.
+    Revoke {
+        /// The token id, `tok_…`.
+        id: String,
+        #[command(flatten)]
+        storage: StorageConfig,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ImportArgs {
+    /// JSON Lines file, one publish body per line (unknown fields are ignored).
+    pub file: PathBuf,
+    /// Owner of the imported agents.
+    #[arg(long)]
+    pub owner: String,
+    /// Make the imported agents ACTIVE at once.
+    #[arg(long)]
+    pub go_live: bool,
+    #[command(flatten)]
+    pub storage: StorageConfig,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ExportArgs {
+    /// Write here instead of standard output.
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+    #[command(flatten)]
+    pub storage: StorageConfig,
+}
+
+fn parse_scope(value: &str) -> Result<Scope, String> {
+    Scope::parse(value).ok_or_else(|| "expected agents:write, a2a or playground".to_owned())
+}
+
+/// Run a non-serve command.
+pub async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Serve(config) => crate::serve(config).await,
+        Command::Token(command) => run_token(command).await,
+        Command::Import(args) => import(args).await,
+        Command::Export(args) => export(args).await,
+    }
+}
+
+async fn run_token(command: TokenCommand) -> anyhow::Result<()> {
+    match command {
+        TokenCommand::Create {
+            owner,
+            scopes,
+            expires_in_days,
+            storage,
+        } => {
+            let owner = auth::parse_owner(&owner).map_err(anyhow::Error::msg)?;
+            let store = store::open(&storage).await?;
+            let issued =
+                auth::issue_token(store.as_ref(), &owner, &scopes, expires_in_days).await?;
+            let record = &issued.record;
+            eprintln!(
+                "created {} for {} with scopes [{}], expires {}",
+                record.id,
+                record.owner,
+                scope_list(&record.scopes),
+                record
+                    .expires_at
+                    .map_or_else(|| "never".to_owned(), Timestamp::to_rfc3339)
+            );
+            eprintln!("the secret is shown once; store it now:");
+            println!("{}", issued.secret);
+        }
+        TokenCommand::List { owner, storage } => {
+            let store = store::open(&storage).await?;
+            let now = Timestamp::now();
+            for token in store.list_tokens(owner.as_deref()).await? {
+                let status = if token.revoked_at.is_some() {
+                    "revoked"
+                } else if token.is_live(now) {
+                    "live"
+                } else {
+                    "expired"
+                };
+                println!(
+                    "{}\t{}\t{}\t{}\t{}",
+                    token.id,
+                    token.owner,
+                    scope_list(&token.scopes),
+                    status,
+                    token
+                        .expires_at
+                        .map_or_else(|| "never".to_owned(), Timestamp::to_rfc3339)
+                );
+            }
+        }
+        TokenCommand::Revoke { id, storage } => {
+            let store = store::open(&storage).await?;
+            if !store.revoke_token(&id, Timestamp::now()).await? {
+                anyhow::bail!("no live token with id {id}");
+            }
+            eprintln!("revoked {id}");
+        }
+    }
+    Ok(())
+}
+
+fn scope_list(scopes: &[Scope]) -> String {
+    scopes
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Why one line of an import file was not loaded.
+struct Rejected {
+    line: usize,
+    reason: String,
+}
+
+async fn import(args: ImportArgs) -> anyhow::Result<()> {
+    let owner = auth::parse_owner(&args.owner).map_err(anyhow::Error::msg)?;
+    let file = std::fs::File::open(&args.file)
+        .with_context(|| format!("cannot open {}", args.file.display()))?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let store = store::open(&args.storage).await?;
+    let progress = indicatif::ProgressBar::new(size);
+    progress.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {bytes}/{total_bytes} {msg} ({eta} left)",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let mut imported = 0usize;
+    let mut rejected = Vec::new();
+    for (index, line) in BufReader::new(file).lines().enumerate() {
+        let line = line.with_context(|| format!("cannot read line {}", index + 1))?;
+        progress.inc(line.len() as u64 + 1);
+        if line.trim().is_empty() {
+            continue;
+        }
+        match import_line(store.as_ref(), &line, &owner, args.go_live).await {
+            Ok(()) => imported += 1,
+            Err(reason) => rejected.push(Rejected {
+                line: index + 1,
+                reason,
+            }),
+        }
+        progress.set_message(format!("{imported} imported, {} rejected", rejected.len()));
+    }
+    progress.finish_and_clear();
+    eprintln!(
+        "imported {imported} agents, rejected {} lines",
+        rejected.len()
+    );
+    for rejection in rejected.iter().take(50) {
+        eprintln!("  line {}: {}", rejection.line, rejection.reason);
+    }
+    if rejected.len() > 50 {
+        eprintln!("  … and {} more", rejected.len() - 50);
+    }
+    Ok(())
+}
+
+async fn import_line(
+    store: &dyn Store,
+    line: &str,
+    owner: &str,
+    go_live: bool,
+) -> Result<(), String> {
+    let body: Value = serde_json::from_str(line).map_err(|err| format!("invalid JSON: {err}"))?;
+    let draft = AgentDraft::parse(&body).map_err(|errors| {
+        errors
+            .iter()
+            .map(|e| format!("{}: {}", e.field, e.message))
+            .collect::<Vec<_>>()
+            .join("; ")
+    })?;
+    if draft.package_name.as_str().starts_with("registry.") {
+        return Err("the 'registry.' namespace is reserved".to_owned());
+    }
+    let now = Timestamp::now();
+    let mut agent = Agent::new(draft, owner, now);
+    if go_live {
+        agent.state = AgentState::Active;
+        agent.published_at = Some(now);
+    }
+    store
+        .insert_agent(&agent)
+        .await
+        .map_err(|err| err.to_string())
+}
+
+async fn export(args: ExportArgs) -> anyhow::Result<()> {
+    let store = store::open(&args.storage).await?;
+    let agents = store.all_agents(None).await?;
+    let sink: Box<dyn Write> = match &args.output {
+        Some(path) => Box::new(
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?,
+        ),
+        None => Box::new(std::io::stdout().lock()),
+    };
+    let mut out = BufWriter::new(sink);
+    for agent in &agents {
+        serde_json::to_writer(&mut out, &export_line(agent))?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()?;
+    eprintln!("exported {} agents", agents.len());
+    Ok(())
+}
+
+/// A publish body that `import` reads back, plus the record's identity and state.
+fn export_line(agent: &Agent) -> Value {
+    let mut line =
+        serde_json::to_value(crate::api::wire::AgentRecord::public(agent)).unwrap_or(Value::Null);
+    if let (Value::Object(map), Some(card)) = (&mut line, &agent.draft.card) {
+        map.insert("card".to_owned(), card.clone());
+    }
+    line
+}

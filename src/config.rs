@@ -1,0 +1,91 @@
+//! The one typed configuration: every flag also reads `REGISTRY_<FLAG>`, loaded once at start-up.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::Args;
+use url::Url;
+
+/// Where the registry keeps its data.
+#[derive(Args, Clone, Debug)]
+pub struct StorageConfig {
+    /// Directory for the embedded SQLite database and local state.
+    #[arg(long, env = "REGISTRY_DATA_DIR", default_value = "./data")]
+    pub data_dir: PathBuf,
+
+    /// A `postgres://` URL selects PostgreSQL instead of the embedded SQLite database.
+    #[arg(long, env = "REGISTRY_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+}
+
+/// Everything `serve` needs.
+#[derive(Args, Clone, Debug)]
+pub struct Config {
+    /// Address to listen on.
+    #[arg(long, env = "REGISTRY_BIND", default_value = "127.0.0.1:8080")]
+    pub bind: SocketAddr,
+
+    #[command(flatten)]
+    pub storage: StorageConfig,
+
+    /// A bearer secret accepted with every scope, for operators. Unset: only CLI-made tokens exist.
+    #[arg(long, env = "REGISTRY_MASTER_KEY", hide_env_values = true)]
+    pub master_key: Option<String>,
+
+    /// Public root URL of the service (cards and Location headers use it). Default: http://{bind}.
+    #[arg(long, env = "REGISTRY_PUBLIC_URL")]
+    pub public_url: Option<Url>,
+
+    /// Requests per minute allowed from one client IP on public paths (0 disables the limit).
+    #[arg(long, env = "REGISTRY_RATE_LIMIT_PER_MINUTE", default_value_t = 6000)]
+    pub rate_limit_per_minute: u32,
+
+    /// How many requests one client IP may send in a burst above the steady rate.
+    #[arg(long, env = "REGISTRY_RATE_LIMIT_BURST", default_value_t = 500)]
+    pub rate_limit_burst: u32,
+
+    /// Exempt loopback clients (local tools, a reverse proxy on the same host) from the rate limit.
+    #[arg(long, env = "REGISTRY_RATE_LIMIT_EXEMPT_LOOPBACK", default_value_t = true, action = clap::ArgAction::Set)]
+    pub rate_limit_exempt_loopback: bool,
+
+    /// Take the client IP from the first `X-Forwarded-For` entry (only behind a trusted proxy).
+    #[arg(long, env = "REGISTRY_TRUST_FORWARDED_FOR", default_value_t = false, action = clap::ArgAction::Set)]
+    pub trust_forwarded_for: bool,
+
+    /// Seconds before a request is answered with 408/504 and abandoned.
+    #[arg(long, env = "REGISTRY_REQUEST_TIMEOUT_SECS", default_value_t = 60)]
+    pub request_timeout_secs: u64,
+
+    /// Log format: `text` for people, `json` for log collectors.
+    #[arg(long, env = "REGISTRY_LOG_FORMAT", default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+/// How logs are written.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+impl Config {
+    /// The configuration with every default, storing data in `data_dir` (used by tests and tools).
+    pub fn with_data_dir(data_dir: impl Into<PathBuf>) -> Self {
+        let mut config = <Self as clap::FromArgMatches>::from_arg_matches(
+            &<Self as clap::Args>::augment_args(clap::Command::new("defaults"))
+                .no_binary_name(true)
+                .get_matches_from(Vec::<String>::new()),
+        )
+        .expect("defaults parse");
+        config.storage.data_dir = data_dir.into();
+        config
+    }
+
+    /// The public root URL without a trailing slash.
+    pub fn base_url(&self) -> String {
+        match &self.public_url {
+            Some(url) => url.as_str().trim_end_matches('/').to_owned(),
+            None => format!("http://{}", self.bind),
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! Domain types built by parsing: once a value exists, it is valid, so inner code never re-checks it.
+
+pub mod agent;
+pub mod package_name;
+pub mod payment;
+
+pub use agent::{AgentDraft, Capability};
+pub use package_name::PackageName;
+pub use payment::{Payment, PaymentFilter, Rail};
+
+/// One invalid field of a request body, reported with all others at once.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct FieldError {
+    /// Path of the offending field, e.g. `package_name` or `payment.rails[2].asset`.
+    pub field: String,
+    /// What is wrong with it, in lowercase prose.
+    pub message: String,
+}
+
+impl FieldError {
+    /// Builds an error for `field` saying `message`.
+    pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}

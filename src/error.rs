@@ -1,0 +1,255 @@
+//! The one error model: a closed `ErrorCode` enum mapped once to HTTP status and JSON-RPC code,
+//! and `ApiError`, rendered as `application/problem+json` (RFC 9457) on every REST path.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::domain::FieldError;
+
+/// Stable, machine-readable error codes (CONTRACT §1.1). Each knows its HTTP status and its
+/// JSON-RPC code, so REST and JSON-RPC can never drift apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    InvalidJson,
+    UnsupportedMediaType,
+    InvalidParameter,
+    ValidationFailed,
+    VerificationFailed,
+    Unauthorized,
+    Forbidden,
+    AgentNotFound,
+    SessionNotFound,
+    TokenNotFound,
+    NotFound,
+    MethodNotAllowed,
+    Conflict,
+    InvalidStateTransition,
+    PreconditionFailed,
+    PayloadTooLarge,
+    RateLimited,
+    UpstreamError,
+    UpstreamTimeout,
+    RequestTimeout,
+    Unavailable,
+    Internal,
+}
+
+impl ErrorCode {
+    /// The HTTP status this code is served with on REST paths.
+    pub fn status(self) -> StatusCode {
+        match self {
+            Self::InvalidJson | Self::InvalidParameter => StatusCode::BAD_REQUEST,
+            Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::ValidationFailed | Self::VerificationFailed => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Forbidden => StatusCode::FORBIDDEN,
+            Self::AgentNotFound | Self::SessionNotFound | Self::TokenNotFound | Self::NotFound => {
+                StatusCode::NOT_FOUND
+            }
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::Conflict | Self::InvalidStateTransition => StatusCode::CONFLICT,
+            Self::PreconditionFailed => StatusCode::PRECONDITION_FAILED,
+            Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::RateLimited => StatusCode::TOO_MANY_REQUESTS,
+            Self::UpstreamError => StatusCode::BAD_GATEWAY,
+            Self::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
+            Self::RequestTimeout => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The JSON-RPC 2.0 error code for the same condition (A2A.md §2).
+    pub fn jsonrpc_code(self) -> i64 {
+        match self {
+            Self::InvalidJson => -32700,
+            Self::InvalidParameter | Self::ValidationFailed | Self::PayloadTooLarge => -32602,
+            Self::Unauthorized | Self::Forbidden => -32000,
+            Self::AgentNotFound | Self::NotFound => -32001,
+            Self::MethodNotAllowed => -32601,
+            _ => -32603,
+        }
+    }
+
+    /// The snake_case wire name of the code.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InvalidJson => "invalid_json",
+            Self::UnsupportedMediaType => "unsupported_media_type",
+            Self::InvalidParameter => "invalid_parameter",
+            Self::ValidationFailed => "validation_failed",
+            Self::VerificationFailed => "verification_failed",
+            Self::Unauthorized => "unauthorized",
+            Self::Forbidden => "forbidden",
+            Self::AgentNotFound => "agent_not_found",
+            Self::SessionNotFound => "session_not_found",
+            Self::TokenNotFound => "token_not_found",
+            Self::NotFound => "not_found",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::Conflict => "conflict",
+            Self::InvalidStateTransition => "invalid_state_transition",
+            Self::PreconditionFailed => "precondition_failed",
+            Self::PayloadTooLarge => "payload_too_large",
+            Self::RateLimited => "rate_limited",
+            Self::UpstreamError => "upstream_error",
+            Self::UpstreamTimeout => "upstream_timeout",
+            Self::RequestTimeout => "request_timeout",
+            Self::Unavailable => "unavailable",
+            Self::Internal => "internal",
+        }
+    }
+}
+
+/// An error on its way to a client: a code, a human detail, and optional field errors.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub detail: String,
+    pub errors: Vec<FieldError>,
+    pub retry_after_secs: Option<u64>,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, detail: impl Into<String>) -> Self {
+        Self {
+            code,
+            detail: detail.into(),
+            errors: Vec::new(),
+            retry_after_secs: None,
+        }
+    }
+
+    pub fn validation(errors: Vec<FieldError>) -> Self {
+        let detail = match errors.len() {
+            1 => "1 field is invalid".to_owned(),
+            n => format!("{n} fields are invalid"),
+        };
+        Self {
+            errors,
+            ..Self::new(ErrorCode::ValidationFailed, detail)
+        }
+    }
+
+    pub fn invalid_parameter(detail: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidParameter, detail)
+    }
+
+    pub fn agent_not_found(identifier: &str) -> Self {
+        Self::new(
+            ErrorCode::AgentNotFound,
+            format!(
+                "no agent with id or package name '{}'",
+                truncate(identifier, 200)
+            ),
+        )
+    }
+
+    pub fn unauthorized(detail: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Unauthorized, detail)
+    }
+
+    pub fn forbidden(detail: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Forbidden, detail)
+    }
+
+    /// A server-side failure: logged once with its cause chain, served without internals.
+    pub fn internal(cause: impl std::fmt::Display) -> Self {
+        tracing::error!(error = %cause, "internal error");
+        Self::new(
+            ErrorCode::Internal,
+            "the server failed to handle this request",
+        )
+    }
+
+    pub fn body(&self) -> Problem {
+        let status = self.code.status();
+        Problem {
+            kind: "about:blank",
+            title: status.canonical_reason().unwrap_or("Error").to_owned(),
+            status: status.as_u16(),
+            code: self.code,
+            detail: self.detail.clone(),
+            errors: self.errors.clone(),
+        }
+    }
+}
+
+/// Cut a client-supplied string for echoing in an error message.
+pub fn truncate(s: &str, max_chars: usize) -> String {
+    match s.char_indices().nth(max_chars) {
+        Some((idx, _)) => format!("{}…", &s[..idx]),
+        None => s.to_owned(),
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.detail)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+/// The RFC 9457 problem body of every REST error.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Problem {
+    /// Always `about:blank`.
+    #[serde(rename = "type")]
+    #[schema(rename = "type")]
+    pub kind: &'static str,
+    /// The HTTP reason phrase.
+    pub title: String,
+    /// The HTTP status code.
+    pub status: u16,
+    /// Stable machine-readable error code.
+    pub code: ErrorCode,
+    /// What went wrong, for humans.
+    pub detail: String,
+    /// Every invalid field, on `validation_failed`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<FieldError>,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.code.status();
+        let body = serde_json::to_vec(&self.body()).unwrap_or_default();
+        let mut response = (status, body).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/problem+json"),
+        );
+        if self.code == ErrorCode::Unauthorized {
+            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        if let Some(secs) = self.retry_after_secs {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
+    }
+}
+
+impl From<crate::store::StoreError> for ApiError {
+    fn from(err: crate::store::StoreError) -> Self {
+        use crate::store::StoreError;
+        match err {
+            StoreError::Conflict(detail) => Self::new(ErrorCode::Conflict, detail),
+            StoreError::InvalidTransition(detail) => {
+                Self::new(ErrorCode::InvalidStateTransition, detail)
+            }
+            StoreError::NotFound => Self::new(ErrorCode::NotFound, "not found"),
+            StoreError::VersionMismatch => Self::new(
+                ErrorCode::PreconditionFailed,
+                "the agent changed since the version given in If-Match",
+            ),
+            StoreError::Database(cause) => Self::internal(cause),
+        }
+    }
+}
+
+/// Shorthand for handler results.
+pub type ApiResult<T> = Result<T, ApiError>;

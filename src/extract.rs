@@ -1,0 +1,100 @@
+//! Request extractors whose rejections use the one error model: a JSON body (content type,
+//! size, syntax checked in that order), path parameters, and the raw query string.
+
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection};
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::request::Parts;
+use serde_json::Value;
+
+use crate::error::{ApiError, ErrorCode};
+
+/// A request body parsed as JSON, kept as a `Value` so domain parsers can report every bad field.
+/// An empty body with no content type reads as `null`.
+pub struct JsonBody(pub Value);
+
+impl<S: Send + Sync> FromRequest<S> for JsonBody {
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, ApiError> {
+        let content_type = request
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(body_rejection)?;
+        if bytes.iter().all(u8::is_ascii_whitespace) && content_type.is_none() {
+            return Ok(Self(Value::Null));
+        }
+        if !content_type.as_deref().is_some_and(is_json) {
+            return Err(ApiError::new(
+                ErrorCode::UnsupportedMediaType,
+                "expected Content-Type: application/json",
+            ));
+        }
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Self(Value::Null));
+        }
+        serde_json::from_slice(&bytes).map(Self).map_err(|err| {
+            ApiError::new(
+                ErrorCode::InvalidJson,
+                format!("the request body is not valid JSON: {err}"),
+            )
+        })
+    }
+}
+
+fn is_json(content_type: &str) -> bool {
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    essence == "application/json"
+        || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+fn body_rejection(rejection: BytesRejection) -> ApiError {
+    if rejection.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            "the request body is larger than 1 MiB",
+        )
+    } else {
+        ApiError::new(ErrorCode::InvalidJson, rejection.body_text())
+    }
+}
+
+/// One path parameter as a string.
+pub struct PathParam(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PathParam {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        axum::extract::Path::<String>::from_request_parts(parts, state)
+            .await
+            .map(|axum::extract::Path(value)| Self(value))
+            .map_err(|rejection: PathRejection| ApiError::invalid_parameter(rejection.body_text()))
+    }
+}
+
+/// The query string as decoded key/value pairs, repeated keys kept.
+pub struct QueryPairs(pub Vec<(String, String)>);
+
+impl<S: Send + Sync> FromRequestParts<S> for QueryPairs {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        let query = parts.uri.query().unwrap_or_default();
+        Ok(Self(
+            url::form_urlencoded::parse(query.as_bytes())
+                .into_owned()
+                .collect(),
+        ))
+    }
+}

@@ -1,0 +1,110 @@
+//! Agent Registry: a registry of software agents that is itself an A2A v1.0 agent.
+
+pub mod a2a;
+pub mod agents;
+pub mod api;
+pub mod auth;
+pub mod cli;
+pub mod config;
+pub mod domain;
+pub mod error;
+pub mod extract;
+pub mod middleware;
+pub mod router;
+pub mod search;
+pub mod state;
+pub mod store;
+pub mod timestamp;
+
+use std::sync::Arc;
+
+use config::Config;
+use search::SearchIndex;
+use state::AppState;
+use store::{AgentState, Store};
+
+/// A built application: its state and its router, ready to serve or to test.
+pub struct App {
+    pub state: AppState,
+    pub router: axum::Router,
+}
+
+/// Open storage, load the search index, register the hosted agents, and build the router.
+pub async fn build(config: Config) -> anyhow::Result<App> {
+    let store = store::open(&config.storage).await?;
+    build_with_store(config, store).await
+}
+
+/// `build` over a store that is already open.
+pub async fn build_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::Result<App> {
+    let base_url: Arc<str> = config.base_url().into();
+    let index = Arc::new(SearchIndex::new(&base_url));
+    let started = std::time::Instant::now();
+    index.rebuild(&store.all_agents(Some(AgentState::Active)).await?);
+    agents::register_all(store.as_ref(), &index, &base_url).await?;
+    tracing::info!(
+        agents = index.len(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "search index loaded"
+    );
+    let state = AppState {
+        master_key_hash: config
+            .master_key
+            .as_deref()
+            .filter(|key| !key.is_empty())
+            .map(auth::hash_secret),
+        config: Arc::new(config),
+        store,
+        index,
+        base_url,
+        metrics: middleware::prometheus(),
+    };
+    let router = router::router(state.clone());
+    Ok(App { state, router })
+}
+
+/// Serve `config` until SIGTERM or SIGINT, then finish in-flight requests and return.
+pub async fn serve(config: Config) -> anyhow::Result<()> {
+    let bind = config.bind;
+    let app = build(config).await?;
+    let listener = tokio::net::TcpListener::bind(bind)
+        .await
+        .map_err(|err| anyhow::anyhow!("cannot listen on {bind}: {err}"))?;
+    tracing::info!(address = %listener.local_addr()?, base_url = %app.state.base_url, "serving");
+    axum::serve(
+        listener,
+        app.router
+            .into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown_signal())
+    .await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let interrupt = async {
+        if let Err(err) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %err, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => tracing::info!("SIGINT received, shutting down"),
+        () = terminate => tracing::info!("SIGTERM received, shutting down"),
+    }
+}

@@ -1,0 +1,35 @@
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+use agent_registry::cli::{Cli, Command};
+use agent_registry::config::{Config, LogFormat};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        None => serve(cli.serve).await,
+        Some(Command::Serve(config)) => serve(config).await,
+        Some(command) => {
+            init_tracing(LogFormat::Text);
+            agent_registry::cli::run(command).await
+        }
+    }
+}
+
+async fn serve(config: Config) -> anyhow::Result<()> {
+    init_tracing(config.log_format);
+    agent_registry::serve(config).await
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}

@@ -1,0 +1,122 @@
+//! The one route table: every path, who may call it, and the OpenAPI document beside it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use tower_http::cors::CorsLayer;
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa_swagger_ui::SwaggerUi;
+
+use crate::api::{agents, ops, public, tokens};
+use crate::middleware::{self, RateLimit};
+use crate::state::AppState;
+use crate::{a2a, error};
+
+/// Request bodies above this are refused with 413 (CONTRACT §1).
+pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Agent Registry", description = "Publish, search and resolve A2A agents."),
+    paths(
+        public::list_agents, public::search_agents, public::get_agent, public::resolve_card,
+        a2a::registry_card, a2a::utility_card,
+        agents::publish_agent, agents::update_agent, agents::go_live, agents::unpublish,
+        agents::delete_agent, agents::list_own_agents, agents::get_own_agent,
+        tokens::create_token, tokens::list_tokens, tokens::revoke_token,
+        ops::healthz, ops::readyz, ops::metrics,
+    ),
+    components(schemas(error::Problem, error::ErrorCode)),
+    modifiers(&BearerAuth),
+    tags(
+        (name = "public", description = "Unauthenticated reads and search"),
+        (name = "management", description = "Owner-authenticated agent lifecycle (scope agents:write)"),
+        (name = "tokens", description = "API tokens"),
+        (name = "a2a", description = "Agent cards and A2A endpoints"),
+        (name = "operations", description = "Health, readiness, metrics"),
+    )
+)]
+pub struct ApiDoc;
+
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The whole HTTP surface.
+pub fn router(state: AppState) -> Router {
+    let rate_limit = Arc::new(RateLimit::from_config(&state.config));
+    let timeout = Duration::from_secs(state.config.request_timeout_secs.max(1));
+
+    let public = Router::new()
+        .route("/public/agents", get(public::list_agents))
+        .route("/public/agents/search", post(public::search_agents))
+        .route(
+            "/public/agents/resolve/{package_name}",
+            get(public::resolve_card),
+        )
+        .route("/public/agents/{identifier}", get(public::get_agent))
+        .route("/.well-known/agent-card.json", get(a2a::registry_card))
+        .route(
+            "/a2a/utility/{name}/.well-known/agent-card.json",
+            get(a2a::utility_card),
+        )
+        .layer(axum::middleware::from_fn_with_state(
+            rate_limit,
+            middleware::rate_limit,
+        ));
+
+    let authenticated = Router::new()
+        .route("/api/agents", get(agents::list_own_agents))
+        .route("/api/agents/publish", post(agents::publish_agent))
+        .route(
+            "/api/agents/{id}",
+            get(agents::get_own_agent)
+                .put(agents::update_agent)
+                .delete(agents::delete_agent),
+        )
+        .route("/api/agents/{id}/go-live", post(agents::go_live))
+        .route("/api/agents/{id}/unpublish", post(agents::unpublish))
+        .route(
+            "/api/tokens",
+            get(tokens::list_tokens).post(tokens::create_token),
+        )
+        .route(
+            "/api/tokens/{id}",
+            axum::routing::delete(tokens::revoke_token),
+        );
+
+    let operations = Router::new()
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        .route("/metrics", get(ops::metrics));
+
+    Router::new()
+        .merge(public)
+        .merge(authenticated)
+        .merge(operations)
+        .merge(SwaggerUi::new("/docs").url("/openapi.json", ApiDoc::openapi()))
+        .fallback(middleware::not_found)
+        .method_not_allowed_fallback(middleware::method_not_allowed)
+        .with_state(state)
+        .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))
+        .layer(axum::middleware::from_fn_with_state(
+            timeout,
+            middleware::timeout,
+        ))
+        .layer(axum::middleware::from_fn(middleware::track_metrics))
+        .layer(CorsLayer::permissive())
+        .layer(TraceLayer::new_for_http())
+}

@@ -1,0 +1,124 @@
+//! Search filters, parsed once from what any transport received (query string, JSON body,
+//! JSON-RPC data part) so every path applies exactly the same rules.
+
+use crate::domain::payment::{PaymentFilter, PaymentFilterInput};
+use crate::store::VerificationLevel;
+
+use super::SearchError;
+
+/// Filter values as a transport received them: comma lists already joined with `,`.
+#[derive(Debug, Default, Clone)]
+pub struct RawFilters {
+    pub target: Option<String>,
+    pub category: Option<String>,
+    pub tags: Option<String>,
+    pub verification_level: Option<String>,
+    pub payment: PaymentFilterInput,
+}
+
+/// Parsed filters. Empty lists are filters not applied.
+#[derive(Debug, Default, Clone)]
+pub struct Filters {
+    /// Lowercase; an agent's target must equal one of them (case-insensitively).
+    pub targets: Vec<String>,
+    pub categories: Vec<String>,
+    /// Lowercase; an agent must carry one of them.
+    pub tags: Vec<String>,
+    pub verification_levels: Vec<VerificationLevel>,
+    pub payment: PaymentFilter,
+}
+
+impl Filters {
+    pub fn parse(raw: &RawFilters) -> Result<Self, SearchError> {
+        let payment =
+            PaymentFilter::parse(&raw.payment).map_err(|err| SearchError::InvalidParameter {
+                parameter: err.parameter.to_owned(),
+                message: err.message.clone(),
+            })?;
+        let verification_levels = comma_terms(raw.verification_level.as_deref())
+            .into_iter()
+            .map(|term| {
+                VerificationLevel::parse(&term).ok_or_else(|| SearchError::InvalidParameter {
+                    parameter: "verification_level".to_owned(),
+                    message: format!(
+                        "unknown verification_level '{}'; allowed: unverified, domain_verified",
+                        crate::error::truncate(&term, 40)
+                    ),
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
+            targets: comma_terms(raw.target.as_deref()),
+            categories: comma_terms(raw.category.as_deref()),
+            tags: comma_terms(raw.tags.as_deref()),
+            verification_levels,
+            payment,
+        })
+    }
+}
+
+/// Split a comma list into trimmed, lowercase, non-empty terms. Values may contain spaces
+/// (`Location Services`), so only commas separate them.
+pub fn comma_terms(value: Option<&str>) -> Vec<String> {
+    value
+        .unwrap_or_default()
+        .split(',')
+        .map(|term| term.trim().to_lowercase())
+        .filter(|term| !term.is_empty())
+        .collect()
+}
+
+/// Join the values of a JSON string-or-array filter with commas.
+pub fn join_json_value(value: &serde_json::Value) -> Option<Result<String, ()>> {
+    match value {
+        serde_json::Value::Null => None,
+        serde_json::Value::String(s) => Some(Ok(s.clone())),
+        serde_json::Value::Array(items) => Some(
+            items
+                .iter()
+                .map(|item| item.as_str().map(str::to_owned).ok_or(()))
+                .collect::<Result<Vec<_>, _>>()
+                .map(|parts| parts.join(",")),
+        ),
+        _ => Some(Err(())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn comma_terms_are_trimmed_lowercased_and_keep_inner_spaces() {
+        assert_eq!(
+            comma_terms(Some(" Location Services , ,Finance")),
+            vec!["location services", "finance"]
+        );
+        assert!(comma_terms(Some(" , ")).is_empty());
+        assert!(comma_terms(None).is_empty());
+    }
+
+    #[test]
+    fn unknown_verification_levels_are_rejected() {
+        let raw = RawFilters {
+            verification_level: Some("gold".into()),
+            ..RawFilters::default()
+        };
+        assert!(matches!(
+            Filters::parse(&raw),
+            Err(SearchError::InvalidParameter { parameter, .. }) if parameter == "verification_level"
+        ));
+    }
+
+    #[test]
+    fn json_filters_may_be_strings_or_arrays_of_strings() {
+        let array = serde_json::json!(["a", "b"]);
+        assert_eq!(join_json_value(&array), Some(Ok("a,b".to_owned())));
+        assert_eq!(
+            join_json_value(&serde_json::json!("x")),
+            Some(Ok("x".into()))
+        );
+        assert_eq!(join_json_value(&serde_json::json!(3)), Some(Err(())));
+        assert_eq!(join_json_value(&serde_json::Value::Null), None);
+    }
+}

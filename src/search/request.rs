@@ -1,0 +1,231 @@
+//! Building a `SearchRequest` from what each transport received: a query string (repeated keys
+//! joined with `,`) or a JSON object (`filters`, top-level payment keys, camelCase aliases).
+
+use serde_json::{Map, Value};
+
+use crate::domain::payment::PaymentFilterInput;
+
+use super::filters::join_json_value;
+use super::{Filters, RawFilters, SearchError, SearchRequest, Sort, clamp_limit};
+
+/// Page-size defaults of one path (CONTRACT §1.3, §5).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub default: usize,
+    pub max: usize,
+}
+
+/// `GET /public/agents`: 20 by default, at most 100.
+pub const LIST_LIMITS: Limits = Limits {
+    default: 20,
+    max: 100,
+};
+/// `POST /public/agents/search` and `search_agents`: 5 by default, at most 100.
+pub const SEARCH_LIMITS: Limits = Limits {
+    default: 5,
+    max: 100,
+};
+/// `POST /a2a/discover`: 5 by default, at most 20.
+pub const DISCOVER_LIMITS: Limits = Limits {
+    default: 5,
+    max: 20,
+};
+
+fn invalid(parameter: &str, message: impl Into<String>) -> SearchError {
+    SearchError::InvalidParameter {
+        parameter: parameter.to_owned(),
+        message: message.into(),
+    }
+}
+
+/// From decoded query-string pairs. Unknown keys are ignored.
+pub fn from_query_pairs(
+    pairs: &[(String, String)],
+    limits: Limits,
+) -> Result<SearchRequest, SearchError> {
+    let joined = |key: &str| -> Option<String> {
+        let values: Vec<&str> = pairs
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .collect();
+        (!values.is_empty()).then(|| values.join(","))
+    };
+    let limit = match joined("limit") {
+        None => None,
+        Some(text) => Some(
+            text.trim()
+                .parse::<i64>()
+                .map_err(|_| invalid("limit", "limit must be an integer"))?,
+        ),
+    };
+    let sort = joined("sort")
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| Sort::parse(&s))
+        .transpose()?;
+    let raw = RawFilters {
+        target: joined("target"),
+        category: joined("category"),
+        tags: joined("tags").or_else(|| joined("tag")),
+        verification_level: joined("verification_level"),
+        payment: PaymentFilterInput {
+            model: joined("payment_model"),
+            protocol: joined("payment_protocol"),
+            rail: joined("payment_rail"),
+            direction: joined("payment_direction"),
+        },
+    };
+    Ok(SearchRequest {
+        text: joined("q").unwrap_or_default(),
+        filters: Filters::parse(&raw)?,
+        sort,
+        limit: clamp_limit(limit, limits.default, limits.max),
+        cursor: joined("cursor"),
+    })
+}
+
+/// From a JSON object: `{"query", "limit", "cursor", "sort", "filters": {…}}`, with filter keys
+/// also accepted at the top level, and payment keys also in camelCase (CONTRACT §3.4).
+pub fn from_json(body: &Value, limits: Limits) -> Result<SearchRequest, SearchError> {
+    let empty = Map::new();
+    let object = match body {
+        Value::Object(map) => map,
+        Value::Null => &empty,
+        _ => return Err(invalid("body", "the request body must be a JSON object")),
+    };
+    let filters = match object.get("filters") {
+        None | Some(Value::Null) => &empty,
+        Some(Value::Object(map)) => map,
+        Some(_) => return Err(invalid("filters", "filters must be an object")),
+    };
+    let text = match object.get("query").or_else(|| object.get("q")) {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err(invalid("query", "query must be a string")),
+    };
+    let limit = match object.get("limit") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => Some(
+            n.as_i64()
+                .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64))
+                .ok_or_else(|| invalid("limit", "limit must be an integer"))?,
+        ),
+        Some(Value::String(s)) => Some(
+            s.trim()
+                .parse::<i64>()
+                .map_err(|_| invalid("limit", "limit must be an integer"))?,
+        ),
+        Some(_) => return Err(invalid("limit", "limit must be an integer")),
+    };
+    let cursor = string_field(object, "cursor")?;
+    let sort = string_field(object, "sort")?
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| Sort::parse(&s))
+        .transpose()?;
+    let filter = |names: &[&str]| -> Result<Option<String>, SearchError> {
+        let found = names
+            .iter()
+            .find_map(|name| filters.get(*name).or_else(|| object.get(*name)));
+        match found.map(join_json_value) {
+            None | Some(None) => Ok(None),
+            Some(Some(Ok(joined))) => Ok(Some(joined)),
+            Some(Some(Err(()))) => Err(invalid(
+                names[0],
+                format!("{} must be a string or an array of strings", names[0]),
+            )),
+        }
+    };
+    let raw = RawFilters {
+        target: filter(&["target"])?,
+        category: filter(&["category"])?,
+        tags: filter(&["tags"])?,
+        verification_level: filter(&["verification_level", "verificationLevel"])?,
+        payment: PaymentFilterInput {
+            model: filter(&["payment_model", "paymentModel"])?,
+            protocol: filter(&["payment_protocol", "paymentProtocol"])?,
+            rail: filter(&["payment_rail", "paymentRail"])?,
+            direction: filter(&["payment_direction", "paymentDirection"])?,
+        },
+    };
+    Ok(SearchRequest {
+        text,
+        filters: Filters::parse(&raw)?,
+        sort,
+        limit: clamp_limit(limit, limits.default, limits.max),
+        cursor,
+    })
+}
+
+fn string_field(object: &Map<String, Value>, key: &str) -> Result<Option<String>, SearchError> {
+    match object.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(invalid(key, format!("{key} must be a string"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
+        items
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn repeated_query_parameters_are_joined_with_commas() {
+        let request = from_query_pairs(
+            &pairs(&[("payment_rail", "base:usdc"), ("payment_rail", "nano:")]),
+            LIST_LIMITS,
+        );
+        assert!(request.is_ok());
+    }
+
+    #[test]
+    fn limits_are_defaulted_and_clamped() {
+        let list = |limit: &str| {
+            from_query_pairs(&pairs(&[("limit", limit)]), LIST_LIMITS)
+                .map(|r| r.limit)
+                .ok()
+        };
+        assert_eq!(list("500"), Some(100));
+        assert_eq!(list("0"), Some(1));
+        assert_eq!(list("-3"), Some(1));
+        assert_eq!(list("x"), None);
+        let default = from_json(&json!({}), DISCOVER_LIMITS).map(|r| r.limit);
+        assert_eq!(default, Ok(5));
+        let clamped = from_json(&json!({"limit": 50}), DISCOVER_LIMITS).map(|r| r.limit);
+        assert_eq!(clamped, Ok(20));
+    }
+
+    #[test]
+    fn json_filters_accept_top_level_and_camel_case_payment_keys() {
+        let body = json!({"query": "x", "paymentRail": "base:usdc",
+                          "filters": {"paymentModel": ["free", "paid"], "tags": ["a"]}});
+        let request = from_json(&body, SEARCH_LIMITS);
+        assert!(request.is_ok(), "{request:?}");
+    }
+
+    #[test]
+    fn wrong_json_types_are_invalid_parameters() {
+        for body in [
+            json!({"query": 3}),
+            json!({"limit": "many"}),
+            json!({"filters": []}),
+            json!({"filters": {"tags": [1]}}),
+            json!([1]),
+        ] {
+            assert!(
+                matches!(
+                    from_json(&body, SEARCH_LIMITS),
+                    Err(SearchError::InvalidParameter { .. })
+                ),
+                "{body}"
+            );
+        }
+    }
+}

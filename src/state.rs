@@ -1,0 +1,22 @@
+//! The shared application state handed to every handler.
+
+use std::sync::Arc;
+
+use metrics_exporter_prometheus::PrometheusHandle;
+
+use crate::config::Config;
+use crate::search::SearchIndex;
+use crate::store::Store;
+
+/// Cheap to clone: every field is shared.
+#[derive(Clone)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub store: Arc<dyn Store>,
+    pub index: Arc<SearchIndex>,
+    /// Public root URL without a trailing slash (`{base_url}` and `{site_url}`).
+    pub base_url: Arc<str>,
+    /// SHA-256 (hex) of the master key, when one is configured.
+    pub master_key_hash: Option<String>,
+    pub metrics: PrometheusHandle,
+}

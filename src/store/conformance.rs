@@ -1,0 +1,1 @@
+//! The conformance suite every `Store` implementation must pass.

@@ -1,0 +1,133 @@
+//! Persistence behind one small `Store` trait: agents, their change log, and API tokens.
+//! `sqlite` is the embedded default; every implementation passes `conformance`.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::config::StorageConfig;
+use crate::domain::AgentDraft;
+use crate::timestamp::Timestamp;
+
+pub mod model;
+mod row;
+pub mod sqlite;
+
+#[cfg(test)]
+mod conformance;
+
+pub use model::{Agent, AgentState, Change, ChangeKind, TokenRecord, VerificationLevel};
+
+/// What can go wrong in storage, as the caller needs to tell it apart.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A unique key (package name, token hash) is taken.
+    #[error("{0}")]
+    Conflict(String),
+    /// The agent is not in the state the transition starts from.
+    #[error("{0}")]
+    InvalidTransition(String),
+    /// An optimistic-concurrency check failed (`If-Match`).
+    #[error("version mismatch")]
+    VersionMismatch,
+    #[error("not found")]
+    NotFound,
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// The storage seam. Handlers and the search index see only this trait.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Cheap round trip to the database, for `/readyz`.
+    async fn ping(&self) -> StoreResult<()>;
+
+    /// Insert a new agent; `Conflict` when its package name is taken.
+    async fn insert_agent(&self, agent: &Agent) -> StoreResult<()>;
+
+    /// An agent by `id` or by (lowercase) package name.
+    async fn find_agent(&self, identifier: &str) -> StoreResult<Option<Agent>>;
+
+    /// Replace the writable fields. With `expected_revision`, fail with `VersionMismatch` when
+    /// the stored revision differs. `NotFound` when the agent is gone.
+    async fn update_agent(
+        &self,
+        id: &str,
+        draft: &AgentDraft,
+        expected_revision: Option<i64>,
+        at: Timestamp,
+    ) -> StoreResult<Agent>;
+
+    /// Move an agent from state `from` to `to` atomically; `InvalidTransition` when it is not in
+    /// `from`, `NotFound` when it is gone.
+    async fn transition(
+        &self,
+        id: &str,
+        from: AgentState,
+        to: AgentState,
+        at: Timestamp,
+    ) -> StoreResult<Agent>;
+
+    /// Set the verification level of an agent.
+    async fn set_verification(
+        &self,
+        id: &str,
+        level: VerificationLevel,
+        at: Timestamp,
+    ) -> StoreResult<Agent>;
+
+    /// Delete an agent; `false` when there was none.
+    async fn delete_agent(&self, id: &str, at: Timestamp) -> StoreResult<bool>;
+
+    /// Agents of one owner (or of everyone with `None`), by id, after `after_id`, at most `limit`.
+    async fn list_agents(
+        &self,
+        owner: Option<&str>,
+        after_id: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<Agent>>;
+
+    /// Every agent in `state` (all agents with `None`): the search index is rebuilt from this.
+    async fn all_agents(&self, state: Option<AgentState>) -> StoreResult<Vec<Agent>>;
+
+    /// Changes with a sequence number above `since`, oldest first, at most `limit`.
+    async fn changes_since(&self, since: i64, limit: u32) -> StoreResult<Vec<Change>>;
+
+    /// The highest change sequence number, 0 when there is none.
+    async fn latest_change(&self) -> StoreResult<i64>;
+
+    async fn insert_token(&self, token: &TokenRecord) -> StoreResult<()>;
+
+    async fn find_token_by_hash(&self, secret_hash: &str) -> StoreResult<Option<TokenRecord>>;
+
+    /// Tokens of one owner (or all with `None`), newest first.
+    async fn list_tokens(&self, owner: Option<&str>) -> StoreResult<Vec<TokenRecord>>;
+
+    /// Revoke a token now; `false` when there is no such unrevoked token.
+    async fn revoke_token(&self, id: &str, at: Timestamp) -> StoreResult<bool>;
+}
+
+/// Open the store the configuration names: PostgreSQL for a `postgres://` URL, else SQLite in
+/// the data directory. Migrations run before this returns.
+pub async fn open(config: &StorageConfig) -> anyhow::Result<Arc<dyn Store>> {
+    match &config.database_url {
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            anyhow::bail!(
+                "PostgreSQL support is not built yet; unset REGISTRY_DATABASE_URL to use the \
+                 embedded SQLite database"
+            )
+        }
+        Some(url) if url.starts_with("sqlite:") => {
+            Ok(Arc::new(sqlite::SqliteStore::connect(url).await?))
+        }
+        Some(other) => anyhow::bail!(
+            "REGISTRY_DATABASE_URL must start with postgres:// or sqlite:, got '{}'",
+            other.split(':').next().unwrap_or_default()
+        ),
+        None => Ok(Arc::new(
+            sqlite::SqliteStore::open_dir(&config.data_dir).await?,
+        )),
+    }
+}

@@ -1,0 +1,167 @@
+//! What the store keeps: agent records, changes, and token records.
+
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::auth::Scope;
+use crate::domain::AgentDraft;
+use crate::timestamp::Timestamp;
+
+/// Lifecycle state of an agent entry (SERVICE-SPEC §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+pub enum AgentState {
+    /// Created or unpublished: visible to its owner only.
+    #[serde(rename = "STAGE")]
+    Stage,
+    /// Live: listed, searchable, resolvable.
+    #[serde(rename = "ACTIVE")]
+    Active,
+}
+
+impl AgentState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stage => "STAGE",
+            Self::Active => "ACTIVE",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "STAGE" => Some(Self::Stage),
+            "ACTIVE" => Some(Self::Active),
+            _ => None,
+        }
+    }
+}
+
+/// How far the registry has verified who controls an agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum VerificationLevel {
+    Unverified,
+    DomainVerified,
+}
+
+impl VerificationLevel {
+    pub const ALL: [Self; 2] = [Self::Unverified, Self::DomainVerified];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unverified => "unverified",
+            Self::DomainVerified => "domain_verified",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|level| level.as_str() == s)
+    }
+}
+
+/// One agent as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Agent {
+    /// `agt_` + ULID.
+    pub id: String,
+    pub owner: String,
+    pub state: AgentState,
+    pub verification_level: VerificationLevel,
+    /// The secret the owner publishes in DNS or on their site to verify the domain.
+    pub verification_token: String,
+    /// Incremented by every write; the `ETag` of the owner's view and the `If-Match` check.
+    pub revision: i64,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub published_at: Option<Timestamp>,
+    pub draft: AgentDraft,
+}
+
+impl Agent {
+    /// A new STAGE agent owned by `owner`.
+    pub fn new(draft: AgentDraft, owner: &str, at: Timestamp) -> Self {
+        Self {
+            id: format!("agt_{}", ulid::Ulid::new()),
+            owner: owner.to_owned(),
+            state: AgentState::Stage,
+            verification_level: VerificationLevel::Unverified,
+            verification_token: crate::auth::random_secret("arv_"),
+            revision: 1,
+            created_at: at,
+            updated_at: at,
+            published_at: None,
+            draft,
+        }
+    }
+
+    pub fn package_name(&self) -> &str {
+        self.draft.package_name.as_str()
+    }
+}
+
+/// What happened to an agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    Created,
+    Updated,
+    Published,
+    Unpublished,
+    Verified,
+    Deleted,
+}
+
+impl ChangeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Created => "created",
+            Self::Updated => "updated",
+            Self::Published => "published",
+            Self::Unpublished => "unpublished",
+            Self::Verified => "verified",
+            Self::Deleted => "deleted",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::Created,
+            Self::Updated,
+            Self::Published,
+            Self::Unpublished,
+            Self::Verified,
+            Self::Deleted,
+        ]
+        .into_iter()
+        .find(|kind| kind.as_str() == s)
+    }
+}
+
+/// One entry of the change log: a monotonic sequence of agent writes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub seq: i64,
+    pub agent_id: String,
+    pub package_name: String,
+    pub kind: ChangeKind,
+    pub at: Timestamp,
+}
+
+/// An API token as stored: never the secret, only its SHA-256.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenRecord {
+    /// `tok_` + ULID.
+    pub id: String,
+    pub owner: String,
+    pub scopes: Vec<Scope>,
+    pub secret_hash: String,
+    pub created_at: Timestamp,
+    pub expires_at: Option<Timestamp>,
+    pub revoked_at: Option<Timestamp>,
+}
+
+impl TokenRecord {
+    /// Usable now: not revoked and not expired.
+    pub fn is_live(&self, now: Timestamp) -> bool {
+        self.revoked_at.is_none() && self.expires_at.is_none_or(|expiry| now < expiry)
+    }
+}

@@ -1,0 +1,180 @@
+//! Rows as the databases return them, and their conversion to the model (shared by backends).
+
+use crate::auth::Scope;
+use crate::domain::{AgentDraft, Capability, PackageName, Payment};
+use crate::timestamp::Timestamp;
+
+use super::StoreError;
+use super::model::{Agent, AgentState, Change, ChangeKind, TokenRecord, VerificationLevel};
+
+/// The columns of `agents`, in both backends.
+#[derive(Debug, sqlx::FromRow)]
+pub struct AgentRow {
+    pub id: String,
+    pub package_name: String,
+    pub owner: String,
+    pub state: String,
+    pub verification_level: String,
+    pub verification_token: String,
+    pub revision: i64,
+    pub name: String,
+    pub description: String,
+    pub version: Option<String>,
+    pub manifest_url: Option<String>,
+    pub url: Option<String>,
+    pub target: Option<String>,
+    pub category: Option<String>,
+    pub tags: String,
+    pub capabilities: String,
+    pub payment: Option<String>,
+    pub card: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub published_at: Option<i64>,
+}
+
+/// The list-valued and JSON columns of a draft, serialised once for any backend.
+pub struct DraftColumns {
+    pub tags: String,
+    pub capabilities: String,
+    pub payment: Option<String>,
+    pub card: Option<String>,
+}
+
+impl DraftColumns {
+    pub fn of(draft: &AgentDraft) -> Result<Self, StoreError> {
+        Ok(Self {
+            tags: to_json(&draft.tags)?,
+            capabilities: to_json(&draft.capabilities)?,
+            payment: draft.payment.as_ref().map(to_json).transpose()?,
+            card: draft.card.as_ref().map(to_json).transpose()?,
+        })
+    }
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+    serde_json::to_string(value)
+        .map_err(|err| StoreError::Database(sqlx::Error::Encode(err.into())))
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(column: &str, text: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|err| corrupt(column, err))
+}
+
+fn corrupt(column: &str, err: impl std::fmt::Display) -> StoreError {
+    StoreError::Database(sqlx::Error::Decode(
+        format!("column {column} holds an unreadable value: {err}").into(),
+    ))
+}
+
+impl TryFrom<AgentRow> for Agent {
+    type Error = StoreError;
+
+    fn try_from(row: AgentRow) -> Result<Self, StoreError> {
+        let capabilities: Vec<Capability> = from_json("capabilities", &row.capabilities)?;
+        let payment: Option<Payment> = row
+            .payment
+            .as_deref()
+            .map(|text| from_json("payment", text))
+            .transpose()?;
+        let card = row
+            .card
+            .as_deref()
+            .map(|text| from_json("card", text))
+            .transpose()?;
+        let draft = AgentDraft {
+            package_name: PackageName::parse(&row.package_name)
+                .map_err(|err| corrupt("package_name", err))?,
+            name: row.name,
+            description: row.description,
+            version: row.version,
+            manifest_url: row.manifest_url,
+            url: row.url,
+            target: row.target,
+            category: row.category,
+            tags: from_json("tags", &row.tags)?,
+            capabilities,
+            payment,
+            card,
+        };
+        Ok(Agent {
+            state: AgentState::parse(&row.state).ok_or_else(|| corrupt("state", &row.state))?,
+            verification_level: VerificationLevel::parse(&row.verification_level)
+                .ok_or_else(|| corrupt("verification_level", &row.verification_level))?,
+            id: row.id,
+            owner: row.owner,
+            verification_token: row.verification_token,
+            revision: row.revision,
+            created_at: Timestamp::from_micros(row.created_at),
+            updated_at: Timestamp::from_micros(row.updated_at),
+            published_at: row.published_at.map(Timestamp::from_micros),
+            draft,
+        })
+    }
+}
+
+/// The columns of `agent_changes`.
+#[derive(Debug, sqlx::FromRow)]
+pub struct ChangeRow {
+    pub seq: i64,
+    pub agent_id: String,
+    pub package_name: String,
+    pub kind: String,
+    pub at: i64,
+}
+
+impl TryFrom<ChangeRow> for Change {
+    type Error = StoreError;
+
+    fn try_from(row: ChangeRow) -> Result<Self, StoreError> {
+        Ok(Change {
+            kind: ChangeKind::parse(&row.kind).ok_or_else(|| corrupt("kind", &row.kind))?,
+            seq: row.seq,
+            agent_id: row.agent_id,
+            package_name: row.package_name,
+            at: Timestamp::from_micros(row.at),
+        })
+    }
+}
+
+/// The columns of `tokens`.
+#[derive(Debug, sqlx::FromRow)]
+pub struct TokenRow {
+    pub id: String,
+    pub owner: String,
+    pub scopes: String,
+    pub secret_hash: String,
+    pub created_at: i64,
+    pub expires_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+}
+
+/// Scopes are stored as a space-separated list.
+pub fn scopes_column(scopes: &[Scope]) -> String {
+    scopes
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl TryFrom<TokenRow> for TokenRecord {
+    type Error = StoreError;
+
+    fn try_from(row: TokenRow) -> Result<Self, StoreError> {
+        let scopes = row
+            .scopes
+            .split_whitespace()
+            .map(|s| Scope::parse(s).ok_or_else(|| corrupt("scopes", s)))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(TokenRecord {
+            id: row.id,
+            owner: row.owner,
+            scopes,
+            secret_hash: row.secret_hash,
+            created_at: Timestamp::from_micros(row.created_at),
+            expires_at: row.expires_at.map(Timestamp::from_micros),
+            revoked_at: row.revoked_at.map(Timestamp::from_micros),
+        })
+    }
+}

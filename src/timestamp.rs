@@ -1,0 +1,80 @@
+//! `Timestamp`: microseconds since the Unix epoch, stored as an integer, shown as RFC 3339 UTC.
+
+use serde::{Serialize, Serializer};
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+/// A point in time with microsecond precision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Timestamp(i64);
+
+impl Timestamp {
+    pub fn now() -> Self {
+        let nanos = OffsetDateTime::now_utc().unix_timestamp_nanos();
+        Self(i64::try_from(nanos / 1_000).unwrap_or(i64::MAX))
+    }
+
+    pub fn from_micros(micros: i64) -> Self {
+        Self(micros)
+    }
+
+    pub fn micros(self) -> i64 {
+        self.0
+    }
+
+    /// This time plus whole days (saturating).
+    pub fn plus_days(self, days: u32) -> Self {
+        Self(self.0.saturating_add(i64::from(days) * 86_400 * 1_000_000))
+    }
+
+    pub fn plus_secs(self, secs: u64) -> Self {
+        let secs = i64::try_from(secs).unwrap_or(i64::MAX);
+        Self(self.0.saturating_add(secs.saturating_mul(1_000_000)))
+    }
+
+    /// RFC 3339 in UTC with whole seconds, e.g. `2026-11-22T10:00:00Z`.
+    pub fn to_rfc3339(self) -> String {
+        let secs = self.0.div_euclid(1_000_000);
+        OffsetDateTime::from_unix_timestamp(secs)
+            .ok()
+            .and_then(|t| t.format(&Rfc3339).ok())
+            .unwrap_or_else(|| "1970-01-01T00:00:00Z".to_owned())
+    }
+}
+
+impl utoipa::PartialSchema for Timestamp {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .format(Some(utoipa::openapi::SchemaFormat::KnownFormat(
+                utoipa::openapi::KnownFormat::DateTime,
+            )))
+            .description(Some("RFC 3339 UTC timestamp"))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Timestamp {}
+
+impl Serialize for Timestamp {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.to_rfc3339())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_render_as_rfc3339_utc_with_whole_seconds() {
+        let t = Timestamp::from_micros(1_795_341_600_123_456);
+        assert_eq!(t.to_rfc3339(), "2026-11-22T10:00:00Z");
+    }
+
+    #[test]
+    fn adding_days_moves_forward() {
+        let t = Timestamp::from_micros(0).plus_days(1);
+        assert_eq!(t.to_rfc3339(), "1970-01-02T00:00:00Z");
+    }
+}

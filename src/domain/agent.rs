@@ -16,6 +16,8 @@ pub const CAPABILITIES_EXTENSION_URI: &str = "https://a2a-registry.org/extension
 
 const MAX_NAME_CHARS: usize = 200;
 const MAX_DESCRIPTION_CHARS: usize = 2_000;
+/// Tool descriptions (MCP, OpenAPI operations) run long; this is ours, not the contract's.
+const MAX_CAPABILITY_DESCRIPTION_CHARS: usize = 8_000;
 const MAX_VERSION_CHARS: usize = 64;
 const MAX_URL_CHARS: usize = 2_048;
 const MAX_LABEL_CHARS: usize = 100;
@@ -353,7 +355,7 @@ fn parse_capability(field: &str, item: &Value, errors: &mut Vec<FieldError>) -> 
             within(
                 &description_field,
                 description,
-                MAX_DESCRIPTION_CHARS,
+                MAX_CAPABILITY_DESCRIPTION_CHARS,
                 errors,
             )
         })
@@ -710,7 +712,7 @@ mod tests {
     fn capability_fields_are_bounded_and_typed() {
         let found = fields(with(json!({"capabilities": [
             {"name": "n".repeat(129)},
-            {"name": "a", "description": "d".repeat(2_001)},
+            {"name": "a", "description": "d".repeat(8_001)},
             {"name": "b", "input_schema": "object"},
             {"name": "c", "description": 5}
         ]})));

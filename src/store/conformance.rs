@@ -1,1 +1,320 @@
-//! The conformance suite every `Store` implementation must pass.
+//! The conformance suite every `Store` implementation must pass. Each case is a function over
+//! `&dyn Store`; `conformance_suite!` instantiates all of them for one backend's factory.
+
+use serde_json::json;
+
+use super::{Agent, AgentState, ChangeKind, Store, StoreError, TokenRecord, VerificationLevel};
+use crate::auth::Scope;
+use crate::domain::AgentDraft;
+use crate::timestamp::Timestamp;
+
+fn draft(package_name: &str) -> AgentDraft {
+    AgentDraft::parse(&json!({
+        "package_name": package_name,
+        "name": "Weather Agent",
+        "description": "Forecasts for any city.",
+        "tags": ["forecast", "realtime"],
+        "capabilities": [{"name": "get_forecast", "description": "Forecast",
+                          "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}],
+        "payment": {"model": "paid", "protocols": ["x402"], "rails": ["base:usdc"]},
+        "card": {"name": "Weather Agent", "description": "Forecasts", "version": "1.0.0"}
+    }))
+    .expect("valid draft")
+}
+
+fn at(secs: i64) -> Timestamp {
+    Timestamp::from_micros(1_795_000_000_000_000 + secs * 1_000_000)
+}
+
+pub async fn an_inserted_agent_reads_back_identically(store: &dyn Store) {
+    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
+    store.insert_agent(&agent).await.expect("insert");
+    let by_id = store.find_agent(&agent.id).await.expect("find");
+    assert_eq!(by_id.as_ref(), Some(&agent));
+    let by_name = store
+        .find_agent("Com.Example.Weather")
+        .await
+        .expect("find by name");
+    assert_eq!(by_name.as_ref(), Some(&agent));
+    assert_eq!(
+        store.find_agent("com.example.nope").await.expect("find"),
+        None
+    );
+}
+
+pub async fn a_taken_package_name_is_a_conflict(store: &dyn Store) {
+    let first = Agent::new(draft("com.example.weather"), "alice", at(0));
+    store.insert_agent(&first).await.expect("insert");
+    let second = Agent::new(draft("com.example.weather"), "bob", at(1));
+    let result = store.insert_agent(&second).await;
+    assert!(matches!(result, Err(StoreError::Conflict(_))), "{result:?}");
+}
+
+pub async fn updates_replace_fields_and_bump_the_revision(store: &dyn Store) {
+    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
+    store.insert_agent(&agent).await.expect("insert");
+    let mut changed = agent.draft.clone();
+    changed.description = "Now with tides.".to_owned();
+    changed.payment = None;
+    let updated = store
+        .update_agent(&agent.id, &changed, Some(1), at(5))
+        .await
+        .expect("update");
+    assert_eq!(updated.draft, changed);
+    assert_eq!(updated.revision, 2);
+    assert_eq!(updated.updated_at, at(5));
+    assert_eq!(updated.created_at, at(0));
+    let stale = store
+        .update_agent(&agent.id, &changed, Some(1), at(6))
+        .await;
+    assert!(
+        matches!(stale, Err(StoreError::VersionMismatch)),
+        "{stale:?}"
+    );
+    let gone = store
+        .update_agent("agt_missing", &changed, None, at(6))
+        .await;
+    assert!(matches!(gone, Err(StoreError::NotFound)), "{gone:?}");
+}
+
+pub async fn transitions_check_the_current_state(store: &dyn Store) {
+    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
+    store.insert_agent(&agent).await.expect("insert");
+    let live = store
+        .transition(&agent.id, AgentState::Stage, AgentState::Active, at(1))
+        .await
+        .expect("go live");
+    assert_eq!(live.state, AgentState::Active);
+    assert_eq!(live.published_at, Some(at(1)));
+    let again = store
+        .transition(&agent.id, AgentState::Stage, AgentState::Active, at(2))
+        .await;
+    assert!(
+        matches!(again, Err(StoreError::InvalidTransition(_))),
+        "{again:?}"
+    );
+    let staged = store
+        .transition(&agent.id, AgentState::Active, AgentState::Stage, at(3))
+        .await
+        .expect("unpublish");
+    assert_eq!(staged.state, AgentState::Stage);
+    assert_eq!(staged.published_at, None);
+    let missing = store
+        .transition("agt_missing", AgentState::Stage, AgentState::Active, at(4))
+        .await;
+    assert!(matches!(missing, Err(StoreError::NotFound)), "{missing:?}");
+}
+
+pub async fn verification_is_recorded(store: &dyn Store) {
+    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
+    store.insert_agent(&agent).await.expect("insert");
+    let verified = store
+        .set_verification(&agent.id, VerificationLevel::DomainVerified, at(1))
+        .await
+        .expect("verify");
+    assert_eq!(
+        verified.verification_level,
+        VerificationLevel::DomainVerified
+    );
+}
+
+pub async fn deleting_frees_the_package_name(store: &dyn Store) {
+    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
+    store.insert_agent(&agent).await.expect("insert");
+    assert!(store.delete_agent(&agent.id, at(1)).await.expect("delete"));
+    assert!(!store.delete_agent(&agent.id, at(2)).await.expect("delete"));
+    assert_eq!(store.find_agent(&agent.id).await.expect("find"), None);
+    let again = Agent::new(draft("com.example.weather"), "bob", at(3));
+    store.insert_agent(&again).await.expect("re-register");
+}
+
+pub async fn listing_filters_by_owner_and_pages_by_id(store: &dyn Store) {
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        let owner = if i % 2 == 0 { "alice" } else { "bob" };
+        let agent = Agent::new(draft(&format!("com.example.a{i}")), owner, at(i));
+        store.insert_agent(&agent).await.expect("insert");
+        if owner == "alice" {
+            ids.push(agent.id);
+        }
+    }
+    ids.sort();
+    let first = store
+        .list_agents(Some("alice"), None, 2)
+        .await
+        .expect("list");
+    assert_eq!(
+        first.iter().map(|a| a.id.clone()).collect::<Vec<_>>(),
+        ids[..2]
+    );
+    let rest = store
+        .list_agents(Some("alice"), Some(&ids[1]), 10)
+        .await
+        .expect("list");
+    assert_eq!(
+        rest.iter().map(|a| a.id.clone()).collect::<Vec<_>>(),
+        ids[2..]
+    );
+    assert_eq!(
+        store.list_agents(None, None, 10).await.expect("all").len(),
+        5
+    );
+}
+
+pub async fn all_agents_filters_by_state(store: &dyn Store) {
+    let staged = Agent::new(draft("com.example.staged"), "alice", at(0));
+    let live = Agent::new(draft("com.example.live"), "alice", at(0));
+    store.insert_agent(&staged).await.expect("insert");
+    store.insert_agent(&live).await.expect("insert");
+    store
+        .transition(&live.id, AgentState::Stage, AgentState::Active, at(1))
+        .await
+        .expect("go live");
+    let active = store
+        .all_agents(Some(AgentState::Active))
+        .await
+        .expect("active");
+    assert_eq!(active.len(), 1);
+    assert_eq!(active[0].id, live.id);
+    assert_eq!(store.all_agents(None).await.expect("all").len(), 2);
+}
+
+pub async fn every_write_is_logged_in_order(store: &dyn Store) {
+    let start = store.latest_change().await.expect("latest");
+    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
+    store.insert_agent(&agent).await.expect("insert");
+    store
+        .update_agent(&agent.id, &agent.draft, None, at(1))
+        .await
+        .expect("update");
+    store
+        .transition(&agent.id, AgentState::Stage, AgentState::Active, at(2))
+        .await
+        .expect("go live");
+    store
+        .transition(&agent.id, AgentState::Active, AgentState::Stage, at(3))
+        .await
+        .expect("unpublish");
+    store.delete_agent(&agent.id, at(4)).await.expect("delete");
+    let changes = store.changes_since(start, 100).await.expect("changes");
+    let kinds: Vec<ChangeKind> = changes.iter().map(|c| c.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            ChangeKind::Created,
+            ChangeKind::Updated,
+            ChangeKind::Published,
+            ChangeKind::Unpublished,
+            ChangeKind::Deleted
+        ]
+    );
+    assert!(changes.windows(2).all(|w| w[0].seq < w[1].seq));
+    assert!(
+        changes
+            .iter()
+            .all(|c| c.package_name == "com.example.weather")
+    );
+    assert_eq!(
+        store.latest_change().await.expect("latest"),
+        changes.last().map_or(0, |c| c.seq)
+    );
+    let tail = store
+        .changes_since(changes[2].seq, 100)
+        .await
+        .expect("changes");
+    assert_eq!(tail.len(), 2);
+}
+
+fn token(id: &str, owner: &str, hash: &str, created: i64) -> TokenRecord {
+    TokenRecord {
+        id: id.to_owned(),
+        owner: owner.to_owned(),
+        scopes: vec![Scope::A2a, Scope::AgentsWrite],
+        secret_hash: hash.to_owned(),
+        created_at: at(created),
+        expires_at: Some(at(created + 3600)),
+        revoked_at: None,
+    }
+}
+
+pub async fn tokens_are_found_by_hash_listed_and_revoked(store: &dyn Store) {
+    let alice = token("tok_a", "alice", "hash-a", 0);
+    let bob = token("tok_b", "bob", "hash-b", 1);
+    store.insert_token(&alice).await.expect("insert");
+    store.insert_token(&bob).await.expect("insert");
+    assert_eq!(
+        store.find_token_by_hash("hash-a").await.expect("find"),
+        Some(alice.clone())
+    );
+    assert_eq!(store.find_token_by_hash("nope").await.expect("find"), None);
+    let listed = store.list_tokens(None).await.expect("list");
+    assert_eq!(
+        listed.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+        ["tok_b", "tok_a"]
+    );
+    assert_eq!(
+        store.list_tokens(Some("alice")).await.expect("list").len(),
+        1
+    );
+    assert!(store.revoke_token("tok_a", at(5)).await.expect("revoke"));
+    assert!(!store.revoke_token("tok_a", at(6)).await.expect("revoke"));
+    let revoked = store
+        .find_token_by_hash("hash-a")
+        .await
+        .expect("find")
+        .expect("still stored");
+    assert_eq!(revoked.revoked_at, Some(at(5)));
+    assert!(!revoked.is_live(at(7)));
+    let duplicate = store
+        .insert_token(&token("tok_c", "carol", "hash-b", 2))
+        .await;
+    assert!(
+        matches!(duplicate, Err(StoreError::Conflict(_))),
+        "{duplicate:?}"
+    );
+}
+
+/// Instantiate every conformance case as a `#[tokio::test]` for one backend. `$factory` is an
+/// async expression yielding `(guard, Arc<dyn Store>)`; the guard lives as long as the test.
+macro_rules! conformance_suite {
+    ($factory:expr) => {
+        conformance_suite!(@cases $factory;
+            an_inserted_agent_reads_back_identically,
+            a_taken_package_name_is_a_conflict,
+            updates_replace_fields_and_bump_the_revision,
+            transitions_check_the_current_state,
+            verification_is_recorded,
+            deleting_frees_the_package_name,
+            listing_filters_by_owner_and_pages_by_id,
+            all_agents_filters_by_state,
+            every_write_is_logged_in_order,
+            tokens_are_found_by_hash_listed_and_revoked,
+        );
+    };
+    (@cases $factory:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $case() {
+                let (_guard, store) = $factory.await;
+                $crate::store::conformance::$case(store.as_ref()).await;
+            }
+        )*
+    };
+}
+
+pub(crate) use conformance_suite;
+
+mod sqlite {
+    use std::sync::Arc;
+
+    use crate::store::Store;
+    use crate::store::sqlite::SqliteStore;
+
+    async fn fresh() -> (tempfile::TempDir, Arc<dyn Store>) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = SqliteStore::open_dir(dir.path()).await.expect("open");
+        (dir, Arc::new(store))
+    }
+
+    super::conformance_suite!(fresh());
+}

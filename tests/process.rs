@@ -1,0 +1,312 @@
+//! Tests of the real binary over real HTTP on loopback: crash safety, graceful shutdown, and
+//! persistence across restarts.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const MASTER_KEY: &str = "process-test-master-key";
+
+struct Server {
+    child: Child,
+    base: String,
+}
+
+impl Server {
+    /// Start the binary on a free port over `data_dir` and wait until it answers.
+    async fn start(data_dir: &Path) -> Self {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("free port")
+            .port();
+        let child = Command::new(env!("CARGO_BIN_EXE_agent-registry"))
+            .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+            .arg("--data-dir")
+            .arg(data_dir)
+            .env("REGISTRY_MASTER_KEY", MASTER_KEY)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("binary starts");
+        let server = Self {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        };
+        server.wait_ready().await;
+        server
+    }
+
+    async fn wait_ready(&self) {
+        let client = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            let ready = client
+                .get(format!("{}/readyz", self.base))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
+            if ready {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("server at {} did not become ready", self.base);
+    }
+
+    fn kill_hard(&mut self) {
+        self.child.kill().expect("SIGKILL");
+        self.child.wait().expect("reaped");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn create_token(client: &reqwest::Client, base: &str, owner: &str) -> String {
+    let response: Value = client
+        .post(format!("{base}/api/tokens"))
+        .bearer_auth(MASTER_KEY)
+        .json(&json!({"owner": owner}))
+        .send()
+        .await
+        .expect("token request")
+        .json()
+        .await
+        .expect("token body");
+    response["token"].as_str().expect("token").to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_server_loses_no_acknowledged_publish() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut server = Server::start(dir.path()).await;
+    let client = reqwest::Client::new();
+    let token = create_token(&client, &server.base, "crash").await;
+
+    let acknowledged = Arc::new(Mutex::new(Vec::<String>::new()));
+    let mut writers = Vec::new();
+    for writer in 0..8 {
+        let (client, base, token) = (client.clone(), server.base.clone(), token.clone());
+        let acknowledged = Arc::clone(&acknowledged);
+        writers.push(tokio::spawn(async move {
+            for i in 0.. {
+                let package = format!("com.crash.w{writer}-n{i}");
+                let sent = client
+                    .post(format!("{base}/api/agents/publish"))
+                    .bearer_auth(&token)
+                    .json(&json!({"package_name": package, "name": "Crash test",
+                                  "description": "Written during a crash."}))
+                    .send()
+                    .await;
+                match sent {
+                    Ok(response) if response.status() == 201 => {
+                        acknowledged.lock().expect("lock").push(package);
+                    }
+                    _ => break,
+                }
+            }
+        }));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while acknowledged.lock().expect("lock").len() < 150 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    server.kill_hard();
+    for writer in writers {
+        writer.await.expect("writer task");
+    }
+    let acknowledged = acknowledged.lock().expect("lock").clone();
+    assert!(
+        acknowledged.len() >= 150,
+        "only {} writes acknowledged",
+        acknowledged.len()
+    );
+
+    let server = Server::start(dir.path()).await;
+    for package in &acknowledged {
+        let status = client
+            .get(format!("{}/api/agents/{package}", server.base))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .expect("get")
+            .status();
+        assert_eq!(status, 200, "acknowledged publish of {package} was lost");
+    }
+}
+
+#[tokio::test]
+async fn sigterm_stops_the_server_cleanly_and_data_survives_a_restart() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut server = Server::start(dir.path()).await;
+    let client = reqwest::Client::new();
+    let token = create_token(&client, &server.base, "alice").await;
+    let published = client
+        .post(format!("{}/api/agents/publish", server.base))
+        .bearer_auth(&token)
+        .json(
+            &json!({"package_name": "com.example.weather", "name": "Weather",
+                      "description": "Forecasts for any city.", "tags": ["forecast"]}),
+        )
+        .send()
+        .await
+        .expect("publish");
+    assert_eq!(published.status(), 201);
+    let live = client
+        .post(format!(
+            "{}/api/agents/com.example.weather/go-live",
+            server.base
+        ))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("go-live");
+    assert_eq!(live.status(), 200);
+
+    let pid = server.child.id().to_string();
+    let signalled = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(signalled.success());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = server.child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "server did not stop after SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.success(), "exit status {status}");
+
+    let server = Server::start(dir.path()).await;
+    let found: Value = client
+        .get(format!("{}/public/agents?q=weather", server.base))
+        .send()
+        .await
+        .expect("search")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(found["total"], 1, "{found}");
+    assert_eq!(found["agents"][0]["package_name"], "com.example.weather");
+    let still_valid = client
+        .get(format!("{}/api/agents", server.base))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("list");
+    assert_eq!(still_valid.status(), 200, "the token survives a restart");
+}
+
+#[tokio::test]
+async fn import_loads_a_jsonl_file_and_reports_rejected_lines() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("agents.jsonl");
+    std::fs::write(
+        &file,
+        [
+            r#"{"package_name": "io.github.a.one", "name": "One", "description": "First.", "source": "x"}"#,
+            r#"{"package_name": "bad", "name": "", "description": "Second."}"#,
+            "not json",
+            "",
+            r#"{"package_name": "io.github.a.two", "name": "Two", "description": "Second.", "tags": ["t"]}"#,
+        ]
+        .join("\n"),
+    )
+    .expect("write");
+    let data_dir = dir.path().join("data");
+    let output = Command::new(env!("CARGO_BIN_EXE_agent-registry"))
+        .arg("import")
+        .arg(&file)
+        .args(["--owner", "importer", "--go-live", "--data-dir"])
+        .arg(&data_dir)
+        .output()
+        .expect("import runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("imported 2 agents, rejected 2 lines"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("line 2:"), "{stderr}");
+    assert!(stderr.contains("line 3: invalid JSON"), "{stderr}");
+
+    let exported = Command::new(env!("CARGO_BIN_EXE_agent-registry"))
+        .args(["export", "--data-dir"])
+        .arg(&data_dir)
+        .output()
+        .expect("export runs");
+    assert!(exported.status.success());
+    let lines: Vec<Value> = String::from_utf8_lossy(&exported.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("export line is JSON"))
+        .collect();
+    let imported: Vec<&Value> = lines.iter().filter(|l| l["owner"] == "importer").collect();
+    assert_eq!(imported.len(), 2);
+    assert!(imported.iter().all(|l| l["state"] == "ACTIVE"));
+}
+
+#[tokio::test]
+async fn cli_tokens_work_against_the_server_and_revocation_is_immediate() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().to_owned();
+    let cli = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_agent-registry"))
+            .args(args)
+            .arg("--data-dir")
+            .arg(&data_dir)
+            .output()
+            .expect("cli runs")
+    };
+    let created = cli(&[
+        "token",
+        "create",
+        "--owner",
+        "carol",
+        "--scope",
+        "agents:write",
+    ]);
+    assert!(created.status.success());
+    let secret = String::from_utf8_lossy(&created.stdout).trim().to_owned();
+    assert!(secret.starts_with("ar_"));
+
+    let server = Server::start(&data_dir).await;
+    let client = reqwest::Client::new();
+    let list = |token: String| {
+        let (client, base) = (client.clone(), server.base.clone());
+        async move {
+            client
+                .get(format!("{base}/api/agents"))
+                .bearer_auth(token)
+                .send()
+                .await
+                .expect("list")
+                .status()
+        }
+    };
+    assert_eq!(list(secret.clone()).await, 200);
+
+    let listed = cli(&["token", "list"]);
+    let listing = String::from_utf8_lossy(&listed.stdout).into_owned();
+    assert!(!listing.contains(&secret), "secrets are never listed");
+    let id = listing
+        .split_whitespace()
+        .find(|word| word.starts_with("tok_"))
+        .expect("token id listed")
+        .to_owned();
+    assert!(cli(&["token", "revoke", &id]).status.success());
+    assert_eq!(list(secret).await, 401, "revocation is effective at once");
+}

@@ -34,6 +34,7 @@ pub enum ErrorCode {
     UpstreamTimeout,
     RequestTimeout,
     Unavailable,
+    NotImplemented,
     Internal,
 }
 
@@ -58,6 +59,7 @@ impl ErrorCode {
             Self::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
             Self::RequestTimeout => StatusCode::SERVICE_UNAVAILABLE,
             Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::NotImplemented => StatusCode::NOT_IMPLEMENTED,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -66,10 +68,12 @@ impl ErrorCode {
     pub fn jsonrpc_code(self) -> i64 {
         match self {
             Self::InvalidJson => -32700,
-            Self::InvalidParameter | Self::ValidationFailed | Self::PayloadTooLarge => -32602,
+            Self::InvalidParameter
+            | Self::ValidationFailed
+            | Self::PayloadTooLarge
+            | Self::AgentNotFound => -32602,
             Self::Unauthorized | Self::Forbidden => -32000,
-            Self::AgentNotFound | Self::NotFound => -32001,
-            Self::MethodNotAllowed => -32601,
+            Self::NotFound | Self::MethodNotAllowed => -32601,
             _ => -32603,
         }
     }
@@ -98,6 +102,7 @@ impl ErrorCode {
             Self::UpstreamTimeout => "upstream_timeout",
             Self::RequestTimeout => "request_timeout",
             Self::Unavailable => "unavailable",
+            Self::NotImplemented => "not_implemented",
             Self::Internal => "internal",
         }
     }

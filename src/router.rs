@@ -26,6 +26,7 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
     paths(
         public::list_agents, public::search_agents, public::get_agent, public::resolve_card,
         a2a::registry_card, a2a::utility_card,
+        a2a::jsonrpc::handle, a2a::legacy::discover, a2a::legacy::message,
         agents::publish_agent, agents::update_agent, agents::go_live, agents::unpublish,
         agents::delete_agent, agents::list_own_agents, agents::get_own_agent,
         tokens::create_token, tokens::list_tokens, tokens::revoke_token,
@@ -69,6 +70,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/public/agents/{identifier}", get(public::get_agent))
         .route("/.well-known/agent-card.json", get(a2a::registry_card))
+        .route("/a2a/message", post(a2a::legacy::message))
         .route(
             "/a2a/utility/{name}/.well-known/agent-card.json",
             get(a2a::utility_card),
@@ -96,7 +98,9 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/api/tokens/{id}",
             axum::routing::delete(tokens::revoke_token),
-        );
+        )
+        .route("/a2a/v1", post(a2a::jsonrpc::handle))
+        .route("/a2a/discover", post(a2a::legacy::discover));
 
     let operations = Router::new()
         .route("/healthz", get(ops::healthz))

@@ -8,6 +8,9 @@ use sha2::{Digest, Sha256};
 use crate::store::Agent;
 
 pub mod card;
+pub mod jsonrpc;
+pub mod legacy;
+pub mod skills;
 
 /// How long clients may cache a card.
 const CARD_MAX_AGE_SECS: u32 = 300;

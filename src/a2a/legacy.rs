@@ -1,0 +1,125 @@
+//! The legacy A2A paths of SERVICE-SPEC §4.2–4.3: `/a2a/discover` and `/a2a/message`.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::request::Parts;
+use serde_json::{Value, json};
+
+use crate::auth::{self, Scope};
+use crate::error::{ApiError, ApiResult, ErrorCode};
+use crate::extract::JsonBody;
+use crate::search::request::{self, DISCOVER_LIMITS, SEARCH_LIMITS};
+use crate::state::AppState;
+
+use super::skills;
+
+/// Semantic discovery from natural-language intent (scope `a2a`).
+#[utoipa::path(post, path = "/a2a/discover", tag = "a2a",
+    request_body(content = serde_json::Value, description = "`{query, limit (default 5, max 20), filters: {target, category, tags, verification_level, payment_*}}`"),
+    responses((status = 200, description = "`{success, agents, summary, total, limit, next_cursor}`", body = serde_json::Value),
+              (status = 400, body = crate::error::Problem), (status = 401, body = crate::error::Problem)),
+    security(("bearer" = [])))]
+pub async fn discover(
+    State(state): State<AppState>,
+    caller: auth::Caller,
+    JsonBody(body): JsonBody,
+) -> ApiResult<Json<Value>> {
+    caller.require(Scope::A2a)?;
+    let request = request::from_json(&body, DISCOVER_LIMITS)?;
+    let page = state.index.search(&request)?;
+    let mut answer = skills::page_json(&page);
+    if let Value::Object(map) = &mut answer {
+        map.insert("success".to_owned(), Value::Bool(true));
+        map.insert(
+            "summary".to_owned(),
+            Value::String(skills::found_summary(
+                page.agents.len(),
+                page.total,
+                &request.text,
+            )),
+        );
+    }
+    Ok(Json(answer))
+}
+
+/// A message to the registry (`to: "registry"`, no authentication) or to a hosted agent.
+#[utoipa::path(post, path = "/a2a/message", tag = "a2a",
+    request_body(content = serde_json::Value, description = r#"`{"to": "registry", "action": "search", "params": {"query", "limit", payment filters…}}` or `{"to": "registry", "action": "resolve_package", "params": {"package_name"}}`"#),
+    responses((status = 200, description = "`{agents: [...]}` or `{card: {...}}`", body = serde_json::Value),
+              (status = 400, body = crate::error::Problem), (status = 404, body = crate::error::Problem)))]
+pub async fn message(
+    State(state): State<AppState>,
+    parts: Parts,
+    JsonBody(body): JsonBody,
+) -> ApiResult<Json<Value>> {
+    let body = body
+        .as_object()
+        .ok_or_else(|| ApiError::invalid_parameter("the body must be a JSON object"))?;
+    let text = |key: &str| -> ApiResult<Option<&str>> {
+        match body.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.trim())),
+            Some(_) => Err(ApiError::invalid_parameter(format!(
+                "{key} must be a string"
+            ))),
+        }
+    };
+    let to = text("to")?.unwrap_or("registry");
+    let action =
+        text("action")?.ok_or_else(|| ApiError::invalid_parameter("action is required"))?;
+    let params = match body.get("params") {
+        None | Some(Value::Null) => json!({}),
+        Some(params @ Value::Object(_)) => params.clone(),
+        Some(_) => return Err(ApiError::invalid_parameter("params must be an object")),
+    };
+    if !to.eq_ignore_ascii_case("registry") {
+        return message_to_agent(&state, &parts, to).await;
+    }
+    match action {
+        "search" | skills::SEARCH_AGENTS => {
+            let request = request::from_json(&params, SEARCH_LIMITS)?;
+            let page = state.index.search(&request)?;
+            Ok(Json(skills::page_json(&page)))
+        }
+        skills::RESOLVE_PACKAGE | "resolve" => {
+            let package = params
+                .get("package_name")
+                .and_then(Value::as_str)
+                .filter(|p| !p.trim().is_empty())
+                .ok_or_else(|| ApiError::invalid_parameter("params.package_name is required"))?;
+            let card = skills::resolve(&state, package).await?;
+            Ok(Json(json!({"card": card})))
+        }
+        other => Err(ApiError::invalid_parameter(format!(
+            "unknown action '{}'; the registry understands search and resolve_package",
+            crate::error::truncate(other, 60)
+        ))),
+    }
+}
+
+/// A message addressed to a hosted agent: needs scope `a2a`.
+async fn message_to_agent(state: &AppState, parts: &Parts, to: &str) -> ApiResult<Json<Value>> {
+    let hosted = crate::agents::all()
+        .into_iter()
+        .find(|agent| agent.package_name().eq_ignore_ascii_case(to))
+        .ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::AgentNotFound,
+                format!(
+                    "no agent '{}' answers here; address 'registry' or a hosted agent",
+                    crate::error::truncate(to, 100)
+                ),
+            )
+        })?;
+    let secret = auth::bearer_secret(parts)?;
+    auth::authenticate(state, secret)
+        .await?
+        .require(Scope::A2a)?;
+    Err(ApiError::new(
+        ErrorCode::NotImplemented,
+        format!(
+            "{} is registered, but executing hosted agents is not available yet",
+            hosted.package_name()
+        ),
+    ))
+}

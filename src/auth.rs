@@ -73,9 +73,9 @@ pub fn parse_owner(owner: &str) -> Result<String, String> {
             "owner must be 1-64 characters of letters, digits, '.', '_', '@' or '-'".into(),
         );
     }
-    if owner == SYSTEM_OWNER {
+    if owner == SYSTEM_OWNER || owner == MASTER_OWNER {
         return Err(format!(
-            "owner '{SYSTEM_OWNER}' is reserved for the registry itself"
+            "owner '{owner}' is reserved (the registry's own agents and the master key)"
         ));
     }
     Ok(owner.to_owned())
@@ -233,6 +233,7 @@ mod tests {
         assert!(parse_owner("").is_err());
         assert!(parse_owner("a b").is_err());
         assert!(parse_owner(SYSTEM_OWNER).is_err());
+        assert!(parse_owner(MASTER_OWNER).is_err());
         assert!(parse_owner(&"x".repeat(65)).is_err());
     }
 }

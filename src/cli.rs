@@ -31,7 +31,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Serve the HTTP API (the default command).
-    Serve(Config),
+    Serve(Box<Config>),
     /// Create, list and revoke API tokens.
     #[command(subcommand)]
     Token(TokenCommand),
@@ -104,7 +104,7 @@ fn parse_scope(value: &str) -> Result<Scope, String> {
 /// Run a non-serve command.
 pub async fn run(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Serve(config) => crate::serve(config).await,
+        Command::Serve(config) => crate::serve(*config).await,
         Command::Token(command) => run_token(command).await,
         Command::Import(args) => import(args).await,
         Command::Export(args) => export(args).await,

@@ -28,6 +28,12 @@ pub struct Config {
     #[command(flatten)]
     pub storage: StorageConfig,
 
+    #[command(flatten)]
+    pub embedder: crate::search::embed::EmbedderConfig,
+
+    #[command(flatten)]
+    pub upstreams: crate::agents::UpstreamConfig,
+
     /// A bearer secret accepted with every scope, for operators. Unset: only CLI-made tokens exist.
     #[arg(long, env = "REGISTRY_MASTER_KEY", hide_env_values = true)]
     pub master_key: Option<String>,

@@ -23,6 +23,8 @@ pub enum ErrorCode {
     AgentNotFound,
     SessionNotFound,
     TokenNotFound,
+    /// Something a hosted agent was asked about does not exist (an unknown symbol or page).
+    ResourceNotFound,
     NotFound,
     MethodNotAllowed,
     Conflict,
@@ -47,9 +49,11 @@ impl ErrorCode {
             Self::ValidationFailed | Self::VerificationFailed => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::Forbidden => StatusCode::FORBIDDEN,
-            Self::AgentNotFound | Self::SessionNotFound | Self::TokenNotFound | Self::NotFound => {
-                StatusCode::NOT_FOUND
-            }
+            Self::AgentNotFound
+            | Self::SessionNotFound
+            | Self::TokenNotFound
+            | Self::ResourceNotFound
+            | Self::NotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Conflict | Self::InvalidStateTransition => StatusCode::CONFLICT,
             Self::PreconditionFailed => StatusCode::PRECONDITION_FAILED,
@@ -71,7 +75,8 @@ impl ErrorCode {
             Self::InvalidParameter
             | Self::ValidationFailed
             | Self::PayloadTooLarge
-            | Self::AgentNotFound => -32602,
+            | Self::AgentNotFound
+            | Self::ResourceNotFound => -32602,
             Self::Unauthorized | Self::Forbidden => -32000,
             Self::NotFound | Self::MethodNotAllowed => -32601,
             _ => -32603,
@@ -91,6 +96,7 @@ impl ErrorCode {
             Self::AgentNotFound => "agent_not_found",
             Self::SessionNotFound => "session_not_found",
             Self::TokenNotFound => "token_not_found",
+            Self::ResourceNotFound => "resource_not_found",
             Self::NotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::Conflict => "conflict",

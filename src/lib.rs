@@ -10,11 +10,13 @@ pub mod domain;
 pub mod error;
 pub mod extract;
 pub mod middleware;
+pub mod outbound;
 pub mod router;
 pub mod search;
 pub mod state;
 pub mod store;
 pub mod timestamp;
+pub mod verify;
 
 use std::sync::Arc;
 
@@ -38,12 +40,20 @@ pub async fn build(config: Config) -> anyhow::Result<App> {
 /// `build` over a store that is already open.
 pub async fn build_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::Result<App> {
     let base_url: Arc<str> = config.base_url().into();
-    let index = Arc::new(SearchIndex::new(&base_url));
+    let embedder = search::embed::from_config(&config.embedder)?;
+    let index = Arc::new(SearchIndex::new(&base_url, Arc::clone(&store), embedder)?);
     let started = std::time::Instant::now();
-    index.rebuild(&store.all_agents(Some(AgentState::Active)).await?);
-    agents::register_all(store.as_ref(), &index, &base_url).await?;
+    index
+        .rebuild(&store.all_agents(Some(AgentState::Active)).await?)
+        .await?;
+    let outbound = Arc::new(outbound::Outbound::new(
+        outbound::OutboundSettings::for_user_urls(&config.upstreams, &base_url),
+    )?);
+    let hosted = agents::HostedAgents::new(&config.upstreams, &base_url, Arc::clone(&outbound))?;
+    agents::register_all(&hosted, store.as_ref(), &index, &base_url).await?;
     tracing::info!(
         agents = index.len(),
+        embedder = index.embedder_id().unwrap_or("none"),
         elapsed_ms = started.elapsed().as_millis() as u64,
         "search index loaded"
     );
@@ -58,6 +68,8 @@ pub async fn build_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::
         index,
         base_url,
         metrics: middleware::prometheus(),
+        outbound,
+        hosted,
     };
     let router = router::router(state.clone());
     Ok(App { state, router })

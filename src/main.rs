@@ -9,7 +9,7 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         None => serve(cli.serve).await,
-        Some(Command::Serve(config)) => serve(config).await,
+        Some(Command::Serve(config)) => serve(*config).await,
         Some(command) => {
             init_tracing(LogFormat::Text);
             agent_registry::cli::run(command).await

@@ -27,7 +27,9 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
         public::list_agents, public::search_agents, public::get_agent, public::resolve_card,
         a2a::registry_card, a2a::utility_card,
         a2a::jsonrpc::handle, a2a::legacy::discover, a2a::legacy::message,
+        a2a::utility::invoke, a2a::utility::handle,
         agents::publish_agent, agents::update_agent, agents::go_live, agents::unpublish,
+        agents::verify_agent,
         agents::delete_agent, agents::list_own_agents, agents::get_own_agent,
         tokens::create_token, tokens::list_tokens, tokens::revoke_token,
         ops::healthz, ops::readyz, ops::metrics,
@@ -91,6 +93,7 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/api/agents/{id}/go-live", post(agents::go_live))
         .route("/api/agents/{id}/unpublish", post(agents::unpublish))
+        .route("/api/agents/{id}/verify", post(agents::verify_agent))
         .route(
             "/api/tokens",
             get(tokens::list_tokens).post(tokens::create_token),
@@ -100,7 +103,9 @@ pub fn router(state: AppState) -> Router {
             axum::routing::delete(tokens::revoke_token),
         )
         .route("/a2a/v1", post(a2a::jsonrpc::handle))
-        .route("/a2a/discover", post(a2a::legacy::discover));
+        .route("/a2a/discover", post(a2a::legacy::discover))
+        .route("/a2a/utility/{name}", post(a2a::utility::invoke))
+        .route("/a2a/utility/{name}/v1", post(a2a::utility::handle));
 
     let operations = Router::new()
         .route("/healthz", get(ops::healthz))

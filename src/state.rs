@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use metrics_exporter_prometheus::PrometheusHandle;
 
+use crate::agents::HostedAgents;
 use crate::config::Config;
+use crate::outbound::Outbound;
 use crate::search::SearchIndex;
 use crate::store::Store;
 
@@ -19,4 +21,8 @@ pub struct AppState {
     /// SHA-256 (hex) of the master key, when one is configured.
     pub master_key_hash: Option<String>,
     pub metrics: PrometheusHandle,
+    /// Fetches user-supplied URLs (cards, verification files) behind the SSRF guard.
+    pub outbound: Arc<Outbound>,
+    /// The hosted utility agents.
+    pub hosted: HostedAgents,
 }

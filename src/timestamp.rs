@@ -18,6 +18,11 @@ impl Timestamp {
         Self(micros)
     }
 
+    /// Whole seconds since the Unix epoch (upstream APIs); `None` when out of range.
+    pub fn from_unix_secs(secs: i64) -> Option<Self> {
+        secs.checked_mul(1_000_000).map(Self)
+    }
+
     pub fn micros(self) -> i64 {
         self.0
     }

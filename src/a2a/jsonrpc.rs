@@ -1,5 +1,8 @@
-//! JSON-RPC 2.0 at `POST /a2a/v1` (A2A v1.0, A2A.md §2): `SendMessage` with the registry's
-//! skills `search_agents` and `resolve_package`, batches, notifications, version negotiation.
+//! JSON-RPC 2.0 (A2A v1.0, A2A.md §2) at `POST /a2a/v1` and, for each hosted agent, at
+//! `POST /a2a/utility/{name}/v1`: `SendMessage` (the registry's skills `search_agents` and
+//! `resolve_package`, or a hosted agent's capabilities), batches, notifications, versions.
+
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -9,6 +12,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
+use crate::agents::HostedAgent;
 use crate::auth::{self, Scope};
 use crate::error::{ApiError, ErrorCode};
 use crate::search::request::{self, SEARCH_LIMITS};
@@ -125,7 +129,25 @@ pub async fn handle(
     parts: Parts,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    if let Err(response) = authorize(&state, &parts).await {
+    serve(&state, &Target::Registry, &parts, body).await
+}
+
+/// Which agent a JSON-RPC endpoint speaks for.
+pub enum Target {
+    /// The registry itself (`/a2a/v1`).
+    Registry,
+    /// A hosted utility agent (`/a2a/utility/{name}/v1`).
+    Hosted(Arc<dyn HostedAgent>),
+}
+
+/// Authenticate (scope `a2a`), then answer a JSON-RPC request or batch for `target`.
+pub async fn serve(
+    state: &AppState,
+    target: &Target,
+    parts: &Parts,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    if let Err(response) = authorize(state, parts).await {
         return response;
     }
     let body = match body {
@@ -154,13 +176,13 @@ pub async fn handle(
         Value::Array(batch) => {
             let mut answers = Vec::with_capacity(batch.len());
             for call in batch {
-                if let Some(answer) = answer_call(&state, call, &version).await {
+                if let Some(answer) = answer_call(state, target, call, &version).await {
                     answers.push(answer);
                 }
             }
             (!answers.is_empty()).then_some(Value::Array(answers))
         }
-        call => answer_call(&state, call, &version).await,
+        call => answer_call(state, target, call, &version).await,
     };
     match answer {
         Some(body) => http_json(StatusCode::OK, &body),
@@ -195,6 +217,7 @@ async fn authorize(state: &AppState, parts: &Parts) -> Result<(), Response> {
 /// One call of a request or batch; `None` for a notification (no `id`).
 async fn answer_call(
     state: &AppState,
+    target: &Target,
     call: Value,
     version: &Result<(), RpcError>,
 ) -> Option<Value> {
@@ -221,7 +244,7 @@ async fn answer_call(
         )),
         (Some(Value::String(v)), Some(Value::String(method))) if v == "2.0" => match version {
             Err(err) => Err(err.clone()),
-            Ok(()) => dispatch(state, method, call.get("params")).await,
+            Ok(()) => dispatch(state, target, method, call.get("params")).await,
         },
         (Some(Value::String(v)), _) if v == "2.0" => Err(RpcError::new(
             codes::INVALID_REQUEST,
@@ -242,12 +265,16 @@ async fn answer_call(
 
 async fn dispatch(
     state: &AppState,
+    target: &Target,
     method: &str,
     params: Option<&Value>,
 ) -> Result<Value, RpcError> {
     match method {
         // v0.3 clients say `message/send`.
-        "SendMessage" | "message/send" => send_message(state, params).await,
+        "SendMessage" | "message/send" => match target {
+            Target::Registry => send_message(state, params).await,
+            Target::Hosted(agent) => super::utility::send_message(agent.as_ref(), params).await,
+        },
         "GetTask" | "CancelTask" | "tasks/get" | "tasks/cancel" => Err(RpcError::new(
             codes::TASK_NOT_FOUND,
             "task not found: the registry answers every message at once and keeps no tasks",
@@ -355,7 +382,7 @@ async fn send_message(state: &AppState, params: Option<&Value>) -> Result<Value,
             }
             let request = request::from_json(&Value::Object(body), SEARCH_LIMITS)
                 .map_err(|err| RpcError::from(ApiError::from(err)))?;
-            let page = state.index.search(&request).map_err(ApiError::from)?;
+            let page = state.index.search(&request).await.map_err(ApiError::from)?;
             let summary = skills::found_summary(page.agents.len(), page.total, &request.text);
             (skills::page_json(&page), summary)
         }
@@ -382,6 +409,12 @@ async fn send_message(state: &AppState, params: Option<&Value>) -> Result<Value,
             )));
         }
     };
+    Ok(agent_message(data, text, incoming.context_id))
+}
+
+/// A `SendMessage` result: `{"message": {messageId, role: ROLE_AGENT, parts: [data, text]}}`,
+/// in the caller's context when it named one.
+pub fn agent_message(data: Value, text: String, context_id: Option<Value>) -> Value {
     let mut message = json!({
         "messageId": format!("msg_{}", ulid::Ulid::new()),
         "role": "ROLE_AGENT",
@@ -390,10 +423,10 @@ async fn send_message(state: &AppState, params: Option<&Value>) -> Result<Value,
             {"text": text},
         ],
     });
-    if let (Some(context), Value::Object(map)) = (incoming.context_id, &mut message) {
+    if let (Some(context), Value::Object(map)) = (context_id, &mut message) {
         map.insert("contextId".to_owned(), context);
     }
-    Ok(json!({"message": message}))
+    json!({"message": message})
 }
 
 #[cfg(test)]
@@ -445,7 +478,9 @@ mod tests {
             json!({"message": {"parts": [{"data": "x"}]}}),
             json!({"message": {"parts": [{"file": {}}]}}),
         ] {
-            let err = parse_send_message(Some(&params)).err().expect("invalid");
+            let err = parse_send_message(Some(&params))
+                .map(|_| ())
+                .expect_err("invalid");
             assert_eq!(err.code, codes::INVALID_PARAMS, "{params}");
         }
     }
@@ -457,7 +492,7 @@ mod tests {
         headers.insert("a2a-version", HeaderValue::from_static("1.0"));
         assert!(version_supported(&headers, None).is_ok());
         headers.insert("a2a-version", HeaderValue::from_static("0.3"));
-        let err = version_supported(&headers, None).err().expect("refused");
+        let err = version_supported(&headers, None).expect_err("refused");
         assert_eq!(err.code, codes::VERSION_NOT_SUPPORTED);
         let query = version_supported(&HeaderMap::new(), Some("A2A-Version=2.0"));
         assert!(query.is_err());

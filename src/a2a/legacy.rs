@@ -5,6 +5,7 @@ use axum::extract::State;
 use axum::http::request::Parts;
 use serde_json::{Value, json};
 
+use crate::agents::{self, Invocation};
 use crate::auth::{self, Scope};
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::extract::JsonBody;
@@ -26,7 +27,7 @@ pub async fn discover(
 ) -> ApiResult<Json<Value>> {
     caller.require(Scope::A2a)?;
     let request = request::from_json(&body, DISCOVER_LIMITS)?;
-    let page = state.index.search(&request)?;
+    let page = state.index.search(&request).await?;
     let mut answer = skills::page_json(&page);
     if let Value::Object(map) = &mut answer {
         map.insert("success".to_owned(), Value::Bool(true));
@@ -42,11 +43,14 @@ pub async fn discover(
     Ok(Json(answer))
 }
 
-/// A message to the registry (`to: "registry"`, no authentication) or to a hosted agent.
+/// A message to the registry (`to: "registry"`, no authentication) or to a hosted agent
+/// (`to: "registry.utility.finance"`, scope `a2a`).
 #[utoipa::path(post, path = "/a2a/message", tag = "a2a",
-    request_body(content = serde_json::Value, description = r#"`{"to": "registry", "action": "search", "params": {"query", "limit", payment filters…}}` or `{"to": "registry", "action": "resolve_package", "params": {"package_name"}}`"#),
-    responses((status = 200, description = "`{agents: [...]}` or `{card: {...}}`", body = serde_json::Value),
-              (status = 400, body = crate::error::Problem), (status = 404, body = crate::error::Problem)))]
+    request_body(content = serde_json::Value, description = r#"`{"to": "registry", "action": "search", "params": {"query", "limit", payment filters…}}`, `{"to": "registry", "action": "resolve_package", "params": {"package_name"}}`, or to a hosted agent (scope `a2a`): `{"to": "registry.utility.finance", "action": "get_current_price", "params": {"symbol": "BTC"}}`"#),
+    responses((status = 200, description = "`{agents: [...]}`, `{card: {...}}`, or a hosted agent's `{agent, capability, output}`", body = serde_json::Value),
+              (status = 400, body = crate::error::Problem), (status = 401, body = crate::error::Problem),
+              (status = 403, body = crate::error::Problem), (status = 404, body = crate::error::Problem),
+              (status = 502, body = crate::error::Problem), (status = 504, body = crate::error::Problem)))]
 pub async fn message(
     State(state): State<AppState>,
     parts: Parts,
@@ -65,20 +69,20 @@ pub async fn message(
         }
     };
     let to = text("to")?.unwrap_or("registry");
-    let action =
-        text("action")?.ok_or_else(|| ApiError::invalid_parameter("action is required"))?;
+    let action = text("action")?;
     let params = match body.get("params") {
         None | Some(Value::Null) => json!({}),
         Some(params @ Value::Object(_)) => params.clone(),
         Some(_) => return Err(ApiError::invalid_parameter("params must be an object")),
     };
     if !to.eq_ignore_ascii_case("registry") {
-        return message_to_agent(&state, &parts, to).await;
+        return message_to_agent(&state, &parts, to, action, &params).await;
     }
+    let action = action.ok_or_else(|| ApiError::invalid_parameter("action is required"))?;
     match action {
         "search" | skills::SEARCH_AGENTS => {
             let request = request::from_json(&params, SEARCH_LIMITS)?;
-            let page = state.index.search(&request)?;
+            let page = state.index.search(&request).await?;
             Ok(Json(skills::page_json(&page)))
         }
         skills::RESOLVE_PACKAGE | "resolve" => {
@@ -97,29 +101,36 @@ pub async fn message(
     }
 }
 
-/// A message addressed to a hosted agent: needs scope `a2a`.
-async fn message_to_agent(state: &AppState, parts: &Parts, to: &str) -> ApiResult<Json<Value>> {
-    let hosted = crate::agents::all()
-        .into_iter()
-        .find(|agent| agent.package_name().eq_ignore_ascii_case(to))
-        .ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::AgentNotFound,
-                format!(
-                    "no agent '{}' answers here; address 'registry' or a hosted agent",
-                    crate::error::truncate(to, 100)
-                ),
-            )
-        })?;
+/// A message addressed to a hosted agent: needs scope `a2a`; `action` names the capability and
+/// `params` is its input. Answers like `POST /a2a/utility/{name}`.
+async fn message_to_agent(
+    state: &AppState,
+    parts: &Parts,
+    to: &str,
+    action: Option<&str>,
+    params: &Value,
+) -> ApiResult<Json<Value>> {
+    let hosted = state.hosted.by_package(to).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::AgentNotFound,
+            format!(
+                "no agent '{}' answers here; address 'registry' or a hosted agent",
+                crate::error::truncate(to, 100)
+            ),
+        )
+    })?;
     let secret = auth::bearer_secret(parts)?;
     auth::authenticate(state, secret)
         .await?
         .require(Scope::A2a)?;
-    Err(ApiError::new(
-        ErrorCode::NotImplemented,
-        format!(
-            "{} is registered, but executing hosted agents is not available yet",
-            hosted.package_name()
-        ),
-    ))
+    let invocation = Invocation {
+        capability: action.map(str::to_owned),
+        input: Invocation::input_from(params, hosted.text_field())?,
+    };
+    let (capability, output) = agents::invoke(hosted.as_ref(), &invocation).await?;
+    Ok(Json(agents::response_body(
+        hosted.as_ref(),
+        &capability,
+        &output,
+    )))
 }

@@ -5,22 +5,29 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::domain::AgentDraft;
 use crate::store::Agent;
 
 pub mod card;
+pub mod fetch;
 pub mod jsonrpc;
 pub mod legacy;
 pub mod skills;
+pub mod utility;
 
 /// How long clients may cache a card.
 const CARD_MAX_AGE_SECS: u32 = 300;
 
 /// The A2A card of a registered agent: the card its owner published, or one built from the record.
 pub fn card_of(agent: &Agent) -> Value {
-    if let Some(card) = &agent.draft.card {
+    card_of_draft(&agent.draft)
+}
+
+/// The card of an agent's writable fields: the published card, or one built from them.
+pub fn card_of_draft(draft: &AgentDraft) -> Value {
+    if let Some(card) = &draft.card {
         return card.clone();
     }
-    let draft = &agent.draft;
     card::agent_card(&card::CardInput {
         name: &draft.name,
         description: &draft.description,
@@ -101,8 +108,12 @@ pub async fn utility_card(
     crate::extract::PathParam(slug): crate::extract::PathParam,
     headers: HeaderMap,
 ) -> crate::error::ApiResult<Response> {
-    let hosted = crate::agents::by_slug(&slug)
+    let hosted = state
+        .hosted
+        .by_slug(&slug)
         .ok_or_else(|| crate::error::ApiError::agent_not_found(&slug))?;
-    let agent = crate::api::public::find_active(&state, hosted.package_name()).await?;
-    Ok(cacheable_json(&headers, &card_of(&agent)))
+    let card = hosted.card(&state.base_url).map_err(|errors| {
+        crate::error::ApiError::internal(format!("hosted agent card is invalid: {errors:?}"))
+    })?;
+    Ok(cacheable_json(&headers, &card))
 }

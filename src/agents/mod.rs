@@ -1,20 +1,110 @@
-//! Hosted utility agents (CONTRACT §7): each is one file implementing `HostedAgent`, and `all()`
-//! is the one place they are registered. At start-up each becomes an ACTIVE, domain-verified
-//! registry entry owned by the registry itself.
+//! Hosted utility agents (CONTRACT §7): each is one file implementing `HostedAgent`, and
+//! `HostedAgents::new` is the one place they are registered. At start-up each becomes an ACTIVE,
+//! domain-verified registry entry owned by the registry itself.
 
-use serde_json::{Value, json};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value, json};
 
 use crate::auth::SYSTEM_OWNER;
 use crate::domain::{AgentDraft, FieldError};
+use crate::error::{ApiError, ErrorCode};
+use crate::outbound::{Outbound, OutboundError, OutboundSettings};
 use crate::search::SearchIndex;
 use crate::store::{Agent, AgentState, Store, StoreError, VerificationLevel};
 use crate::timestamp::Timestamp;
 
+mod cache;
+mod config;
 mod finance;
 mod reader;
+mod upstream;
 mod wiki;
 
-/// What the registry needs to know to list and describe a hosted agent.
+pub use config::UpstreamConfig;
+
+/// What a hosted agent produced: the output object and a one-line summary for people.
+#[derive(Debug, Clone)]
+pub struct Output {
+    pub data: Value,
+    pub summary: String,
+}
+
+/// Why a hosted agent could not answer; each variant knows its error code.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("unknown capability '{capability}'; {agent} has {known}")]
+    UnknownCapability {
+        agent: &'static str,
+        capability: String,
+        known: String,
+    },
+    #[error("{field}: {message}")]
+    InvalidInput { field: String, message: String },
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Upstream(String),
+    #[error("{service} was rate-limited upstream; try again later")]
+    RateLimited {
+        service: &'static str,
+        retry_after_secs: Option<u64>,
+    },
+    #[error("{0}")]
+    UpstreamTimeout(String),
+    #[error(transparent)]
+    Outbound(#[from] OutboundError),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl AgentError {
+    pub fn invalid(field: &str, message: impl Into<String>) -> Self {
+        Self::InvalidInput {
+            field: field.to_owned(),
+            message: message.into(),
+        }
+    }
+
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::UnknownCapability { .. } | Self::InvalidInput { .. } => {
+                ErrorCode::InvalidParameter
+            }
+            Self::NotFound(_) => ErrorCode::ResourceNotFound,
+            Self::Upstream(_) | Self::RateLimited { .. } => ErrorCode::UpstreamError,
+            Self::UpstreamTimeout(_) => ErrorCode::UpstreamTimeout,
+            Self::Outbound(err) => err.code(),
+            Self::Internal(_) => ErrorCode::Internal,
+        }
+    }
+}
+
+impl From<AgentError> for ApiError {
+    fn from(err: AgentError) -> Self {
+        if let AgentError::Internal(cause) = &err {
+            return ApiError::internal(cause);
+        }
+        let code = err.code();
+        if code.status().is_server_error() {
+            tracing::warn!(code = code.as_str(), error = %err, "hosted agent failed upstream");
+        }
+        let retry_after_secs = match &err {
+            AgentError::RateLimited {
+                retry_after_secs, ..
+            } => *retry_after_secs,
+            _ => None,
+        };
+        ApiError {
+            retry_after_secs,
+            ..ApiError::new(code, err.to_string())
+        }
+    }
+}
+
+/// A hosted agent: what the registry lists about it, and how it runs.
+#[async_trait]
 pub trait HostedAgent: Send + Sync {
     /// Path segment under `/a2a/utility/`.
     fn slug(&self) -> &'static str;
@@ -25,24 +115,168 @@ pub trait HostedAgent: Send + Sync {
     fn tags(&self) -> &'static [&'static str];
     /// `[{name, description, input_schema}]`.
     fn capabilities(&self) -> Value;
+    /// The input field a plain-text message fills (`query`, `symbol`, `url`).
+    fn text_field(&self) -> &'static str;
+
+    /// The capability an input that names none asks for: the first one unless overridden.
+    fn default_capability(&self, _input: &Map<String, Value>) -> String {
+        self.capability_names()
+            .into_iter()
+            .next()
+            .unwrap_or_default()
+    }
+
+    /// Run `capability` on `input`; the capability is one of `capability_names()`.
+    async fn execute(
+        &self,
+        capability: &str,
+        input: &Map<String, Value>,
+    ) -> Result<Output, AgentError>;
+
+    /// The names of `capabilities()`, in order.
+    fn capability_names(&self) -> Vec<String> {
+        self.capabilities()
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|capability| capability.get("name")?.as_str().map(str::to_owned))
+            .collect()
+    }
+
+    /// The agent's A2A card: the card built for its registry entry, interface at `/v1`.
+    fn card(&self, base_url: &str) -> Result<Value, Vec<FieldError>> {
+        draft(self, base_url).map(|draft| crate::a2a::card_of_draft(&draft))
+    }
 }
 
-/// Every hosted agent, in one place.
-pub fn all() -> Vec<Box<dyn HostedAgent>> {
-    vec![
-        Box::new(wiki::WikiAgent),
-        Box::new(finance::FinanceAgent),
-        Box::new(reader::ReaderAgent),
-    ]
+/// Every hosted agent, built once from the configuration.
+#[derive(Clone)]
+pub struct HostedAgents(Vec<Arc<dyn HostedAgent>>);
+
+impl HostedAgents {
+    /// The one place hosted agents are registered. The reader fetches user-supplied URLs through
+    /// `user_urls`; the others call their configured API origins.
+    pub fn new(
+        config: &UpstreamConfig,
+        base_url: &str,
+        user_urls: Arc<Outbound>,
+    ) -> anyhow::Result<Self> {
+        let apis = Arc::new(Outbound::new(OutboundSettings::for_configured_apis(
+            config, base_url,
+        ))?);
+        Ok(Self(vec![
+            Arc::new(wiki::WikiAgent::new(config, Arc::clone(&apis))),
+            Arc::new(finance::FinanceAgent::new(config, apis)),
+            Arc::new(reader::ReaderAgent::new(user_urls)),
+        ]))
+    }
+
+    pub fn all(&self) -> &[Arc<dyn HostedAgent>] {
+        &self.0
+    }
+
+    /// The agent served under `/a2a/utility/{slug}`.
+    pub fn by_slug(&self, slug: &str) -> Option<Arc<dyn HostedAgent>> {
+        self.0.iter().find(|agent| agent.slug() == slug).cloned()
+    }
+
+    /// The agent with this package name (case-insensitive).
+    pub fn by_package(&self, package_name: &str) -> Option<Arc<dyn HostedAgent>> {
+        self.0
+            .iter()
+            .find(|agent| {
+                agent
+                    .package_name()
+                    .eq_ignore_ascii_case(package_name.trim())
+            })
+            .cloned()
+    }
 }
 
-/// The hosted agent served under `/a2a/utility/{slug}`.
-pub fn by_slug(slug: &str) -> Option<Box<dyn HostedAgent>> {
-    all().into_iter().find(|agent| agent.slug() == slug)
+/// A call of a hosted agent: the capability (if named) and its input object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Invocation {
+    pub capability: Option<String>,
+    pub input: Map<String, Value>,
+}
+
+impl Invocation {
+    /// Reads `{"input": …, "capability"?}` or the legacy `{"action": …, "params": …}`. A string
+    /// input fills the agent's text field; a body with neither `input` nor `params` is the input.
+    pub fn from_body(body: &Value, text_field: &str) -> Result<Self, AgentError> {
+        let Some(object) = body.as_object() else {
+            return Err(AgentError::invalid(
+                "body",
+                "must be a JSON object such as {\"input\": {…}}",
+            ));
+        };
+        let capability = ["capability", "action"]
+            .into_iter()
+            .find_map(|key| object.get(key).filter(|value| !value.is_null()))
+            .map(|value| match value {
+                Value::String(name) => Ok(name.trim().to_owned()),
+                _ => Err(AgentError::invalid("capability", "must be a string")),
+            })
+            .transpose()?;
+        let input = match ["input", "params"]
+            .into_iter()
+            .find_map(|key| object.get(key).filter(|value| !value.is_null()))
+        {
+            Some(value) => Self::input_from(value, text_field)?,
+            None => object
+                .iter()
+                .filter(|(key, _)| !matches!(key.as_str(), "capability" | "action" | "to"))
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect(),
+        };
+        Ok(Self { capability, input })
+    }
+
+    /// An input value: an object as is, a string as the agent's text field.
+    pub fn input_from(value: &Value, text_field: &str) -> Result<Map<String, Value>, AgentError> {
+        match value {
+            Value::Object(map) => Ok(map.clone()),
+            Value::String(text) => Ok(Map::from_iter([(
+                text_field.to_owned(),
+                Value::String(text.clone()),
+            )])),
+            _ => Err(AgentError::invalid("input", "must be a JSON object")),
+        }
+    }
+}
+
+/// Run an invocation: pick the capability (named, else the agent's default), then execute.
+/// Returns the capability that ran and its output.
+pub async fn invoke(
+    agent: &dyn HostedAgent,
+    invocation: &Invocation,
+) -> Result<(String, Output), AgentError> {
+    let names = agent.capability_names();
+    let capability = match invocation.capability.as_deref().filter(|c| !c.is_empty()) {
+        Some(name) if names.iter().any(|known| known == name) => name.to_owned(),
+        Some(name) => {
+            return Err(AgentError::UnknownCapability {
+                agent: agent.package_name(),
+                capability: crate::error::truncate(name, 60),
+                known: names.join(", "),
+            });
+        }
+        None => agent.default_capability(&invocation.input),
+    };
+    let output = agent.execute(&capability, &invocation.input).await?;
+    Ok((capability, output))
+}
+
+/// The response body of a hosted agent call (CONTRACT §7).
+pub fn response_body(agent: &dyn HostedAgent, capability: &str, output: &Output) -> Value {
+    json!({"agent": agent.package_name(), "capability": capability, "output": output.data})
 }
 
 /// The registry entry of a hosted agent, as a publish body would describe it.
-pub fn draft(agent: &dyn HostedAgent, base_url: &str) -> Result<AgentDraft, Vec<FieldError>> {
+pub fn draft<A: HostedAgent + ?Sized>(
+    agent: &A,
+    base_url: &str,
+) -> Result<AgentDraft, Vec<FieldError>> {
     let slug = agent.slug();
     AgentDraft::parse(&json!({
         "package_name": agent.package_name(),
@@ -61,11 +295,12 @@ pub fn draft(agent: &dyn HostedAgent, base_url: &str) -> Result<AgentDraft, Vec<
 
 /// Make sure every hosted agent is registered, ACTIVE, verified and up to date.
 pub async fn register_all(
+    agents: &HostedAgents,
     store: &dyn Store,
     index: &SearchIndex,
     base_url: &str,
 ) -> anyhow::Result<()> {
-    for agent in all() {
+    for agent in agents.all() {
         let draft = draft(agent.as_ref(), base_url).map_err(|errors| {
             anyhow::anyhow!(
                 "hosted agent {} is invalid: {errors:?}",
@@ -73,7 +308,7 @@ pub async fn register_all(
             )
         })?;
         let registered = ensure_registered(store, draft).await?;
-        index.apply(&registered);
+        index.apply(&registered).await;
     }
     Ok(())
 }
@@ -110,4 +345,72 @@ async fn ensure_registered(store: &dyn Store, draft: AgentDraft) -> anyhow::Resu
             .await?;
     }
     Ok(agent)
+}
+
+/// A required, non-blank string field of at most `max_chars` characters.
+pub(crate) fn required_str<'a>(
+    input: &'a Map<String, Value>,
+    field: &str,
+    max_chars: usize,
+) -> Result<&'a str, AgentError> {
+    match input.get(field) {
+        None | Some(Value::Null) => Err(AgentError::invalid(field, "is required")),
+        Some(Value::String(text)) if text.trim().is_empty() => {
+            Err(AgentError::invalid(field, "must not be empty"))
+        }
+        Some(Value::String(text)) if text.trim().chars().count() > max_chars => Err(
+            AgentError::invalid(field, format!("must be at most {max_chars} characters")),
+        ),
+        Some(Value::String(text)) => Ok(text.trim()),
+        Some(_) => Err(AgentError::invalid(field, "must be a string")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_input_body_names_the_capability_and_its_input() {
+        let invocation = Invocation::from_body(
+            &json!({"capability": "get_summary", "input": {"page_id": "42"}}),
+            "query",
+        )
+        .expect("valid");
+        assert_eq!(invocation.capability.as_deref(), Some("get_summary"));
+        assert_eq!(invocation.input.get("page_id"), Some(&json!("42")));
+    }
+
+    #[test]
+    fn the_legacy_action_and_params_body_means_the_same() {
+        let invocation = Invocation::from_body(
+            &json!({"action": "get_current_price", "params": {"symbol": "BTC"}}),
+            "symbol",
+        )
+        .expect("valid");
+        assert_eq!(invocation.capability.as_deref(), Some("get_current_price"));
+        assert_eq!(invocation.input.get("symbol"), Some(&json!("BTC")));
+    }
+
+    #[test]
+    fn a_string_input_fills_the_text_field_and_a_flat_body_is_the_input() {
+        let text = Invocation::from_body(&json!({"input": "ETH"}), "symbol").expect("valid");
+        assert_eq!(text.input.get("symbol"), Some(&json!("ETH")));
+        let flat = Invocation::from_body(&json!({"symbol": "ETH"}), "symbol").expect("valid");
+        assert_eq!(flat.capability, None);
+        assert_eq!(flat.input.get("symbol"), Some(&json!("ETH")));
+    }
+
+    #[test]
+    fn bodies_of_the_wrong_shape_are_invalid_input() {
+        for body in [
+            json!([]),
+            json!("x"),
+            json!({"input": 3}),
+            json!({"capability": 1, "input": {}}),
+        ] {
+            let err = Invocation::from_body(&body, "query").expect_err("invalid");
+            assert_eq!(err.code(), ErrorCode::InvalidParameter, "{body}");
+        }
+    }
 }

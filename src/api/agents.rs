@@ -1,5 +1,5 @@
-//! Agent management (CONTRACT §4, scope `agents:write`): publish, update, go-live, unpublish,
-//! delete, and the owner's own listing.
+//! Agent management (CONTRACT §4, scope `agents:write`): publish (also from a card URL), update,
+//! go-live, unpublish, delete, domain verification, and the owner's own listing.
 
 use axum::Json;
 use axum::extract::State;
@@ -8,12 +8,13 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::a2a;
 use crate::auth::{Caller, Scope};
 use crate::domain::{AgentDraft, FieldError};
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::extract::{JsonBody, PathParam, QueryPairs};
 use crate::state::AppState;
-use crate::store::{Agent, AgentState};
+use crate::store::{Agent, AgentState, VerificationLevel};
 use crate::timestamp::Timestamp;
 
 use super::wire::AgentRecord;
@@ -31,7 +32,7 @@ pub struct OwnAgentsPage {
 
 /// Create an agent in state STAGE (CONTRACT §4.1).
 #[utoipa::path(post, path = "/api/agents/publish", tag = "management",
-    request_body(content = serde_json::Value, description = "The writable fields of an agent record, optionally with a full A2A `card`"),
+    request_body(content = serde_json::Value, description = "The writable fields of an agent record, optionally with a full A2A `card`. With a `manifest_url` and no `name`/`description`, the A2A v1.0 card there is fetched and fills the record."),
     responses((status = 201, body = AgentRecord), (status = 401, body = crate::error::Problem),
               (status = 403, body = crate::error::Problem), (status = 409, body = crate::error::Problem),
               (status = 422, body = crate::error::Problem)),
@@ -42,10 +43,11 @@ pub async fn publish_agent(
     JsonBody(body): JsonBody,
 ) -> ApiResult<Response> {
     caller.require(Scope::AgentsWrite)?;
+    let body = a2a::fetch::complete_from_card(&state.outbound, body).await?;
     let draft = parse_draft(&body, &caller)?;
     let agent = Agent::new(draft, &caller.owner, Timestamp::now());
     state.store.insert_agent(&agent).await?;
-    state.index.apply(&agent);
+    state.index.apply(&agent).await;
     tracing::info!(agent.id = %agent.id, agent.package = agent.package_name(), owner = %agent.owner, "agent published");
     let location = format!("{}/api/agents/{}", state.base_url, agent.id);
     let mut response = (StatusCode::CREATED, owned_response(&agent)).into_response();
@@ -73,6 +75,7 @@ pub async fn update_agent(
     caller.require(Scope::AgentsWrite)?;
     let current = find_owned(&state, &caller, &identifier).await?;
     let expected_revision = if_match(&headers)?;
+    let body = a2a::fetch::complete_from_card(&state.outbound, body).await?;
     let draft = parse_draft(&body, &caller)?;
     if draft.package_name != current.draft.package_name {
         return Err(ApiError::validation(vec![FieldError::new(
@@ -87,7 +90,7 @@ pub async fn update_agent(
         .store
         .update_agent(&current.id, &draft, expected_revision, Timestamp::now())
         .await?;
-    state.index.apply(&agent);
+    state.index.apply(&agent).await;
     Ok(owned_response(&agent))
 }
 
@@ -146,8 +149,44 @@ async fn transition(
         .store
         .transition(&current.id, from, to, Timestamp::now())
         .await?;
-    state.index.apply(&agent);
+    state.index.apply(&agent).await;
     tracing::info!(agent.id = %agent.id, state = agent.state.as_str(), "agent state changed");
+    Ok(owned_response(&agent))
+}
+
+/// Prove control of the package's domain (CONTRACT §4.3): the agent's `verification_token` as a
+/// line of `https://<domain>/.well-known/agent-registry-verify.txt`, or a DNS TXT record
+/// `agent-registry-verify=<token>`.
+#[utoipa::path(post, path = "/api/agents/{id}/verify", tag = "management",
+    params(("id" = String, Path, description = "Agent id or package name")),
+    responses((status = 200, description = "Verified: `verification_level` is `domain_verified`", body = AgentRecord),
+              (status = 403, body = crate::error::Problem), (status = 404, body = crate::error::Problem),
+              (status = 422, description = "`verification_failed`, saying what was checked", body = crate::error::Problem)),
+    security(("bearer" = [])))]
+pub async fn verify_agent(
+    State(state): State<AppState>,
+    caller: Caller,
+    PathParam(identifier): PathParam,
+) -> ApiResult<Response> {
+    caller.require(Scope::AgentsWrite)?;
+    let current = find_owned(&state, &caller, &identifier).await?;
+    let proof = crate::verify::verify_domain(
+        &state.outbound,
+        &state.config.upstreams,
+        &current.draft.package_name,
+        &current.verification_token,
+    )
+    .await?;
+    let agent = state
+        .store
+        .set_verification(
+            &current.id,
+            VerificationLevel::DomainVerified,
+            Timestamp::now(),
+        )
+        .await?;
+    state.index.apply(&agent).await;
+    tracing::info!(agent.id = %agent.id, proof = ?proof, "domain verified");
     Ok(owned_response(&agent))
 }
 
@@ -170,7 +209,7 @@ pub async fn delete_agent(
     {
         return Err(ApiError::agent_not_found(&identifier));
     }
-    state.index.remove(&current.id);
+    state.index.delete(&current.id).await;
     tracing::info!(agent.id = %current.id, "agent deleted");
     Ok(StatusCode::NO_CONTENT)
 }

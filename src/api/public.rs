@@ -36,7 +36,7 @@ pub async fn list_agents(
     QueryPairs(pairs): QueryPairs,
 ) -> ApiResult<Json<AgentPage>> {
     let request = request::from_query_pairs(&pairs, LIST_LIMITS)?;
-    Ok(Json(state.index.search(&request)?))
+    Ok(Json(state.index.search(&request).await?))
 }
 
 /// Semantic search with filters in a JSON body (CONTRACT §3.4).
@@ -48,7 +48,7 @@ pub async fn search_agents(
     JsonBody(body): JsonBody,
 ) -> ApiResult<Json<AgentPage>> {
     let request = request::from_json(&body, SEARCH_LIMITS)?;
-    Ok(Json(state.index.search(&request)?))
+    Ok(Json(state.index.search(&request).await?))
 }
 
 /// The full record of one ACTIVE agent, by id or package name (CONTRACT §3.2).

@@ -1,10 +1,12 @@
 //! Domain types built by parsing: once a value exists, it is valid, so inner code never re-checks it.
 
 pub mod agent;
+pub mod agent_card;
 pub mod package_name;
 pub mod payment;
 
 pub use agent::{AgentDraft, Capability};
+pub use agent_card::A2aCard;
 pub use package_name::PackageName;
 pub use payment::{Payment, PaymentFilter, Rail};
 

@@ -1,8 +1,10 @@
 //! The one search function behind every path: query text + filters → ranked, paginated agents.
 //!
-//! The index holds every ACTIVE agent in memory. Filters are applied first (so a top-k with a
-//! filter returns k matches when k exist), then matches are ranked or sorted, then paginated
-//! with a keyset cursor that never repeats or skips an agent.
+//! The index holds every ACTIVE agent in memory: its summary, its text in a BM25 index
+//! (`text`), and its embedding in a dense matrix (`vectors`). Filters are applied first (so a
+//! top-k with a filter returns k matches when k exist); the keyword and vector rankings of the
+//! survivors are fused by reciprocal rank; then matches are paginated with a keyset cursor that
+//! never repeats or skips an agent. See docs/search.md.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -11,18 +13,35 @@ use std::sync::{Arc, RwLock};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::api::wire::{AgentHit, AgentPage, AgentSummary};
-use crate::store::{Agent, AgentState};
+use crate::store::{Agent, AgentState, Store, StoredEmbedding};
 
+pub mod corpus;
+pub mod embed;
 pub mod filters;
-mod keyword;
+pub mod quality;
 pub mod request;
+pub mod text;
+pub mod vectors;
 
 pub use filters::{Filters, RawFilters};
 
+use embed::Embedder;
+use text::{DocText, TextIndex};
+use vectors::VectorStore;
+
 /// Largest page any path serves (CONTRACT §1.3).
 pub const MAX_LIMIT: usize = 100;
+/// Reciprocal rank fusion constant: score = Σ 1 / (RRF_K + rank).
+const RRF_K: f64 = 60.0;
+/// How many nearest neighbours join the keyword matches as semantic matches.
+const VECTOR_DEPTH: usize = 100;
+/// Neighbours less similar than this are not matches at all.
+const MIN_SIMILARITY: f32 = 0.2;
+/// Agents embedded per embedder call at start-up.
+const EMBED_BATCH: usize = 64;
 
 /// Why a search request cannot run.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -71,13 +90,28 @@ pub struct SearchRequest {
 }
 
 impl SearchRequest {
+    fn has_text(&self) -> bool {
+        !self.text.trim().is_empty()
+    }
+
     fn effective_sort(&self) -> Sort {
         match self.sort {
-            Some(Sort::Relevance) | None if !self.text.trim().is_empty() => Sort::Relevance,
+            Some(Sort::Relevance) | None if self.has_text() => Sort::Relevance,
             Some(Sort::Relevance) | None => Sort::Newest,
             Some(sort) => sort,
         }
     }
+}
+
+/// How a search ranks text: what the index was built with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// BM25 only.
+    Keyword,
+    /// Nearest neighbours only.
+    Vector,
+    /// Reciprocal rank fusion of both.
+    Hybrid,
 }
 
 /// Clamp a requested page size: absent → `default`, 0 → 1, above `max` → `max`.
@@ -91,24 +125,96 @@ pub fn clamp_limit(requested: Option<i64>, default: usize, max: usize) -> usize 
 
 /// An ACTIVE agent as the index keeps it.
 struct Doc {
+    id: String,
+    revision: i64,
     summary: AgentSummary,
     published_micros: i64,
     name_key: String,
-    text: keyword::DocText,
+    target_key: Option<String>,
+    category_key: Option<String>,
+    text: DocText,
+    content_hash: String,
+}
+
+/// Everything searches read, behind one lock.
+#[derive(Default)]
+struct Catalog {
+    /// By slot; `None` for agents no longer ACTIVE.
+    docs: Vec<Option<Arc<Doc>>>,
+    /// Agent id → slot. Slots are never reused within a process, so the text index can never
+    /// point a stale document at a new agent.
+    slots: HashMap<String, u32>,
+    /// Highest revision applied per agent id; `i64::MAX` once deleted. Stale writes lose.
+    revisions: HashMap<String, i64>,
+    vectors: Option<VectorStore>,
+    live: usize,
+}
+
+impl Catalog {
+    fn doc(&self, slot: u32) -> Option<&Arc<Doc>> {
+        self.docs.get(slot as usize).and_then(Option::as_ref)
+    }
+
+    fn slot_for(&mut self, id: &str) -> u32 {
+        if let Some(slot) = self.slots.get(id) {
+            return *slot;
+        }
+        let slot = u32::try_from(self.docs.len()).unwrap_or(u32::MAX);
+        self.docs.push(None);
+        self.slots.insert(id.to_owned(), slot);
+        slot
+    }
+
+    fn is_stale(&self, id: &str, revision: i64) -> bool {
+        self.revisions.get(id).is_some_and(|seen| *seen > revision)
+    }
+
+    fn put(&mut self, slot: u32, doc: Arc<Doc>, vector: Option<&[f32]>) {
+        self.revisions.insert(doc.id.clone(), doc.revision);
+        let entry = &mut self.docs[slot as usize];
+        if entry.is_none() {
+            self.live += 1;
+        }
+        *entry = Some(doc);
+        if let Some(vectors) = &mut self.vectors {
+            match vector {
+                Some(vector) => vectors.set(slot, vector),
+                None => vectors.clear(slot),
+            }
+        }
+    }
+
+    fn take(&mut self, slot: u32) -> bool {
+        let removed = self.docs[slot as usize].take().is_some();
+        if removed {
+            self.live -= 1;
+        }
+        if let Some(vectors) = &mut self.vectors {
+            vectors.clear(slot);
+        }
+        removed
+    }
 }
 
 /// The in-memory search index over ACTIVE agents.
 pub struct SearchIndex {
     base_url: String,
-    docs: RwLock<HashMap<String, Arc<Doc>>>,
+    mode: Mode,
+    embedder: Option<Arc<dyn Embedder>>,
+    store: Arc<dyn Store>,
+    catalog: RwLock<Catalog>,
+    text: TextIndex,
+    /// Serialises index writes so the text index and the catalog change together.
+    writes: tokio::sync::Mutex<()>,
 }
 
 /// Where the previous page ended: the last hit's sort key and id.
 #[derive(Debug, Serialize, Deserialize)]
 struct Cursor {
     sort: Sort,
+    /// The score's exact bits: a JSON float need not parse back to the same `f64`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    score: Option<f64>,
+    score: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     time: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -128,7 +234,9 @@ impl Cursor {
         let cursor: Cursor =
             serde_json::from_slice(&bytes).map_err(|_| SearchError::InvalidCursor)?;
         let complete = match sort {
-            Sort::Relevance => cursor.score.is_some_and(f64::is_finite),
+            Sort::Relevance => cursor
+                .score
+                .is_some_and(|bits| f64::from_bits(bits).is_finite()),
             Sort::Newest => cursor.time.is_some(),
             Sort::Name => cursor.name.is_some(),
         };
@@ -145,50 +253,260 @@ struct Scored {
 }
 
 impl SearchIndex {
-    pub fn new(base_url: &str) -> Self {
-        Self {
+    /// An empty index. With an embedder, agents are also ranked by meaning, and their vectors
+    /// are kept in `store` keyed by embedder id and content hash.
+    pub fn new(
+        base_url: &str,
+        store: Arc<dyn Store>,
+        embedder: Option<Arc<dyn Embedder>>,
+    ) -> anyhow::Result<Self> {
+        let catalog = Catalog {
+            vectors: embedder.as_ref().map(|e| VectorStore::new(e.dim())),
+            ..Catalog::default()
+        };
+        Ok(Self {
             base_url: base_url.to_owned(),
-            docs: RwLock::new(HashMap::new()),
-        }
+            mode: if embedder.is_some() {
+                Mode::Hybrid
+            } else {
+                Mode::Keyword
+            },
+            embedder,
+            store,
+            catalog: RwLock::new(catalog),
+            text: TextIndex::new()?,
+            writes: tokio::sync::Mutex::new(()),
+        })
     }
 
-    /// Replace the whole index with `agents` (start-up).
-    pub fn rebuild(&self, agents: &[Agent]) {
-        let docs = agents
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Rank with `mode` instead of the default (hybrid with an embedder, else keyword): the
+    /// quality harness compares them. Modes that need an embedder fall back to keyword without.
+    pub fn with_mode(mut self, mode: Mode) -> Self {
+        self.mode = match (mode, &self.embedder) {
+            (Mode::Vector | Mode::Hybrid, None) => Mode::Keyword,
+            (mode, _) => mode,
+        };
+        self
+    }
+
+    /// The embedder's id, when there is one.
+    pub fn embedder_id(&self) -> Option<&str> {
+        self.embedder.as_deref().map(|e| e.id())
+    }
+
+    /// Replace the whole index with the ACTIVE agents among `agents` (start-up). Vectors come
+    /// from the store when their content hash still matches; the rest are embedded and saved.
+    pub async fn rebuild(&self, agents: &[Agent]) -> anyhow::Result<()> {
+        let _guard = self.writes.lock().await;
+        let docs: Vec<Arc<Doc>> = agents
             .iter()
             .filter(|agent| agent.state == AgentState::Active)
-            .map(|agent| (agent.id.clone(), Arc::new(self.doc(agent))))
+            .map(|agent| Arc::new(self.doc(agent)))
             .collect();
-        *self
-            .docs
-            .write()
-            .unwrap_or_else(|poison| poison.into_inner()) = docs;
+        let vectors = match &self.embedder {
+            Some(embedder) => Some(self.load_vectors(embedder.as_ref(), &docs).await?),
+            None => None,
+        };
+        let mut catalog = Catalog {
+            vectors: self.embedder.as_ref().map(|e| VectorStore::new(e.dim())),
+            ..Catalog::default()
+        };
+        for doc in &docs {
+            let slot = catalog.slot_for(&doc.id);
+            let vector = vectors
+                .as_ref()
+                .and_then(|v| v.get(&doc.id))
+                .map(Vec::as_slice);
+            catalog.put(slot, Arc::clone(doc), vector);
+        }
+        self.text
+            .replace_all(docs.iter().map(|doc| (catalog.slots[&doc.id], &doc.text)))?;
+        *self.write_catalog() = catalog;
+        Ok(())
+    }
+
+    /// Stored vectors that are still current, plus fresh ones for the rest (saved back).
+    async fn load_vectors(
+        &self,
+        embedder: &dyn Embedder,
+        docs: &[Arc<Doc>],
+    ) -> anyhow::Result<HashMap<String, Vec<f32>>> {
+        let mut current: HashMap<String, Vec<f32>> = HashMap::new();
+        let stored: HashMap<String, StoredEmbedding> = self
+            .store
+            .load_embeddings(embedder.id())
+            .await?
+            .into_iter()
+            .map(|e| (e.agent_id.clone(), e))
+            .collect();
+        let mut missing = Vec::new();
+        for doc in docs {
+            match stored.get(&doc.id) {
+                Some(e)
+                    if e.content_hash == doc.content_hash && e.vector.len() == embedder.dim() =>
+                {
+                    current.insert(doc.id.clone(), e.vector.clone());
+                }
+                _ => missing.push(Arc::clone(doc)),
+            }
+        }
+        if !missing.is_empty() {
+            tracing::info!(
+                embedder = embedder.id(),
+                stored = current.len(),
+                to_embed = missing.len(),
+                "embedding agents"
+            );
+        }
+        for batch in missing.chunks(EMBED_BATCH) {
+            let texts: Vec<String> = batch.iter().map(|doc| embedding_text(&doc.text)).collect();
+            let vectors = embedder.embed(&texts).await?;
+            let fresh: Vec<StoredEmbedding> = batch
+                .iter()
+                .zip(vectors)
+                .map(|(doc, vector)| StoredEmbedding {
+                    agent_id: doc.id.clone(),
+                    content_hash: doc.content_hash.clone(),
+                    vector,
+                })
+                .collect();
+            self.store.save_embeddings(embedder.id(), &fresh).await?;
+            current.extend(fresh.into_iter().map(|e| (e.agent_id, e.vector)));
+        }
+        Ok(current)
     }
 
     /// Make the index reflect `agent` as just written: indexed when ACTIVE, absent otherwise.
-    pub fn apply(&self, agent: &Agent) {
+    /// A write older than one already applied (a lower revision) is ignored.
+    pub async fn apply(&self, agent: &Agent) {
         if agent.state != AgentState::Active {
-            self.remove(&agent.id);
+            self.unindex(&agent.id, agent.revision).await;
             return;
         }
         let doc = Arc::new(self.doc(agent));
-        self.write().insert(agent.id.clone(), doc);
+        let vector = self.vector_for(&doc).await;
+        let _guard = self.writes.lock().await;
+        let slot = {
+            let mut catalog = self.write_catalog();
+            if catalog.is_stale(&doc.id, doc.revision) {
+                return;
+            }
+            catalog.slot_for(&doc.id)
+        };
+        if let Err(err) = self.text.upsert(slot, &doc.text) {
+            tracing::error!(error = %err, agent.id = %doc.id, "cannot index agent text");
+        }
+        self.write_catalog().put(slot, doc, vector.as_deref());
     }
 
-    pub fn remove(&self, id: &str) {
-        self.write().remove(id);
+    /// Forget a deleted agent for good.
+    pub async fn delete(&self, id: &str) {
+        self.unindex(id, i64::MAX).await;
     }
 
+    async fn unindex(&self, id: &str, revision: i64) {
+        let _guard = self.writes.lock().await;
+        let slot = {
+            let mut catalog = self.write_catalog();
+            if catalog.is_stale(id, revision) {
+                return;
+            }
+            catalog.revisions.insert(id.to_owned(), revision);
+            match catalog.slots.get(id).copied() {
+                Some(slot) if catalog.take(slot) => slot,
+                _ => return,
+            }
+        };
+        if let Err(err) = self.text.remove(slot) {
+            tracing::error!(error = %err, agent.id = %id, "cannot remove agent text");
+        }
+    }
+
+    /// The vector of `doc`: reused when its text is unchanged, else made and stored. `None`
+    /// without an embedder, or when embedding fails (the agent is then found by keywords only).
+    async fn vector_for(&self, doc: &Doc) -> Option<Vec<f32>> {
+        let embedder = self.embedder.as_ref()?;
+        let indexed = {
+            let catalog = self.read_catalog();
+            catalog.slots.get(&doc.id).and_then(|slot| {
+                let same = catalog
+                    .doc(*slot)
+                    .is_some_and(|d| d.content_hash == doc.content_hash);
+                same.then(|| catalog.vectors.as_ref()?.get(*slot).map(<[f32]>::to_vec))
+                    .flatten()
+            })
+        };
+        if indexed.is_some() {
+            return indexed;
+        }
+        match self.store.find_embedding(&doc.id, embedder.id()).await {
+            Ok(Some(stored)) if stored.content_hash == doc.content_hash => {
+                return Some(stored.vector);
+            }
+            Ok(_) => {}
+            Err(err) => tracing::warn!(error = %err, "cannot read stored embedding"),
+        }
+        let texts = [embedding_text(&doc.text)];
+        let vector = match embedder.embed(&texts).await {
+            Ok(mut vectors) if vectors.len() == 1 => vectors.pop()?,
+            Ok(_) => return None,
+            Err(err) => {
+                tracing::warn!(error = %err, agent.id = %doc.id, "cannot embed agent; keyword search only");
+                return None;
+            }
+        };
+        let stored = StoredEmbedding {
+            agent_id: doc.id.clone(),
+            content_hash: doc.content_hash.clone(),
+            vector,
+        };
+        if let Err(err) = self
+            .store
+            .save_embeddings(embedder.id(), std::slice::from_ref(&stored))
+            .await
+        {
+            tracing::warn!(error = %err, "cannot store embedding");
+        }
+        Some(stored.vector)
+    }
+
+    /// The number of ACTIVE agents indexed.
     pub fn len(&self) -> usize {
-        self.read().len()
+        self.read_catalog().live
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Run one search.
-    pub fn search(&self, request: &SearchRequest) -> Result<AgentPage, SearchError> {
+    /// Run one search: embed the query (when there is text and an embedder), then rank.
+    pub async fn search(&self, request: &SearchRequest) -> Result<AgentPage, SearchError> {
+        let wants_vector = self.mode != Mode::Keyword && request.has_text();
+        let query_vector = match (&self.embedder, wants_vector) {
+            (Some(embedder), true) => {
+                match embedder.embed(std::slice::from_ref(&request.text)).await {
+                    Ok(mut vectors) => vectors.pop(),
+                    Err(err) => {
+                        tracing::warn!(error = %err, "cannot embed query; keyword ranking only");
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        self.search_with_vector(request, query_vector.as_deref())
+    }
+
+    /// Rank with an already embedded query (`None`: keyword ranking only).
+    pub fn search_with_vector(
+        &self,
+        request: &SearchRequest,
+        query_vector: Option<&[f32]>,
+    ) -> Result<AgentPage, SearchError> {
         let sort = request.effective_sort();
         let cursor = request
             .cursor
@@ -196,24 +514,7 @@ impl SearchIndex {
             .filter(|c| !c.trim().is_empty())
             .map(|c| Cursor::decode(c, sort))
             .transpose()?;
-        let query = keyword::Query::parse(&request.text);
-        let mut matches: Vec<Scored> = {
-            let docs = self.read();
-            docs.values()
-                .filter(|doc| passes(doc, &request.filters))
-                .filter_map(|doc| {
-                    let score = if query.is_empty() {
-                        0.0
-                    } else {
-                        query.score(&doc.text)?
-                    };
-                    Some(Scored {
-                        doc: Arc::clone(doc),
-                        score,
-                    })
-                })
-                .collect()
-        };
+        let mut matches = self.matches(request, query_vector);
         matches.sort_by(|a, b| compare(sort, a, b));
         let total = matches.len();
         let start = match &cursor {
@@ -232,7 +533,7 @@ impl SearchIndex {
                 .into_iter()
                 .map(|hit| AgentHit {
                     agent: hit.doc.summary.clone(),
-                    score: with_score.then_some(round_score(hit.score)),
+                    score: with_score.then_some(hit.score),
                 })
                 .collect(),
             total,
@@ -241,43 +542,165 @@ impl SearchIndex {
         })
     }
 
+    /// Every agent that passes the filters and matches the text (all of them without text),
+    /// with its relevance score.
+    fn matches(&self, request: &SearchRequest, query_vector: Option<&[f32]>) -> Vec<Scored> {
+        let catalog = self.read_catalog();
+        let filters = &request.filters;
+        let accepted = |slot: u32| catalog.doc(slot).filter(|doc| passes(doc, filters));
+        if !request.has_text() {
+            return catalog
+                .docs
+                .iter()
+                .flatten()
+                .filter(|doc| passes(doc, filters))
+                .map(|doc| Scored {
+                    doc: Arc::clone(doc),
+                    score: 0.0,
+                })
+                .collect();
+        }
+        let keyword: Vec<(u32, f32)> = match self.mode {
+            Mode::Vector => Vec::new(),
+            Mode::Keyword | Mode::Hybrid => match self.text.search(&request.text) {
+                Ok(found) => found
+                    .into_iter()
+                    .filter(|(slot, _)| accepted(*slot).is_some())
+                    .collect(),
+                Err(err) => {
+                    tracing::error!(error = %err, "keyword search failed");
+                    Vec::new()
+                }
+            },
+        };
+        let query_vector = query_vector.filter(|_| self.mode != Mode::Keyword);
+        let semantic: Option<Vec<(u32, f32)>> = query_vector.and_then(|query| {
+            let vectors = catalog.vectors.as_ref()?;
+            let mut near: Vec<(u32, f32)> = vectors
+                .similarities(query, |slot| accepted(slot).is_some())
+                .into_iter()
+                .filter(|(_, similarity)| *similarity >= MIN_SIMILARITY)
+                .collect();
+            near.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            near.truncate(VECTOR_DEPTH);
+            Some(near)
+        });
+        let scores = match semantic {
+            None => keyword
+                .into_iter()
+                .map(|(slot, score)| (slot, f64::from(score)))
+                .collect(),
+            Some(semantic) => fuse(keyword, semantic),
+        };
+        scores
+            .into_iter()
+            .filter_map(|(slot, score)| {
+                accepted(slot).map(|doc| Scored {
+                    doc: Arc::clone(doc),
+                    score,
+                })
+            })
+            .collect()
+    }
+
     fn doc(&self, agent: &Agent) -> Doc {
+        let draft = &agent.draft;
+        let text = doc_text(agent);
         Doc {
+            id: agent.id.clone(),
+            revision: agent.revision,
             summary: AgentSummary::of(agent, &self.base_url),
             published_micros: agent.published_at.map_or(0, |t| t.micros()),
-            name_key: agent.draft.name.to_lowercase(),
-            text: keyword::DocText::of(agent),
+            name_key: draft.name.to_lowercase(),
+            target_key: draft.target.as_deref().map(str::to_lowercase),
+            category_key: draft.category.as_deref().map(str::to_lowercase),
+            content_hash: hex::encode(Sha256::digest(embedding_text(&text).as_bytes())),
+            text,
         }
     }
 
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Arc<Doc>>> {
-        self.docs
+    fn read_catalog(&self) -> std::sync::RwLockReadGuard<'_, Catalog> {
+        self.catalog
             .read()
             .unwrap_or_else(|poison| poison.into_inner())
     }
 
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<String, Arc<Doc>>> {
-        self.docs
+    fn write_catalog(&self) -> std::sync::RwLockWriteGuard<'_, Catalog> {
+        self.catalog
             .write()
             .unwrap_or_else(|poison| poison.into_inner())
     }
 }
 
-fn round_score(score: f64) -> f64 {
-    (score * 10_000.0).round() / 10_000.0
+/// The searchable text of an agent, field by field.
+fn doc_text(agent: &Agent) -> DocText {
+    let draft = &agent.draft;
+    DocText {
+        name: draft.name.clone(),
+        package_name: package_words(agent.package_name()),
+        tags: draft.tags.join(" "),
+        category: draft.category.clone().unwrap_or_default(),
+        description: draft.description.clone(),
+        capabilities: draft
+            .capabilities
+            .iter()
+            .map(|c| format!("{} {}", c.name.replace('_', " "), c.description))
+            .collect::<Vec<_>>()
+            .join("\n"),
+    }
 }
 
-/// Does `doc` pass every non-empty filter?
-fn passes(doc: &Doc, filters: &Filters) -> bool {
-    let summary = &doc.summary;
-    let one_of = |wanted: &[String], value: &Option<String>| {
-        wanted.is_empty()
-            || value
-                .as_deref()
-                .is_some_and(|v| wanted.iter().any(|w| w.eq_ignore_ascii_case(v)))
+/// The informative labels of a package name: without its reverse-domain prefix (`io.github`,
+/// `ai.smithery`, `com.example`), which would otherwise match most of the catalogue.
+fn package_words(package_name: &str) -> String {
+    let labels: Vec<&str> = package_name.split('.').collect();
+    let informative = if labels.len() > 2 {
+        &labels[2..]
+    } else {
+        &labels[..]
     };
-    one_of(&filters.targets, &summary.target)
-        && one_of(&filters.categories, &summary.category)
+    informative.join(" ")
+}
+
+/// What the embedder sees of an agent: the fields that say what it does, most telling first.
+fn embedding_text(text: &DocText) -> String {
+    let mut parts = vec![text.name.as_str(), text.description.as_str()];
+    if !text.tags.is_empty() {
+        parts.push(text.tags.as_str());
+    }
+    if !text.category.is_empty() {
+        parts.push(text.category.as_str());
+    }
+    if !text.capabilities.is_empty() {
+        parts.push(text.capabilities.as_str());
+    }
+    parts.join("\n")
+}
+
+/// Reciprocal rank fusion of a keyword and a vector ranking (each `(slot, score)`). When the
+/// two disagree symmetrically the fused scores tie; a negligible keyword-rank term then
+/// prefers the keyword order, the more precise of the two signals.
+fn fuse(keyword: Vec<(u32, f32)>, semantic: Vec<(u32, f32)>) -> HashMap<u32, f64> {
+    let mut fused: HashMap<u32, f64> = HashMap::with_capacity(keyword.len() + semantic.len());
+    for (list, tie_break) in [(keyword, 1e-9), (semantic, 0.0)] {
+        let mut ranked = list;
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        for (rank, (slot, _)) in ranked.into_iter().enumerate() {
+            let reciprocal = 1.0 / (RRF_K + rank as f64 + 1.0);
+            *fused.entry(slot).or_default() += reciprocal * (1.0 + tie_break);
+        }
+    }
+    fused
+}
+
+/// Does `doc` pass every non-empty filter? (Filter terms are lowercase; so are the keys.)
+fn passes(doc: &Doc, filters: &Filters) -> bool {
+    let one_of = |wanted: &[String], value: &Option<String>| {
+        wanted.is_empty() || value.as_ref().is_some_and(|v| wanted.contains(v))
+    };
+    let summary = &doc.summary;
+    one_of(&filters.targets, &doc.target_key)
+        && one_of(&filters.categories, &doc.category_key)
         && (filters.tags.is_empty() || summary.tags.iter().any(|t| filters.tags.contains(t)))
         && (filters.verification_levels.is_empty()
             || filters
@@ -293,13 +716,13 @@ fn compare(sort: Sort, a: &Scored, b: &Scored) -> Ordering {
         Sort::Newest => b.doc.published_micros.cmp(&a.doc.published_micros),
         Sort::Name => a.doc.name_key.cmp(&b.doc.name_key),
     };
-    primary.then_with(|| a.doc.summary.id.cmp(&b.doc.summary.id))
+    primary.then_with(|| a.doc.id.cmp(&b.doc.id))
 }
 
 /// Where `hit` stands relative to the cursor position in the order of `sort`.
 fn after_cursor(sort: Sort, hit: &Scored, cursor: &Cursor) -> Ordering {
     let primary = match sort {
-        Sort::Relevance => cursor.score.unwrap_or_default().total_cmp(&hit.score),
+        Sort::Relevance => f64::from_bits(cursor.score.unwrap_or_default()).total_cmp(&hit.score),
         Sort::Newest => cursor
             .time
             .unwrap_or_default()
@@ -311,7 +734,7 @@ fn after_cursor(sort: Sort, hit: &Scored, cursor: &Cursor) -> Ordering {
             .cmp(cursor.name.as_deref().unwrap_or_default()),
     };
     // Equal keys: ids at or before the cursor's id were already served.
-    match primary.then_with(|| hit.doc.summary.id.as_str().cmp(&cursor.id)) {
+    match primary.then_with(|| hit.doc.id.as_str().cmp(&cursor.id)) {
         Ordering::Equal => Ordering::Less,
         other => other,
     }
@@ -320,9 +743,9 @@ fn after_cursor(sort: Sort, hit: &Scored, cursor: &Cursor) -> Ordering {
 fn cursor_after(sort: Sort, last: &Scored) -> Cursor {
     Cursor {
         sort,
-        score: (sort == Sort::Relevance).then_some(last.score),
+        score: (sort == Sort::Relevance).then_some(last.score.to_bits()),
         time: (sort == Sort::Newest).then_some(last.doc.published_micros),
         name: (sort == Sort::Name).then(|| last.doc.name_key.clone()),
-        id: last.doc.summary.id.clone(),
+        id: last.doc.id.clone(),
     }
 }

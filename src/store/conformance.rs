@@ -3,7 +3,10 @@
 
 use serde_json::json;
 
-use super::{Agent, AgentState, ChangeKind, Store, StoreError, TokenRecord, VerificationLevel};
+use super::{
+    Agent, AgentState, ChangeKind, Store, StoreError, StoredEmbedding, TokenRecord,
+    VerificationLevel,
+};
 use crate::auth::Scope;
 use crate::domain::AgentDraft;
 use crate::timestamp::Timestamp;
@@ -225,6 +228,61 @@ pub async fn every_write_is_logged_in_order(store: &dyn Store) {
     assert_eq!(tail.len(), 2);
 }
 
+pub async fn embeddings_are_keyed_by_embedder_and_die_with_their_agent(store: &dyn Store) {
+    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
+    store.insert_agent(&agent).await.expect("insert");
+    let embedding = |hash: &str, vector: Vec<f32>| StoredEmbedding {
+        agent_id: agent.id.clone(),
+        content_hash: hash.to_owned(),
+        vector,
+    };
+    store
+        .save_embeddings("model-a", &[embedding("h1", vec![0.5, -0.25, 1.0])])
+        .await
+        .expect("save");
+    store
+        .save_embeddings("model-b", &[embedding("h1", vec![1.0])])
+        .await
+        .expect("save");
+    store
+        .save_embeddings("model-a", &[embedding("h2", vec![0.0, 1.0, 0.0])])
+        .await
+        .expect("replace");
+    let found = store
+        .find_embedding(&agent.id, "model-a")
+        .await
+        .expect("find");
+    assert_eq!(found, Some(embedding("h2", vec![0.0, 1.0, 0.0])));
+    assert_eq!(
+        store.load_embeddings("model-b").await.expect("load").len(),
+        1
+    );
+    assert!(
+        store
+            .load_embeddings("model-c")
+            .await
+            .expect("load")
+            .is_empty()
+    );
+    let orphan = StoredEmbedding {
+        agent_id: "agt_gone".to_owned(),
+        content_hash: "h".to_owned(),
+        vector: vec![1.0],
+    };
+    store
+        .save_embeddings("model-a", &[orphan])
+        .await
+        .expect("an orphan is dropped, not an error");
+    store.delete_agent(&agent.id, at(1)).await.expect("delete");
+    assert!(
+        store
+            .load_embeddings("model-a")
+            .await
+            .expect("load")
+            .is_empty()
+    );
+}
+
 fn token(id: &str, owner: &str, hash: &str, created: i64) -> TokenRecord {
     TokenRecord {
         id: id.to_owned(),
@@ -289,6 +347,7 @@ macro_rules! conformance_suite {
             all_agents_filters_by_state,
             every_write_is_logged_in_order,
             tokens_are_found_by_hash_listed_and_revoked,
+            embeddings_are_keyed_by_embedder_and_die_with_their_agent,
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {

@@ -16,7 +16,9 @@ pub mod sqlite;
 #[cfg(test)]
 mod conformance;
 
-pub use model::{Agent, AgentState, Change, ChangeKind, TokenRecord, VerificationLevel};
+pub use model::{
+    Agent, AgentState, Change, ChangeKind, StoredEmbedding, TokenRecord, VerificationLevel,
+};
 
 /// What can go wrong in storage, as the caller needs to tell it apart.
 #[derive(Debug, thiserror::Error)]
@@ -97,6 +99,24 @@ pub trait Store: Send + Sync + 'static {
 
     /// The highest change sequence number, 0 when there is none.
     async fn latest_change(&self) -> StoreResult<i64>;
+
+    /// Every stored vector of one embedder.
+    async fn load_embeddings(&self, embedder_id: &str) -> StoreResult<Vec<StoredEmbedding>>;
+
+    /// One agent's stored vector of one embedder.
+    async fn find_embedding(
+        &self,
+        agent_id: &str,
+        embedder_id: &str,
+    ) -> StoreResult<Option<StoredEmbedding>>;
+
+    /// Store (or replace) vectors of one embedder. Vectors of agents deleted meanwhile are
+    /// dropped silently.
+    async fn save_embeddings(
+        &self,
+        embedder_id: &str,
+        embeddings: &[StoredEmbedding],
+    ) -> StoreResult<()>;
 
     async fn insert_token(&self, token: &TokenRecord) -> StoreResult<()>;
 

@@ -165,3 +165,29 @@ impl TokenRecord {
         self.revoked_at.is_none() && self.expires_at.is_none_or(|expiry| now < expiry)
     }
 }
+
+/// An agent's embedding vector as one embedder made it from one version of its text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredEmbedding {
+    pub agent_id: String,
+    /// SHA-256 (hex) of the text that was embedded.
+    pub content_hash: String,
+    pub vector: Vec<f32>,
+}
+
+impl StoredEmbedding {
+    /// Little-endian `f32`s, the stored form.
+    pub fn vector_bytes(&self) -> Vec<u8> {
+        self.vector.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    /// The inverse of `vector_bytes`; `None` when the length is not a multiple of 4.
+    pub fn vector_from_bytes(bytes: &[u8]) -> Option<Vec<f32>> {
+        (bytes.len() % 4 == 0).then(|| {
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect()
+        })
+    }
+}

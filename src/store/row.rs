@@ -5,7 +5,9 @@ use crate::domain::{AgentDraft, Capability, PackageName, Payment};
 use crate::timestamp::Timestamp;
 
 use super::StoreError;
-use super::model::{Agent, AgentState, Change, ChangeKind, TokenRecord, VerificationLevel};
+use super::model::{
+    Agent, AgentState, Change, ChangeKind, StoredEmbedding, TokenRecord, VerificationLevel,
+};
 
 /// The columns of `agents`, in both backends.
 #[derive(Debug, sqlx::FromRow)]
@@ -175,6 +177,27 @@ impl TryFrom<TokenRow> for TokenRecord {
             created_at: Timestamp::from_micros(row.created_at),
             expires_at: row.expires_at.map(Timestamp::from_micros),
             revoked_at: row.revoked_at.map(Timestamp::from_micros),
+        })
+    }
+}
+
+/// The columns of `agent_embeddings` that are read back.
+#[derive(Debug, sqlx::FromRow)]
+pub struct EmbeddingRow {
+    pub agent_id: String,
+    pub content_hash: String,
+    pub vector: Vec<u8>,
+}
+
+impl TryFrom<EmbeddingRow> for StoredEmbedding {
+    type Error = StoreError;
+
+    fn try_from(row: EmbeddingRow) -> Result<Self, StoreError> {
+        Ok(StoredEmbedding {
+            vector: StoredEmbedding::vector_from_bytes(&row.vector)
+                .ok_or_else(|| corrupt("vector", "length is not a multiple of 4"))?,
+            agent_id: row.agent_id,
+            content_hash: row.content_hash,
         })
     }
 }

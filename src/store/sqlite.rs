@@ -13,10 +13,10 @@ use sqlx::{Sqlite, Transaction};
 use crate::domain::AgentDraft;
 use crate::timestamp::Timestamp;
 
-use super::row::{AgentRow, ChangeRow, DraftColumns, TokenRow, scopes_column};
+use super::row::{AgentRow, ChangeRow, DraftColumns, EmbeddingRow, TokenRow, scopes_column};
 use super::{
-    Agent, AgentState, Change, ChangeKind, Store, StoreError, StoreResult, TokenRecord,
-    VerificationLevel,
+    Agent, AgentState, Change, ChangeKind, Store, StoreError, StoreResult, StoredEmbedding,
+    TokenRecord, VerificationLevel,
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -342,6 +342,57 @@ impl Store for SqliteStore {
             .fetch_one(&self.reader)
             .await?;
         Ok(seq.unwrap_or(0))
+    }
+
+    async fn load_embeddings(&self, embedder_id: &str) -> StoreResult<Vec<StoredEmbedding>> {
+        let rows: Vec<EmbeddingRow> = sqlx::query_as(
+            "SELECT agent_id, content_hash, vector FROM agent_embeddings WHERE embedder_id = ?",
+        )
+        .bind(embedder_id)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.into_iter().map(StoredEmbedding::try_from).collect()
+    }
+
+    async fn find_embedding(
+        &self,
+        agent_id: &str,
+        embedder_id: &str,
+    ) -> StoreResult<Option<StoredEmbedding>> {
+        let row: Option<EmbeddingRow> = sqlx::query_as(
+            "SELECT agent_id, content_hash, vector FROM agent_embeddings \
+             WHERE agent_id = ? AND embedder_id = ?",
+        )
+        .bind(agent_id)
+        .bind(embedder_id)
+        .fetch_optional(&self.reader)
+        .await?;
+        row.map(StoredEmbedding::try_from).transpose()
+    }
+
+    async fn save_embeddings(
+        &self,
+        embedder_id: &str,
+        embeddings: &[StoredEmbedding],
+    ) -> StoreResult<()> {
+        let mut tx = self.writer.begin().await?;
+        for embedding in embeddings {
+            // INSERT … SELECT: nothing is written for an agent deleted meanwhile.
+            sqlx::query(
+                "INSERT INTO agent_embeddings (agent_id, embedder_id, content_hash, vector) \
+                 SELECT id, ?, ?, ? FROM agents WHERE id = ? \
+                 ON CONFLICT (agent_id, embedder_id) DO UPDATE SET \
+                 content_hash = excluded.content_hash, vector = excluded.vector",
+            )
+            .bind(embedder_id)
+            .bind(&embedding.content_hash)
+            .bind(embedding.vector_bytes())
+            .bind(&embedding.agent_id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
     }
 
     async fn insert_token(&self, token: &TokenRecord) -> StoreResult<()> {

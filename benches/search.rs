@@ -1,0 +1,187 @@
+//! `cargo bench --bench search`: latency percentiles of the one search function over real agent
+//! descriptions at 1k, 10k and 100k agents, keyword-only and hybrid with the static embedder,
+//! plus index build time and resident memory. Writes nothing; prints a Markdown table.
+//!
+//! Queries: at least 1,000 distinct ones (the labelled set plus phrases cut from the data with a
+//! fixed seed), each run once per measurement, so no cache can make repeats the common case.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agent_registry::search::embed::{EmbedderConfig, EmbedderKind};
+use agent_registry::search::filters::RawFilters;
+use agent_registry::search::{Filters, SearchIndex, SearchRequest, corpus, embed};
+use agent_registry::store::Agent;
+use agent_registry::store::sqlite::SqliteStore;
+
+const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
+const QUERIES: usize = 1_200;
+const WARMUP: usize = 200;
+
+fn data_path() -> PathBuf {
+    std::env::var_os("REGISTRY_BENCH_DATA").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/agents-real.jsonl"),
+        PathBuf::from,
+    )
+}
+
+/// A deterministic xorshift generator: the same queries on every run and machine.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// The labelled queries, then 2–5 word phrases cut from descriptions, until `count` distinct.
+fn queries(agents: &[Agent], count: usize) -> Vec<String> {
+    let mut queries: Vec<String> =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("eval/queries.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter_map(|q| q["query"].as_str().map(str::to_owned))
+            .collect();
+    let mut rng = Rng(0x5eed_cafe_f00d_beef);
+    let mut seen: std::collections::HashSet<String> = queries.iter().cloned().collect();
+    while queries.len() < count {
+        let agent = &agents[rng.below(agents.len())];
+        let words: Vec<&str> = agent
+            .draft
+            .description
+            .split_whitespace()
+            .filter(|w| w.chars().all(char::is_alphanumeric))
+            .collect();
+        if words.len() < 5 {
+            continue;
+        }
+        let len = 2 + rng.below(4);
+        let start = rng.below(words.len() - len);
+        let phrase = words[start..start + len].join(" ").to_lowercase();
+        if seen.insert(phrase.clone()) {
+            queries.push(phrase);
+        }
+    }
+    queries
+}
+
+/// Every fifth request also filters by a frequent tag, the way clients narrow a search.
+fn request(query: &str, index: usize) -> SearchRequest {
+    let raw = RawFilters {
+        tags: (index % 5 == 4).then(|| "mcp,ai,api".to_owned()),
+        ..RawFilters::default()
+    };
+    SearchRequest {
+        text: query.to_owned(),
+        filters: Filters::parse(&raw).expect("valid filters"),
+        sort: None,
+        limit: 10,
+        cursor: None,
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let rank = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+fn micros(d: Duration) -> String {
+    format!("{:.0}", d.as_secs_f64() * 1e6)
+}
+
+fn resident_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+fn embedder_config(kind: EmbedderKind) -> EmbedderConfig {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        embedder: EmbedderConfig,
+    }
+    let mut config = Wrapper::parse_from(["bench"]).embedder;
+    config.kind = kind;
+    config
+}
+
+async fn measure(label: &str, agents: &[Agent], kind: EmbedderKind, queries: &[String]) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Arc::new(SqliteStore::open_dir(dir.path()).await.expect("store"));
+    let embedder = embed::from_config(&embedder_config(kind)).expect("embedder");
+    let index = SearchIndex::new("http://bench.local", store, embedder).expect("index");
+    let rss_before = resident_mib();
+    let started = Instant::now();
+    index.rebuild(agents).await.expect("rebuild");
+    let build = started.elapsed();
+    let rss_after = resident_mib();
+
+    for (i, query) in queries.iter().take(WARMUP).enumerate() {
+        index.search(&request(query, i)).await.expect("search");
+    }
+    let mut latencies = Vec::with_capacity(queries.len());
+    let mut hits = 0usize;
+    for (i, query) in queries.iter().enumerate() {
+        let request = request(query, i);
+        let started = Instant::now();
+        let page = index.search(&request).await.expect("search");
+        latencies.push(started.elapsed());
+        hits += usize::from(!page.agents.is_empty());
+    }
+    latencies.sort();
+    println!(
+        "| {label} | {} | {} | {} | {} | {} | {} | {:.1} | {:.0} | {:.0}% |",
+        agents.len(),
+        micros(percentile(&latencies, 0.50)),
+        micros(percentile(&latencies, 0.95)),
+        micros(percentile(&latencies, 0.99)),
+        micros(*latencies.last().expect("latencies")),
+        queries.len(),
+        build.as_secs_f64(),
+        rss_after - rss_before,
+        100.0 * hits as f64 / queries.len() as f64,
+    );
+}
+
+fn main() {
+    // `cargo test --benches` runs this binary with `--bench` absent: stay quick then.
+    let benching = std::env::args().any(|arg| arg == "--bench");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let path = data_path();
+        let copies = if benching { 5 } else { 1 };
+        let all = corpus::agents_from_jsonl(&path, "bench", copies).expect("corpus");
+        let sizes: Vec<usize> = if benching { SIZES.to_vec() } else { vec![1_000] };
+        let queries = queries(&all, if benching { QUERIES } else { 50 });
+        println!("data: {} ({} agents available)", path.display(), all.len());
+        println!();
+        println!("| ranking | agents | p50 µs | p95 µs | p99 µs | max µs | queries | build s | index MiB | queries with hits |");
+        println!("|---|---|---|---|---|---|---|---|---|---|");
+        for size in sizes {
+            let agents = &all[..size.min(all.len())];
+            measure("keyword", agents, EmbedderKind::None, &queries).await;
+            measure("hybrid (static)", agents, EmbedderKind::Static, &queries).await;
+        }
+    });
+}

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# HTTP load test: GET /healthz vs GET /public/agents?q=… (1,000+ distinct queries, rotated) at
+# 64 concurrent connections against a release build over the first N real agents.
+# Usage: scripts/load.sh [AGENTS=10000] [SECONDS=20] [EMBEDDER=static]
+# Needs: wrk (installed from Debian's packages when missing), python3.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+agents=${1:-10000}
+seconds=${2:-20}
+embedder=${3:-static}
+data=${REGISTRY_BENCH_DATA:-../shared/data/agents-real.jsonl}
+port=${LOAD_PORT:-18480}
+work=$(mktemp -d)
+trap 'kill "${server_pid:-0}" 2>/dev/null || true; rm -rf "$work"' EXIT
+
+if ! command -v wrk >/dev/null; then
+  (apt-get update -qq && apt-get install -y -qq wrk) >/dev/null
+fi
+cargo build --release --quiet
+
+head -n "$agents" "$data" > "$work/agents.jsonl"
+target/release/agent-registry import "$work/agents.jsonl" --owner load --go-live \
+  --data-dir "$work/data" 2>&1 | grep -E '^imported'
+
+python3 - "$work/agents.jsonl" "$work/queries.txt" <<'PY'
+import json, random, sys, urllib.parse
+random.seed(20261122)
+phrases = set()
+with open("eval/queries.jsonl") as f:
+    phrases.update(json.loads(line)["query"] for line in f if line.strip())
+descriptions = [json.loads(l)["description"] for l in open(sys.argv[1])]
+while len(phrases) < 1200:
+    words = [w for w in random.choice(descriptions).split() if w.isalnum()]
+    if len(words) < 5:
+        continue
+    n = random.randint(2, 5)
+    start = random.randrange(len(words) - n)
+    phrases.add(" ".join(words[start:start + n]).lower())
+with open(sys.argv[2], "w") as out:
+    for phrase in sorted(phrases):
+        out.write("/public/agents?limit=10&q=" + urllib.parse.quote(phrase) + "\n")
+print(f"{len(phrases)} distinct queries")
+PY
+
+cat > "$work/rotate.lua" <<LUA
+local paths = {}
+for line in io.lines("$work/queries.txt") do paths[#paths + 1] = line end
+local counter = 0
+request = function()
+  counter = counter + 1
+  return wrk.format("GET", paths[(counter % #paths) + 1])
+end
+LUA
+
+REGISTRY_EMBEDDER=$embedder RUST_LOG=warn target/release/agent-registry \
+  --bind "127.0.0.1:$port" --data-dir "$work/data" &
+server_pid=$!
+for _ in $(seq 100); do
+  curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break
+  sleep 0.2
+done
+
+echo "== GET /healthz, 64 connections, ${seconds}s"
+wrk -t2 -c64 -d"${seconds}s" --latency "http://127.0.0.1:$port/healthz" | tee "$work/health.txt"
+echo "== GET /public/agents?q=…, 64 connections, ${seconds}s, embedder=$embedder"
+wrk -t2 -c64 -d"${seconds}s" --latency -s "$work/rotate.lua" "http://127.0.0.1:$port" | tee "$work/search.txt"
+
+rss=$(awk '/VmRSS/ {print $2}' "/proc/$server_pid/status")
+health=$(awk '/Requests\/sec/ {print $2}' "$work/health.txt")
+search=$(awk '/Requests\/sec/ {print $2}' "$work/search.txt")
+python3 -c "print(f'search/healthz throughput ratio: {float($search)/float($health):.3f} (target >= 0.2)')"
+echo "server resident memory: $((rss / 1024)) MiB with $agents agents"

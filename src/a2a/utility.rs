@@ -1,0 +1,105 @@
+//! The hosted utility agents over HTTP (CONTRACT §7): `POST /a2a/utility/{name}` with
+//! `{input, capability?}` or the legacy `{action, params}`, and A2A `SendMessage` at
+//! `POST /a2a/utility/{name}/v1`. Every path runs the same `agents::invoke`.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use super::jsonrpc::{self, RpcError, Target};
+use crate::agents::{self, HostedAgent, Invocation};
+use crate::auth::{Caller, Scope};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{JsonBody, PathParam};
+use crate::state::AppState;
+
+/// Call a hosted agent (scope `a2a`).
+#[utoipa::path(post, path = "/a2a/utility/{name}", tag = "a2a",
+    params(("name" = String, Path, description = "`wiki`, `finance` or `reader`")),
+    request_body(content = serde_json::Value, description = r#"`{"input": {"symbol": "BTC"}, "capability"?: "get_current_price"}` or the legacy `{"action": "get_current_price", "params": {"symbol": "BTC"}}`"#),
+    responses((status = 200, description = r#"`{"agent": "registry.utility.finance", "capability", "output": {…}}`"#, body = serde_json::Value),
+              (status = 400, body = crate::error::Problem), (status = 401, body = crate::error::Problem),
+              (status = 403, body = crate::error::Problem), (status = 404, body = crate::error::Problem),
+              (status = 502, body = crate::error::Problem), (status = 504, body = crate::error::Problem)),
+    security(("bearer" = [])))]
+pub async fn invoke(
+    State(state): State<AppState>,
+    caller: Caller,
+    PathParam(slug): PathParam,
+    JsonBody(body): JsonBody,
+) -> ApiResult<Json<Value>> {
+    caller.require(Scope::A2a)?;
+    let agent = hosted(&state, &slug)?;
+    let invocation = Invocation::from_body(&body, agent.text_field())?;
+    let (capability, output) = agents::invoke(agent.as_ref(), &invocation).await?;
+    Ok(Json(agents::response_body(
+        agent.as_ref(),
+        &capability,
+        &output,
+    )))
+}
+
+/// A2A JSON-RPC of a hosted agent (scope `a2a`): `SendMessage` runs one of its capabilities.
+#[utoipa::path(post, path = "/a2a/utility/{name}/v1", tag = "a2a",
+    params(("name" = String, Path, description = "`wiki`, `finance` or `reader`")),
+    request_body(content = serde_json::Value, description = "JSON-RPC 2.0 `SendMessage`: data parts carry the input, `metadata.skill_id` names the capability, a text part alone is the natural input"),
+    responses((status = 200, description = "JSON-RPC response (errors too)", body = serde_json::Value),
+              (status = 401, description = "JSON-RPC error -32000 unauthorized"),
+              (status = 404, body = crate::error::Problem)),
+    security(("bearer" = [])))]
+pub async fn handle(
+    State(state): State<AppState>,
+    PathParam(slug): PathParam,
+    parts: Parts,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    match hosted(&state, &slug) {
+        Ok(agent) => jsonrpc::serve(&state, &Target::Hosted(agent), &parts, body).await,
+        Err(err) => err.into_response(),
+    }
+}
+
+fn hosted(state: &AppState, slug: &str) -> ApiResult<Arc<dyn HostedAgent>> {
+    state
+        .hosted
+        .by_slug(slug)
+        .ok_or_else(|| ApiError::agent_not_found(slug))
+}
+
+/// `SendMessage` to a hosted agent: data parts are the input, a text part fills the agent's text
+/// field, the skill id (or a data `capability`) names the capability.
+pub async fn send_message(
+    agent: &dyn HostedAgent,
+    params: Option<&Value>,
+) -> Result<Value, RpcError> {
+    let incoming = jsonrpc::parse_send_message(params)?;
+    let mut input = incoming.data;
+    let named_in_data = ["capability", "action"]
+        .into_iter()
+        .find_map(|key| input.remove(key))
+        .and_then(|value| value.as_str().map(str::to_owned));
+    if !incoming.text.is_empty() && !input.contains_key(agent.text_field()) {
+        input.insert(
+            agent.text_field().to_owned(),
+            Value::String(incoming.text.clone()),
+        );
+    }
+    let invocation = Invocation {
+        capability: incoming.skill_id.or(named_in_data),
+        input,
+    };
+    let (_, output) = agents::invoke(agent, &invocation)
+        .await
+        .map_err(|err| RpcError::from(ApiError::from(err)))?;
+    Ok(jsonrpc::agent_message(
+        output.data,
+        output.summary,
+        incoming.context_id,
+    ))
+}

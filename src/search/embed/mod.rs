@@ -1,0 +1,310 @@
+//! Text → vector embedders for intent ranking: the built-in static table, MiniLM, or a remote service.
+//!
+//! Every embedder returns L2-normalised vectors, so the dot product of two of them is their cosine.
+//! Stored vectors are keyed by [`Embedder::id`], which changes whenever the output would.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use url::Url;
+
+use crate::error::ErrorCode;
+
+pub mod minilm;
+pub mod openai;
+pub mod static_table;
+pub mod wordpiece;
+
+pub use minilm::MiniLmEmbedder;
+pub use openai::{OpenAiEmbedder, OpenAiSettings};
+pub use static_table::StaticEmbedder;
+
+/// Turns texts into L2-normalised vectors; one implementation per model or service.
+#[async_trait::async_trait]
+pub trait Embedder: Send + Sync {
+    /// Stable identity of the model and its preprocessing (e.g. "static-minilm-l6-v2-pca256-i8@1", "minilm-l6-v2@1", "openai:<model>@<dims>"); stored vectors are keyed by it, so change it whenever output changes.
+    fn id(&self) -> &str;
+
+    /// Length of every vector. A remote embedder without configured dimensions learns it from its
+    /// first answer and reports 0 until then; the vectors themselves always carry their length.
+    fn dim(&self) -> usize;
+
+    /// One L2-normalised vector per text, in order. A text with nothing to embed (empty, or only
+    /// unknown tokens for the static table) gets a zero vector, whose cosine with anything is 0.
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+/// Why texts could not be embedded.
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    /// The embedding service could not be reached (connection refused, DNS, TLS).
+    #[error("embedding service unreachable: {0}")]
+    Unreachable(String),
+    /// The embedding service did not answer in time.
+    #[error("embedding service timed out: {0}")]
+    Timeout(String),
+    /// The embedding service answered with an HTTP error status.
+    #[error("embedding service answered {status}: {message}")]
+    UpstreamStatus {
+        /// The HTTP status code.
+        status: u16,
+        /// The start of the response body.
+        message: String,
+    },
+    /// The embedding service answered 2xx with a body we cannot use (bad JSON, wrong count or size).
+    #[error("embedding service sent a bad response: {0}")]
+    BadResponse(String),
+    /// The local model failed (weights, tokeniser, inference) or the built-in table is corrupt.
+    #[error("embedding model error: {0}")]
+    Model(String),
+}
+
+impl EmbedError {
+    /// The API error code this failure is reported with.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Self::Unreachable(_) | Self::UpstreamStatus { .. } | Self::BadResponse(_) => {
+                ErrorCode::UpstreamError
+            }
+            Self::Timeout(_) => ErrorCode::UpstreamTimeout,
+            Self::Model(_) => ErrorCode::Internal,
+        }
+    }
+}
+
+/// Which embedder ranks search results by intent.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EmbedderKind {
+    /// The token table built into the binary (distilled from all-MiniLM-L6-v2): no download.
+    Static,
+    /// The full all-MiniLM-L6-v2 model, weights read from `--minilm-dir`.
+    #[value(name = "minilm")]
+    MiniLm,
+    /// An OpenAI-compatible `/v1/embeddings` service (Ollama, TEI, vLLM, OpenAI).
+    #[value(name = "openai")]
+    OpenAi,
+    /// No embedder: keyword search only.
+    None,
+}
+
+/// How the registry embeds agent descriptions and queries.
+#[derive(clap::Args, Clone)]
+pub struct EmbedderConfig {
+    /// Embedder for intent ranking: static (built in), minilm (local model), openai (remote), none.
+    #[arg(
+        long = "embedder",
+        env = "REGISTRY_EMBEDDER",
+        value_enum,
+        default_value_t = EmbedderKind::Static
+    )]
+    pub kind: EmbedderKind,
+
+    /// Directory with the all-MiniLM-L6-v2 weights (config.json, model.safetensors, tokenizer.json); see scripts/fetch-minilm.sh.
+    #[arg(
+        long = "minilm-dir",
+        env = "REGISTRY_MINILM_DIR",
+        default_value = "./models/all-MiniLM-L6-v2"
+    )]
+    pub minilm_dir: PathBuf,
+
+    /// Origin of the OpenAI-compatible embeddings API (e.g. http://127.0.0.1:11434); `/v1/embeddings` is appended.
+    #[arg(long = "embedder-url", env = "REGISTRY_EMBEDDER_URL")]
+    pub url: Option<Url>,
+
+    /// Model name sent to the embeddings API (e.g. nomic-embed-text, text-embedding-3-small).
+    #[arg(long = "embedder-model", env = "REGISTRY_EMBEDDER_MODEL")]
+    pub model: Option<String>,
+
+    /// Bearer key for the embeddings API, if it needs one.
+    #[arg(
+        long = "embedder-api-key",
+        env = "REGISTRY_EMBEDDER_API_KEY",
+        hide_env_values = true
+    )]
+    pub api_key: Option<String>,
+
+    /// Output dimensions to request from the embeddings API (models that support shortening).
+    #[arg(long = "embedder-dimensions", env = "REGISTRY_EMBEDDER_DIMENSIONS")]
+    pub dimensions: Option<u32>,
+}
+
+impl fmt::Debug for EmbedderConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EmbedderConfig")
+            .field("kind", &self.kind)
+            .field("minilm_dir", &self.minilm_dir)
+            .field("url", &self.url.as_ref().map(Url::as_str))
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .field("dimensions", &self.dimensions)
+            .finish()
+    }
+}
+
+/// The configured embedder, or `None` for keyword-only search. Fails fast, naming the flag and
+/// variable to fix, when MiniLM weights are missing or the remote service is not configured.
+pub fn from_config(config: &EmbedderConfig) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
+    let embedder: Arc<dyn Embedder> = match config.kind {
+        EmbedderKind::None => return Ok(None),
+        EmbedderKind::Static => Arc::new(StaticEmbedder::builtin()?),
+        EmbedderKind::MiniLm => Arc::new(load_minilm(config)?),
+        EmbedderKind::OpenAi => Arc::new(openai_from_config(config)?),
+    };
+    tracing::info!(
+        embedder.id = embedder.id(),
+        embedder.dim = embedder.dim(),
+        "embedder ready"
+    );
+    Ok(Some(embedder))
+}
+
+fn load_minilm(config: &EmbedderConfig) -> anyhow::Result<MiniLmEmbedder> {
+    MiniLmEmbedder::load(&config.minilm_dir).with_context(|| {
+        format!(
+            "cannot load all-MiniLM-L6-v2 from {} (set --minilm-dir / REGISTRY_MINILM_DIR, \
+             or run scripts/fetch-minilm.sh)",
+            config.minilm_dir.display()
+        )
+    })
+}
+
+fn openai_from_config(config: &EmbedderConfig) -> anyhow::Result<OpenAiEmbedder> {
+    let url = config.url.clone().context(
+        "--embedder openai needs the API origin: set --embedder-url / REGISTRY_EMBEDDER_URL",
+    )?;
+    let model = config
+        .model
+        .clone()
+        .filter(|model| !model.trim().is_empty())
+        .context(
+            "--embedder openai needs a model: set --embedder-model / REGISTRY_EMBEDDER_MODEL",
+        )?;
+    let settings = OpenAiSettings {
+        api_key: config.api_key.clone().filter(|key| !key.is_empty()),
+        dimensions: config.dimensions,
+        ..OpenAiSettings::new(url, model)
+    };
+    Ok(OpenAiEmbedder::new(settings)?)
+}
+
+/// Dot product of two vectors of the same length (the cosine, for normalised vectors).
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+/// Cosine similarity; 0 when either vector is zero.
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let norms = dot(a, a).sqrt() * dot(b, b).sqrt();
+    if norms > 0.0 { dot(a, b) / norms } else { 0.0 }
+}
+
+/// Scales `vector` to unit length in place; a zero vector stays zero.
+pub fn l2_normalize(vector: &mut [f32]) {
+    let norm = dot(vector, vector).sqrt();
+    if norm > 0.0 {
+        for value in vector.iter_mut() {
+            *value /= norm;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        embedder: EmbedderConfig,
+    }
+
+    fn parse(args: &[&str]) -> EmbedderConfig {
+        let argv = std::iter::once("test").chain(args.iter().copied());
+        Cli::try_parse_from(argv).expect("arguments parse").embedder
+    }
+
+    #[test]
+    fn the_static_embedder_is_the_default() {
+        let config = parse(&[]);
+        assert_eq!(config.kind, EmbedderKind::Static);
+        assert_eq!(
+            config.minilm_dir,
+            PathBuf::from("./models/all-MiniLM-L6-v2")
+        );
+    }
+
+    #[test]
+    fn none_means_keyword_search_without_an_embedder() {
+        let embedder = from_config(&parse(&["--embedder", "none"])).expect("none is valid");
+        assert!(embedder.is_none());
+    }
+
+    #[test]
+    fn openai_without_a_url_fails_naming_the_variable() {
+        let error = from_config(&parse(&["--embedder", "openai", "--embedder-model", "m"]))
+            .err()
+            .expect("a url is required");
+        assert!(
+            error.to_string().contains("REGISTRY_EMBEDDER_URL"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn openai_without_a_model_fails_naming_the_variable() {
+        let args = [
+            "--embedder",
+            "openai",
+            "--embedder-url",
+            "http://127.0.0.1:9",
+        ];
+        let error = from_config(&parse(&args))
+            .err()
+            .expect("a model is required");
+        assert!(
+            error.to_string().contains("REGISTRY_EMBEDDER_MODEL"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn minilm_without_weights_fails_naming_the_flag_and_the_script() {
+        let args = [
+            "--embedder",
+            "minilm",
+            "--minilm-dir",
+            "/nonexistent/minilm",
+        ];
+        let error = from_config(&parse(&args))
+            .err()
+            .expect("weights are required");
+        let message = format!("{error:#}");
+        assert!(message.contains("--minilm-dir"), "{message}");
+        assert!(message.contains("scripts/fetch-minilm.sh"), "{message}");
+    }
+
+    #[test]
+    fn the_api_key_never_appears_in_debug_output() {
+        let config = parse(&["--embedder-api-key", "sk-secret"]);
+        assert!(!format!("{config:?}").contains("sk-secret"));
+    }
+
+    #[test]
+    fn cosine_with_a_zero_vector_is_zero() {
+        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 0.0]), 0.0);
+        assert!((cosine(&[2.0, 0.0], &[1.0, 0.0]) - 1.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn normalising_keeps_direction_and_leaves_zero_alone() {
+        let mut vector = [3.0, 4.0];
+        l2_normalize(&mut vector);
+        assert_eq!(vector, [0.6, 0.8]);
+        let mut zero = [0.0, 0.0];
+        l2_normalize(&mut zero);
+        assert_eq!(zero, [0.0, 0.0]);
+    }
+}

@@ -1,0 +1,192 @@
+//! Publishing from a card (CONTRACT §4.1, PAYMENTS §5): a body with a `manifest_url` and no name
+//! or description is filled from the A2A v1.0 card fetched there.
+
+use serde_json::json;
+
+use crate::fakes::{Fake, weather_card};
+use crate::helpers::{TestApp, error_fields};
+
+async fn app_with_fake() -> (TestApp, Fake) {
+    let fake = Fake::start().await;
+    let app = TestApp::spawn_with(|config| fake.configure(config)).await;
+    (app, fake)
+}
+
+#[tokio::test]
+async fn publishing_only_a_manifest_url_fills_the_record_from_the_card() {
+    let (app, fake) = app_with_fake().await;
+    let token = app.token("alice", &["agents:write"]).await;
+    let manifest_url = fake.url("/cards/weather.json");
+
+    let record = app
+        .publish(
+            &token,
+            json!({"package_name": "com.example.remote", "manifest_url": manifest_url}),
+        )
+        .await;
+
+    assert_eq!(record["name"], "Remote Weather");
+    assert_eq!(
+        record["description"],
+        "Forecasts from a card on the network."
+    );
+    assert_eq!(record["version"], "2.0.1");
+    assert_eq!(record["manifest_url"], manifest_url);
+    assert_eq!(record["url"], "https://weather.example.com/a2a/v1");
+    let names: Vec<&str> = record["capabilities"]
+        .as_array()
+        .expect("capabilities")
+        .iter()
+        .filter_map(|capability| capability["name"].as_str())
+        .collect();
+    assert_eq!(names, ["get_forecast", "get_alerts"]);
+    assert_eq!(record["payment"]["model"], "paid");
+    assert_eq!(record["payment"]["protocols"], json!(["x402"]));
+    assert_eq!(record["payment"]["rails"][0]["network"], "base");
+    let id = record["id"].as_str().expect("id");
+    app.post_empty(&format!("/api/agents/{id}/go-live"), &token)
+        .await;
+    let card = app.get("/public/agents/resolve/com.example.remote").await;
+    assert_eq!(
+        card.body,
+        weather_card("https://weather.example.com/a2a/v1"),
+        "the fetched card is served as published"
+    );
+}
+
+#[tokio::test]
+async fn fields_in_the_body_win_over_the_fetched_card() {
+    let (app, fake) = app_with_fake().await;
+    let token = app.token("alice", &["agents:write"]).await;
+
+    let record = app
+        .publish(
+            &token,
+            json!({"package_name": "com.example.remote", "manifest_url": fake.url("/cards/weather.json"),
+                   "name": "My Weather", "payment": {"model": "free"}, "tags": ["weather"]}),
+        )
+        .await;
+
+    assert_eq!(record["name"], "My Weather");
+    assert_eq!(
+        record["description"],
+        "Forecasts from a card on the network."
+    );
+    assert_eq!(record["payment"]["model"], "free");
+    assert_eq!(record["tags"], json!(["weather"]));
+}
+
+#[tokio::test]
+async fn an_invalid_card_is_a_422_listing_what_is_wrong() {
+    let (app, fake) = app_with_fake().await;
+    let token = app.token("alice", &["agents:write"]).await;
+
+    let response = app
+        .post(
+            "/api/agents/publish",
+            Some(&token),
+            json!({"package_name": "com.example.broken", "manifest_url": fake.url("/cards/invalid.json")}),
+        )
+        .await;
+
+    response.assert_problem(422, "validation_failed");
+    assert_eq!(
+        error_fields(&response),
+        [
+            "card.capabilities",
+            "card.defaultInputModes",
+            "card.defaultOutputModes",
+            "card.description",
+            "card.skills[0].description",
+            "card.skills[0].name",
+            "card.skills[0].tags",
+            "card.supportedInterfaces",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_v0_3_card_is_refused_with_a_hint() {
+    let (app, fake) = app_with_fake().await;
+    let token = app.token("alice", &["agents:write"]).await;
+
+    let response = app
+        .post(
+            "/api/agents/publish",
+            Some(&token),
+            json!({"package_name": "com.example.old", "manifest_url": fake.url("/cards/old.json")}),
+        )
+        .await;
+
+    response.assert_problem(422, "validation_failed");
+    assert_eq!(error_fields(&response), ["card.supportedInterfaces"]);
+    assert!(
+        response.body["errors"][0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("v0.3"))
+    );
+}
+
+#[tokio::test]
+async fn a_manifest_url_without_a_card_is_a_422_on_manifest_url() {
+    let (app, fake) = app_with_fake().await;
+    let token = app.token("alice", &["agents:write"]).await;
+
+    for (path, needle) in [
+        ("/cards/missing.json", "HTTP 404"),
+        ("/cards/page.html", "text/html"),
+        ("/cards/huge.json", "65536"),
+    ] {
+        let response = app
+            .post(
+                "/api/agents/publish",
+                Some(&token),
+                json!({"package_name": "com.example.nocard", "manifest_url": fake.url(path)}),
+            )
+            .await;
+
+        response.assert_problem(422, "validation_failed");
+        assert_eq!(error_fields(&response), ["manifest_url"], "{path}");
+        let message = response.body["errors"][0]["message"]
+            .as_str()
+            .expect("message");
+        assert!(message.contains(needle), "{path}: {message}");
+    }
+}
+
+#[tokio::test]
+async fn an_unreachable_manifest_host_is_an_upstream_error() {
+    let (app, _fake) = app_with_fake().await;
+    let token = app.token("alice", &["agents:write"]).await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed);
+
+    let response = app
+        .post(
+            "/api/agents/publish",
+            Some(&token),
+            json!({"package_name": "com.example.down",
+                   "manifest_url": format!("http://127.0.0.1:{port}/.well-known/agent-card.json")}),
+        )
+        .await;
+
+    response.assert_problem(502, "upstream_error");
+}
+
+#[tokio::test]
+async fn the_package_name_is_still_required() {
+    let (app, fake) = app_with_fake().await;
+    let token = app.token("alice", &["agents:write"]).await;
+
+    let response = app
+        .post(
+            "/api/agents/publish",
+            Some(&token),
+            json!({"manifest_url": fake.url("/cards/weather.json")}),
+        )
+        .await;
+
+    response.assert_problem(422, "validation_failed");
+    assert_eq!(error_fields(&response), ["package_name"]);
+}

@@ -1,0 +1,343 @@
+//! Agent cards (CONTRACT §2.2, §3.3, §3.5, §7; A2A.md §1): the registry's own in both formats,
+//! the hosted utility agents', and those of published agents, with their caching headers.
+
+use axum::body::Body;
+use axum::http::{Request, header};
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, TestResponse, agent_body, package_names, str_at};
+
+/// `GET path` with `If-None-Match: etag`.
+async fn revalidate(app: &TestApp, path: &str, etag: &str) -> TestResponse {
+    let request = Request::builder()
+        .uri(path)
+        .header(header::IF_NONE_MATCH, etag)
+        .body(Body::empty())
+        .expect("request");
+    app.send(request).await
+}
+
+/// Served as cacheable JSON, and 304 when revalidated with its ETag.
+async fn assert_cacheable(app: &TestApp, path: &str) -> TestResponse {
+    let response = app.get(path).await;
+    assert_eq!(response.status, 200, "{path}: {}", response.text);
+    assert_eq!(response.header("content-type"), Some("application/json"));
+    let cache_control = response.header("cache-control").unwrap_or_default();
+    assert!(
+        cache_control.starts_with("public, max-age="),
+        "{path}: {cache_control}"
+    );
+    let etag = response.header("etag").expect("etag").to_owned();
+    assert!(etag.starts_with('"') && etag.ends_with('"'), "{etag}");
+
+    let not_modified = revalidate(app, path, &etag).await;
+    assert_eq!(not_modified.status, 304, "{path}");
+    assert!(not_modified.text.is_empty());
+    assert_eq!(not_modified.header("etag"), Some(etag.as_str()));
+    let weak = revalidate(app, path, &format!("\"other\", W/{etag}")).await;
+    assert_eq!(weak.status, 304, "{path}: a list with a weak match");
+    let stale = revalidate(app, path, "\"stale\"").await;
+    assert_eq!(stale.status, 200, "{path}");
+    response
+}
+
+/// The A2A v1.0 fields every card must carry (A2A.md §1).
+fn assert_a2a_card(card: &Value) {
+    for key in ["name", "description", "version"] {
+        assert!(card[key].is_string(), "{key}: {card}");
+    }
+    assert!(card["supportedInterfaces"].is_array(), "{card}");
+    for interface in card["supportedInterfaces"].as_array().expect("interfaces") {
+        assert!(interface["url"].is_string());
+        assert_eq!(interface["protocolBinding"], "JSONRPC");
+        assert_eq!(interface["protocolVersion"], "1.0");
+    }
+    let capabilities = &card["capabilities"];
+    assert!(
+        capabilities.is_object(),
+        "capabilities is an object: {card}"
+    );
+    for key in ["streaming", "pushNotifications", "extendedAgentCard"] {
+        assert!(capabilities[key].is_boolean(), "{key}: {card}");
+    }
+    assert!(capabilities["extensions"].is_array());
+    assert!(card["defaultInputModes"].is_array());
+    assert!(card["defaultOutputModes"].is_array());
+    for skill in card["skills"].as_array().expect("skills") {
+        for key in ["id", "name", "description"] {
+            assert!(skill[key].is_string(), "{key}: {skill}");
+        }
+        assert!(skill["tags"].is_array(), "{skill}");
+    }
+    assert_eq!(
+        card["securitySchemes"],
+        json!({"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}})
+    );
+    assert_eq!(
+        card["securityRequirements"],
+        json!([{"schemes": {"bearer": {"list": []}}}])
+    );
+}
+
+#[tokio::test]
+async fn the_registry_card_is_an_a2a_card() {
+    let app = TestApp::spawn().await;
+
+    let response = assert_cacheable(&app, "/.well-known/agent-card.json").await;
+
+    assert_a2a_card(&response.body);
+    assert_eq!(response.body["agent_id"], "registry");
+    insta::assert_json_snapshot!("registry_card", response.body);
+}
+
+#[tokio::test]
+async fn the_registry_card_in_registry_format_is_the_service_spec_shape() {
+    let app = TestApp::spawn().await;
+
+    let response = assert_cacheable(&app, "/.well-known/agent-card.json?format=registry").await;
+
+    let mut keys: Vec<&str> = response
+        .body
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["agent_id", "capabilities", "description", "name"]);
+    insta::assert_json_snapshot!("registry_card_registry_format", response.body);
+}
+
+#[tokio::test]
+async fn both_registry_card_formats_carry_the_same_capabilities() {
+    let app = TestApp::spawn().await;
+
+    let a2a = app.get("/.well-known/agent-card.json").await;
+    let legacy = app
+        .get("/.well-known/agent-card.json?format=registry")
+        .await;
+
+    let extension = a2a.body["capabilities"]["extensions"]
+        .as_array()
+        .expect("extensions")
+        .iter()
+        .find(|extension| {
+            extension["uri"] == "http://registry.test/extensions/registry-capabilities/v1"
+        })
+        .expect("the registry-capabilities extension");
+    assert_eq!(extension["required"], false);
+    assert_eq!(extension["params"]["agent_id"], "registry");
+    assert_eq!(
+        extension["params"]["capabilities"],
+        legacy.body["capabilities"]
+    );
+    let skill_ids: Vec<&Value> = a2a.body["skills"]
+        .as_array()
+        .expect("skills")
+        .iter()
+        .map(|skill| &skill["id"])
+        .collect();
+    assert_eq!(
+        skill_ids,
+        [&json!("search_agents"), &json!("resolve_package")]
+    );
+    let search = &legacy.body["capabilities"][0];
+    assert_eq!(search["name"], "search_agents");
+    assert_eq!(
+        search["input_schema"]["properties"]["query"]["type"],
+        "string"
+    );
+    assert_eq!(
+        search["input_schema"]["properties"]["limit"]["type"],
+        "integer"
+    );
+    assert_eq!(search["input_schema"]["properties"]["limit"]["default"], 5);
+    assert_ne!(a2a.header("etag"), legacy.header("etag"));
+}
+
+#[tokio::test]
+async fn an_unknown_card_format_is_an_invalid_parameter() {
+    let app = TestApp::spawn().await;
+
+    app.get("/.well-known/agent-card.json?format=yaml")
+        .await
+        .assert_problem(400, "invalid_parameter");
+}
+
+#[tokio::test]
+async fn a_built_card_takes_skills_from_capabilities_and_the_interface_from_url() {
+    let app = TestApp::spawn().await;
+    let alice = app.token("alice", &[]).await;
+    let mut body = agent_body("com.example.weather");
+    body["version"] = json!("1.2.0");
+    body["url"] = json!("https://weather.example.com/a2a/v1");
+    body["tags"] = json!(["forecast"]);
+    body["capabilities"] = json!([
+        {"name": "get_forecast", "description": "Forecast for a city",
+         "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}},
+        {"name": "ping"}
+    ]);
+    body["payment"] = json!({"model": "paid", "protocols": ["x402"], "rails": ["base:usdc"]});
+    app.publish_live(&alice, body).await;
+
+    let response = assert_cacheable(&app, "/public/agents/resolve/com.example.weather").await;
+
+    let card = &response.body;
+    assert_a2a_card(card);
+    assert_eq!(card["name"], "Agent com.example.weather");
+    assert_eq!(card["version"], "1.2.0");
+    assert_eq!(
+        card["supportedInterfaces"][0]["url"],
+        "https://weather.example.com/a2a/v1"
+    );
+    let skills: Vec<(&Value, &Value)> = card["skills"]
+        .as_array()
+        .expect("skills")
+        .iter()
+        .map(|skill| (&skill["id"], &skill["description"]))
+        .collect();
+    assert_eq!(
+        skills,
+        [
+            (&json!("get_forecast"), &json!("Forecast for a city")),
+            (&json!("ping"), &json!("ping"))
+        ]
+    );
+    let extension = card["capabilities"]["extensions"]
+        .as_array()
+        .expect("extensions")
+        .iter()
+        .find(|extension| extension["uri"] == "https://a2a-registry.org/extensions/registry/v1")
+        .expect("the registry extension");
+    assert_eq!(extension["params"]["payment"]["model"], "paid");
+}
+
+#[tokio::test]
+async fn a_published_card_is_resolved_as_given() {
+    let app = TestApp::spawn().await;
+    let alice = app.token("alice", &[]).await;
+    let card = json!({
+        "name": "Card Weather", "description": "Weather from a card.", "version": "3.1.4",
+        "supportedInterfaces": [{"url": "https://card.example.com/a2a/v1",
+                                 "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+        "capabilities": {"streaming": true, "x-vendor": {"kept": [1, 2, 3]}},
+        "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
+        "skills": [{"id": "get_forecast", "name": "Get forecast", "description": "Forecast", "tags": []}]
+    });
+    app.publish_live(
+        &alice,
+        json!({"package_name": "com.example.carded", "card": card}),
+    )
+    .await;
+
+    let response = app.get("/public/agents/resolve/com.example.carded").await;
+
+    assert_eq!(response.status, 200, "{}", response.text);
+    assert_eq!(response.body, card);
+}
+
+#[tokio::test]
+async fn a_cards_etag_changes_when_its_agent_changes() {
+    let app = TestApp::spawn().await;
+    let alice = app.token("alice", &[]).await;
+    let record = app
+        .publish_live(&alice, agent_body("com.example.weather"))
+        .await;
+    let path = "/public/agents/resolve/com.example.weather";
+    let before = app.get(path).await;
+    let etag = before.header("etag").expect("etag").to_owned();
+    let mut body = agent_body("com.example.weather");
+    body["description"] = json!("Now with radar.");
+    let updated = app
+        .put(
+            &format!("/api/agents/{}", str_at(&record, "/id")),
+            &alice,
+            body,
+        )
+        .await;
+    assert_eq!(updated.status, 200);
+
+    let after = revalidate(&app, path, &etag).await;
+
+    assert_eq!(after.status, 200);
+    assert_eq!(after.body["description"], "Now with radar.");
+    assert_ne!(after.header("etag"), Some(etag.as_str()));
+}
+
+#[tokio::test]
+async fn the_hosted_utility_agents_are_registered_as_the_contract_says() {
+    let app = TestApp::spawn().await;
+    let capabilities = [
+        ("wiki", vec!["get_summary", "search_page"]),
+        ("finance", vec!["get_current_price"]),
+        ("reader", vec!["extract_content"]),
+    ];
+
+    let listed = app.get("/public/agents?tags=test").await;
+
+    let mut names = package_names(&listed);
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "registry.utility.finance",
+            "registry.utility.reader",
+            "registry.utility.wiki"
+        ]
+    );
+    for (slug, expected) in capabilities {
+        let package = format!("registry.utility.{slug}");
+        let record = app.get(&format!("/public/agents/{package}")).await;
+        assert_eq!(record.status, 200, "{}", record.text);
+        let agent = &record.body;
+        assert_eq!(agent["state"], "ACTIVE", "{package}");
+        assert_eq!(agent["verification_level"], "domain_verified", "{package}");
+        assert_eq!(agent["payment"]["model"], "free", "{package}");
+        assert!(
+            agent["tags"]
+                .as_array()
+                .expect("tags")
+                .contains(&json!("test")),
+            "{package}"
+        );
+        let card_path = format!("/a2a/utility/{slug}/.well-known/agent-card.json");
+        assert_eq!(
+            agent["manifest_url"],
+            format!("http://registry.test{card_path}"),
+            "{package}"
+        );
+        let mut names: Vec<&str> = agent["capabilities"]
+            .as_array()
+            .expect("capabilities")
+            .iter()
+            .map(|capability| str_at(capability, "/name"))
+            .collect();
+        names.sort_unstable();
+        assert_eq!(names, expected, "{package}");
+
+        let card = assert_cacheable(&app, &card_path).await;
+        assert_a2a_card(&card.body);
+        assert_eq!(card.body["name"], agent["name"]);
+        let mut skills: Vec<&str> = card.body["skills"]
+            .as_array()
+            .expect("skills")
+            .iter()
+            .map(|skill| str_at(skill, "/id"))
+            .collect();
+        skills.sort_unstable();
+        assert_eq!(skills, expected, "{package}");
+        assert_eq!(
+            card.body["supportedInterfaces"][0]["url"],
+            format!("http://registry.test/a2a/utility/{slug}/v1")
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_utility_agent_has_no_card() {
+    let app = TestApp::spawn().await;
+
+    app.get("/a2a/utility/weather/.well-known/agent-card.json")
+        .await
+        .assert_problem(404, "agent_not_found");
+}

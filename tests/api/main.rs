@@ -1,0 +1,20 @@
+//! Black-box tests through the real router: one binary, a `TestApp` per test.
+
+mod fakes;
+mod helpers;
+
+mod card_fetch;
+mod cards;
+mod errors;
+mod interop;
+mod lifecycle;
+mod ops;
+mod ownership;
+mod public;
+mod publish;
+mod restart;
+mod search_paths;
+mod ssrf;
+mod tokens;
+mod utility;
+mod verify;

@@ -1,0 +1,144 @@
+//! Operational endpoints (CONTRACT §3.6).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::helpers::TestApp;
+
+/// Every `.route("path", methods…)` of the route table, with its HTTP methods.
+fn routes_in_router_source() -> BTreeMap<String, BTreeSet<String>> {
+    let source = include_str!("../../src/router.rs");
+    let mut routes = BTreeMap::new();
+    for chunk in source.split(".route(").skip(1) {
+        let mut quoted = chunk.split('"');
+        let path = quoted.nth(1).expect("a quoted path").to_owned();
+        let handlers = chunk.split(['\n']).take(6).collect::<String>();
+        let handlers = handlers.split(".layer(").next().unwrap_or_default();
+        let methods = ["get", "post", "put", "delete", "patch"]
+            .into_iter()
+            .filter(|method| {
+                handlers
+                    .match_indices(&format!("{method}("))
+                    .any(|(at, _)| {
+                        !handlers[..at]
+                            .chars()
+                            .last()
+                            .is_some_and(|c| c.is_alphanumeric() || c == '_')
+                    })
+            })
+            .map(str::to_owned)
+            .collect();
+        routes.insert(path, methods);
+    }
+    routes
+}
+
+#[tokio::test]
+async fn healthz_says_ok() {
+    let app = TestApp::spawn().await;
+
+    let response = app.get("/healthz").await;
+
+    assert_eq!(response.status, 200);
+    assert_eq!(response.body, serde_json::json!({"status": "ok"}));
+}
+
+#[tokio::test]
+async fn readyz_says_ready_once_storage_and_index_are_up() {
+    let app = TestApp::spawn().await;
+
+    let response = app.get("/readyz").await;
+
+    assert_eq!(response.status, 200, "{}", response.text);
+    assert_eq!(response.body["status"], "ready");
+    assert_eq!(response.body["indexed_agents"], 3, "the hosted agents");
+}
+
+#[tokio::test]
+async fn metrics_count_requests_in_prometheus_text_format() {
+    let app = TestApp::spawn().await;
+    app.get("/public/agents").await;
+
+    let response = app.get("/metrics").await;
+
+    assert_eq!(response.status, 200);
+    assert!(
+        response
+            .header("content-type")
+            .is_some_and(|value| value.starts_with("text/plain")),
+        "{:?}",
+        response.header("content-type")
+    );
+    assert!(
+        response.text.contains("# TYPE http_requests_total counter"),
+        "{}",
+        response.text
+    );
+    assert!(
+        response
+            .text
+            .lines()
+            .any(|line| line.starts_with("http_requests_total{")
+                && line.contains("route=\"/public/agents\"")
+                && line.contains("status=\"200\"")),
+        "{}",
+        response.text
+    );
+    assert!(response.text.contains("http_request_duration_seconds"));
+}
+
+#[tokio::test]
+async fn openapi_lists_every_rest_path_of_the_route_table() {
+    let app = TestApp::spawn().await;
+    let routes = routes_in_router_source();
+    assert!(routes.len() >= 15, "parsed the route table: {routes:?}");
+
+    let response = app.get("/openapi.json").await;
+
+    assert_eq!(response.status, 200);
+    let openapi = &response.body;
+    assert!(
+        openapi["openapi"]
+            .as_str()
+            .is_some_and(|v| v.starts_with("3.1")),
+        "OpenAPI 3.1: {}",
+        openapi["openapi"]
+    );
+    let documented: BTreeMap<String, BTreeSet<String>> = openapi["paths"]
+        .as_object()
+        .expect("paths")
+        .iter()
+        .map(|(path, item)| {
+            let methods = item
+                .as_object()
+                .expect("path item")
+                .keys()
+                .filter(|key| ["get", "post", "put", "delete", "patch"].contains(&key.as_str()))
+                .cloned()
+                .collect();
+            (path.clone(), methods)
+        })
+        .collect();
+    assert_eq!(documented, routes);
+    assert!(openapi["components"]["securitySchemes"]["bearer"].is_object());
+}
+
+#[tokio::test]
+async fn docs_serve_an_html_page() {
+    let app = TestApp::spawn().await;
+
+    let mut response = app.get("/docs").await;
+    if response.status.is_redirection() {
+        let location = response.header("location").expect("location").to_owned();
+        response = app.get(&location).await;
+    }
+
+    assert_eq!(response.status, 200, "{}", response.text);
+    assert!(
+        response
+            .header("content-type")
+            .is_some_and(|value| value.starts_with("text/html")),
+        "{:?}",
+        response.header("content-type")
+    );
+    assert!(response.text.to_lowercase().contains("<html"));
+}

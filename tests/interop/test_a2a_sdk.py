@@ -1,0 +1,274 @@
+"""Interop with the official A2A Python SDK (`a2a-sdk` 1.x).
+
+Starts the real `agent-registry` binary on a free loopback port, with the Wikipedia and finance
+API origins pointed at a small local fake, then uses the SDK exactly as a client would: resolve
+`/.well-known/agent-card.json` of the registry and of hosted utility agents, build a client from
+each card, send `SendMessage`, and read the results.
+
+Run through `scripts/interop.sh`, which builds the binary and the virtualenv.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.helpers import get_data_parts, get_text_parts, new_data_message, new_text_message
+from a2a.types import AgentCard, Role, SendMessageRequest
+
+ROOT = Path(__file__).resolve().parents[2]
+MASTER_KEY = "interop-master-key"
+
+ADA_SUMMARY = {
+    "type": "standard",
+    "title": "Ada Lovelace",
+    "pageid": 1208,
+    "description": "English mathematician (1815–1852)",
+    "extract": "Augusta Ada King, Countess of Lovelace was an English mathematician and writer.",
+    "content_urls": {"desktop": {"page": "https://en.wikipedia.org/wiki/Ada_Lovelace"}},
+}
+ADA_SEARCH = {
+    "pages": [
+        {
+            "id": 1208,
+            "key": "Ada_Lovelace",
+            "title": "Ada Lovelace",
+            "excerpt": '<span class="searchmatch">Ada</span> King, Countess of Lovelace',
+            "matched_title": None,
+            "description": "English mathematician (1815–1852)",
+            "thumbnail": None,
+        }
+    ]
+}
+
+
+class FakeUpstreams(BaseHTTPRequestHandler):
+    """Coinbase and Wikipedia at their real paths, with recorded-shape answers."""
+
+    def do_GET(self) -> None:  # noqa: N802 (the http.server API)
+        path = self.path.split("?", 1)[0]
+        if path == "/v2/prices/BTC-USD/spot":
+            self.reply(200, {"data": {"amount": "67012.345", "base": "BTC", "currency": "USD"}})
+        elif path == "/w/rest.php/v1/search/page":
+            self.reply(200, ADA_SEARCH)
+        elif path == "/api/rest_v1/page/summary/Ada_Lovelace":
+            self.reply(200, ADA_SUMMARY)
+        elif path.startswith("/v2/prices/"):
+            self.reply(404, {"errors": [{"id": "not_found", "message": "Invalid base currency"}]})
+        else:
+            self.reply(404, {"type": "https://mediawiki.org/wiki/HyperSwitch/errors/not_found"})
+
+    def reply(self, status: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def upstreams() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeUpstreams)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def registry(upstreams: str) -> Iterator[str]:
+    binary = Path(os.environ.get("REGISTRY_BIN", ROOT / "target" / "debug" / "agent-registry"))
+    assert binary.exists(), f"build the registry first: {binary} is missing"
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryDirectory() as data_dir:
+        env = {
+            **os.environ,
+            "REGISTRY_BIND": f"127.0.0.1:{port}",
+            "REGISTRY_DATA_DIR": data_dir,
+            "REGISTRY_MASTER_KEY": MASTER_KEY,
+            "REGISTRY_PUBLIC_URL": base_url,
+            "REGISTRY_WIKI_API_URL": upstreams,
+            "REGISTRY_FINANCE_CRYPTO_API_URL": upstreams,
+            "REGISTRY_FINANCE_STOCK_API_URL": upstreams,
+            "REGISTRY_UPSTREAM_TIMEOUT_SECS": "5",
+        }
+        log = open(Path(data_dir) / "registry.log", "w")  # noqa: SIM115 (closed below)
+        process = subprocess.Popen([str(binary), "serve"], env=env, stdout=log, stderr=log)
+        try:
+            wait_until_healthy(base_url, process, Path(data_dir) / "registry.log")
+            yield base_url
+        finally:
+            process.terminate()
+            process.wait(timeout=20)
+            log.close()
+
+
+def wait_until_healthy(base_url: str, process: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"the registry exited with {process.returncode}:\n{log.read_text()}")
+        try:
+            if httpx.get(f"{base_url}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"the registry did not become healthy:\n{log.read_text()}")
+
+
+def authorised_client() -> httpx.AsyncClient:
+    return httpx.AsyncClient(headers={"Authorization": f"Bearer {MASTER_KEY}"}, timeout=30)
+
+
+async def resolve(http: httpx.AsyncClient, agent_url: str) -> AgentCard:
+    return await A2ACardResolver(http, agent_url).get_agent_card()
+
+
+async def send(http: httpx.AsyncClient, card: AgentCard, request: SendMessageRequest) -> list:
+    """Send through a client the SDK builds from the card; return the streamed responses."""
+    client = ClientFactory(ClientConfig(httpx_client=http)).create(card)
+    return [response async for response in client.send_message(request)]
+
+
+def user_text(text: str, skill_id: str | None = None) -> SendMessageRequest:
+    request = SendMessageRequest(message=new_text_message(text, role=Role.ROLE_USER))
+    if skill_id:
+        request.metadata.update({"skill_id": skill_id})
+    return request
+
+
+def user_data(data: dict, skill_id: str | None = None) -> SendMessageRequest:
+    request = SendMessageRequest(message=new_data_message(data, role=Role.ROLE_USER))
+    if skill_id:
+        request.metadata.update({"skill_id": skill_id})
+    return request
+
+
+def only_message(responses: list):
+    assert len(responses) == 1, responses
+    assert responses[0].HasField("message"), responses[0]
+    message = responses[0].message
+    assert message.role == Role.ROLE_AGENT
+    assert message.message_id
+    return message
+
+
+def test_the_sdk_resolves_the_registry_card_and_searches_through_send_message(registry: str) -> None:
+    async def scenario() -> None:
+        async with authorised_client() as http:
+            card = await resolve(http, registry)
+            assert card.name == "Agent Registry"
+            assert [skill.id for skill in card.skills] == ["search_agents", "resolve_package"]
+            assert card.supported_interfaces[0].url == f"{registry}/a2a/v1"
+            assert card.supported_interfaces[0].protocol_binding == "JSONRPC"
+
+            message = only_message(await send(http, card, user_text("current price of bitcoin")))
+
+            [data] = get_data_parts(message.parts)
+            packages = [agent["package_name"] for agent in data["agents"]]
+            assert "registry.utility.finance" in packages, packages
+            assert get_text_parts(message.parts)[0].startswith("Found ")
+
+    asyncio.run(scenario())
+
+
+def test_the_sdk_resolves_a_package_to_its_card(registry: str) -> None:
+    async def scenario() -> None:
+        async with authorised_client() as http:
+            card = await resolve(http, registry)
+            request = user_data({"package_name": "registry.utility.wiki"}, skill_id="resolve_package")
+
+            message = only_message(await send(http, card, request))
+
+            [data] = get_data_parts(message.parts)
+            assert data["card"]["name"] == "Wikipedia Agent"
+
+    asyncio.run(scenario())
+
+
+def test_the_sdk_calls_the_finance_agent_from_its_card(registry: str) -> None:
+    async def scenario() -> None:
+        async with authorised_client() as http:
+            card = await resolve(http, f"{registry}/a2a/utility/finance")
+            assert card.name == "Finance Agent"
+            assert [skill.id for skill in card.skills] == ["get_current_price"]
+            assert card.supported_interfaces[0].url == f"{registry}/a2a/utility/finance/v1"
+
+            message = only_message(await send(http, card, user_text("BTC")))
+
+            [quote] = get_data_parts(message.parts)
+            assert quote["symbol"] == "BTC"
+            assert quote["price"] == pytest.approx(67012.345)
+            assert quote["currency"] == "USD"
+            assert quote["source"] == "coinbase"
+            assert "BTC" in get_text_parts(message.parts)[0]
+
+    asyncio.run(scenario())
+
+
+def test_the_sdk_calls_the_wiki_agent_with_a_data_part_and_a_skill(registry: str) -> None:
+    async def scenario() -> None:
+        async with authorised_client() as http:
+            card = await resolve(http, f"{registry}/a2a/utility/wiki")
+            assert [skill.id for skill in card.skills] == ["search_page", "get_summary"]
+
+            summary = only_message(
+                await send(http, card, user_data({"page_id": "Ada Lovelace"}, skill_id="get_summary"))
+            )
+            search = only_message(await send(http, card, user_text("Ada Lovelace")))
+
+            [page] = get_data_parts(summary.parts)
+            assert page["title"] == "Ada Lovelace"
+            assert "Countess of Lovelace" in page["summary"]
+            [found] = get_data_parts(search.parts)
+            assert found["results"][0]["page_id"] == "1208"
+            assert found["best_match"]["title"] == "Ada Lovelace"
+
+    asyncio.run(scenario())
+
+
+def test_the_sdk_sees_an_unknown_symbol_as_an_invalid_params_error(registry: str) -> None:
+    async def scenario() -> None:
+        async with authorised_client() as http:
+            card = await resolve(http, f"{registry}/a2a/utility/finance")
+            with pytest.raises(Exception) as raised:
+                await send(http, card, user_text("ZZZZ"))
+            assert "ZZZZ" in str(raised.value)
+
+    asyncio.run(scenario())
+
+
+def test_the_utility_card_of_every_hosted_agent_parses_in_the_sdk(registry: str) -> None:
+    async def scenario() -> None:
+        async with httpx.AsyncClient(timeout=30) as http:
+            for slug, name in [("wiki", "Wikipedia Agent"), ("finance", "Finance Agent"), ("reader", "Web Reader Agent")]:
+                card = await resolve(http, f"{registry}/a2a/utility/{slug}")
+                assert card.name == name
+                assert card.supported_interfaces[0].url == f"{registry}/a2a/utility/{slug}/v1"
+                assert "bearer" in card.security_schemes
+
+    asyncio.run(scenario())

@@ -405,7 +405,12 @@ fn measure(model_dir: &Path) -> anyhow::Result<()> {
         "run SQL queries against a Postgres database",
         "translate a document into Spanish",
     ];
+    let started = Instant::now();
     let embedder = StaticEmbedder::builtin()?;
+    eprintln!(
+        "static: built-in table parsed in {:.1} ms",
+        started.elapsed().as_secs_f64() * 1000.0
+    );
     let mut timings = Vec::new();
     for round in 0..20_000 {
         let query = queries[round % queries.len()];
@@ -420,7 +425,12 @@ fn measure(model_dir: &Path) -> anyhow::Result<()> {
         timings[timings.len() / 2],
         timings[timings.len() * 99 / 100]
     );
+    let started = Instant::now();
     let model = MiniLm::load(model_dir)?;
+    eprintln!(
+        "minilm: loaded and checked in {:.0} ms",
+        started.elapsed().as_secs_f64() * 1000.0
+    );
     let document = "An MCP server that lets agents query PostgreSQL databases with SQL, \
                     inspect schemas, and explain slow queries, with read-only safety checks.";
     let tokens = model.tokenizer().encode(document).len() + 2;

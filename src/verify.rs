@@ -105,12 +105,9 @@ async fn check_txt(domain: &str, token: &str) -> Result<(), String> {
         .await
         .map_err(|err| format!("no TXT record found ({err})"))?;
     let found = records.iter().any(|record| {
+        // A long TXT record arrives as several character-strings: they are one value.
         let text: Vec<u8> = record.txt_data().iter().flatten().copied().collect();
-        String::from_utf8_lossy(&text)
-            .trim()
-            .strip_prefix(TXT_PREFIX)
-            .map(str::trim)
-            == Some(token)
+        txt_proves(&String::from_utf8_lossy(&text), token)
     });
     if found {
         Ok(())
@@ -119,9 +116,23 @@ async fn check_txt(domain: &str, token: &str) -> Result<(), String> {
     }
 }
 
+/// Is this TXT value `agent-registry-verify=<token>`?
+fn txt_proves(value: &str, token: &str) -> bool {
+    value.trim().strip_prefix(TXT_PREFIX).map(str::trim) == Some(token)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_txt_record_proves_the_domain_only_with_the_prefix_and_the_exact_token() {
+        assert!(txt_proves("agent-registry-verify=arv_abc", "arv_abc"));
+        assert!(txt_proves(" agent-registry-verify= arv_abc ", "arv_abc"));
+        assert!(!txt_proves("arv_abc", "arv_abc"));
+        assert!(!txt_proves("agent-registry-verify=arv_abcd", "arv_abc"));
+        assert!(!txt_proves("v=spf1 -all", "arv_abc"));
+    }
 
     #[test]
     fn the_token_counts_alone_on_a_line_or_after_the_prefix() {

@@ -347,7 +347,8 @@ impl SearchIndex {
         for doc in docs {
             match stored.get(&doc.id) {
                 Some(e)
-                    if e.content_hash == doc.content_hash && e.vector.len() == embedder.dim() =>
+                    if e.content_hash == doc.content_hash
+                        && (embedder.dim() == 0 || e.vector.len() == embedder.dim()) =>
                 {
                     current.insert(doc.id.clone(), e.vector.clone());
                 }

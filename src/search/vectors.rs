@@ -22,9 +22,14 @@ impl VectorStore {
         self.dim
     }
 
-    /// Store `vector` at `slot`; a vector of the wrong dimension is dropped.
+    /// Store `vector` at `slot`; a vector of the wrong dimension is dropped. A store made with
+    /// dimension 0 (an embedder that learns its dimension from its first answer) adopts the
+    /// dimension of the first vector.
     pub fn set(&mut self, slot: u32, vector: &[f32]) {
         let slot = slot as usize;
+        if self.dim == 0 && !vector.is_empty() {
+            self.dim = vector.len();
+        }
         if vector.len() != self.dim {
             self.clear(slot as u32);
             return;
@@ -104,6 +109,19 @@ mod tests {
             let naive: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
             assert!((dot(&a, &b) - naive).abs() < 1e-4, "len {len}");
         }
+    }
+
+    #[test]
+    fn a_store_without_a_dimension_adopts_the_first_vectors() {
+        let mut store = VectorStore::new(0);
+        store.set(1, &[0.0, 1.0, 0.0]);
+        assert_eq!(store.dim(), 3);
+        store.set(2, &[1.0]);
+        assert_eq!(store.get(2), None);
+        assert_eq!(
+            store.similarities(&[0.0, 1.0, 0.0], |_| true),
+            vec![(1, 1.0)]
+        );
     }
 
     #[test]

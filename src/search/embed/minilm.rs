@@ -352,26 +352,6 @@ mod tests {
     }
 
     #[test]
-    fn zz_timing_probe() {
-        let t = std::time::Instant::now();
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/all-MiniLM-L6-v2");
-        let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
-        eprintln!("read {:?}", t.elapsed());
-        let t = std::time::Instant::now();
-        check_sha256(&bytes).unwrap();
-        eprintln!("sha {:?}", t.elapsed());
-        let t = std::time::Instant::now();
-        let m = MiniLm::load(&dir).unwrap();
-        eprintln!("load {:?}", t.elapsed());
-        let t = std::time::Instant::now();
-        m.embed_texts(&[
-            "An MCP server that lets agents query PostgreSQL databases with SQL".to_owned(),
-        ])
-        .unwrap();
-        eprintln!("embed {:?}", t.elapsed());
-    }
-
-    #[test]
     fn minilm_matches_an_independent_reference_implementation() {
         let Some(model) = model() else { return };
         let reference = reference();

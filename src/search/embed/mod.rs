@@ -31,8 +31,9 @@ pub trait Embedder: Send + Sync {
     /// first answer and reports 0 until then; the vectors themselves always carry their length.
     fn dim(&self) -> usize;
 
-    /// One L2-normalised vector per text, in order. A text with nothing to embed (empty, or only
-    /// unknown tokens for the static table) gets a zero vector, whose cosine with anything is 0.
+    /// One L2-normalised vector per text, in order. The local embedders give a text with nothing
+    /// to embed (empty, or only unknown tokens for the static table) the zero vector, whose
+    /// cosine with anything is 0.
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
 }
 

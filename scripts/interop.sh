@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 VENV="${INTEROP_VENV:-.venv-interop}"
 
 echo "== build the registry binary"
-cargo build --locked --bin agent-registry
+# Through `cargo test --no-run`: the same feature set as the test build, so after `cargo test`
+# nothing is compiled again (a plain `cargo build` unifies features differently).
+cargo test --locked --no-run --quiet
 
 if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import a2a.client, pytest, httpx' 2>/dev/null; then
     echo "== create $VENV with a2a-sdk 1.x"

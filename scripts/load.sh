@@ -12,7 +12,9 @@ embedder=${3:-static}
 data=${REGISTRY_BENCH_DATA:-../shared/data/agents-real.jsonl}
 port=${LOAD_PORT:-18480}
 work=$(mktemp -d)
-trap 'kill "${server_pid:-0}" 2>/dev/null || true; rm -rf "$work"' EXIT
+server_pid=
+# Only ever signal the server we started (a bare `kill 0` would hit this whole process group).
+trap 'if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; fi; rm -rf "$work"' EXIT
 
 if ! command -v wrk >/dev/null; then
   (apt-get update -qq && apt-get install -y -qq wrk) >/dev/null
@@ -35,7 +37,7 @@ while len(phrases) < 1200:
     if len(words) < 5:
         continue
     n = random.randint(2, 5)
-    start = random.randrange(len(words) - n)
+    start = random.randrange(len(words) - n + 1)
     phrases.add(" ".join(words[start:start + n]).lower())
 with open(sys.argv[2], "w") as out:
     for phrase in sorted(phrases):

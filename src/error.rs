@@ -36,7 +36,6 @@ pub enum ErrorCode {
     UpstreamTimeout,
     RequestTimeout,
     Unavailable,
-    NotImplemented,
     Internal,
 }
 
@@ -63,7 +62,6 @@ impl ErrorCode {
             Self::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
             Self::RequestTimeout => StatusCode::SERVICE_UNAVAILABLE,
             Self::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-            Self::NotImplemented => StatusCode::NOT_IMPLEMENTED,
             Self::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -108,7 +106,6 @@ impl ErrorCode {
             Self::UpstreamTimeout => "upstream_timeout",
             Self::RequestTimeout => "request_timeout",
             Self::Unavailable => "unavailable",
-            Self::NotImplemented => "not_implemented",
             Self::Internal => "internal",
         }
     }

@@ -76,6 +76,27 @@ impl RateLimit {
         }
     }
 
+    /// Forget clients whose buckets are full again, so memory follows the active clients rather
+    /// than every IP ever seen. Runs every minute until the limiter is dropped.
+    pub fn prune_periodically(limit: &Arc<Self>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let weak = Arc::downgrade(limit);
+        runtime.spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(60));
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let Some(limit) = weak.upgrade() else { break };
+                if let Some(limiter) = &limit.limiter {
+                    limiter.retain_recent();
+                    limiter.shrink_to_fit();
+                }
+            }
+        });
+    }
+
     fn client_ip(&self, request: &Request) -> Option<IpAddr> {
         if self.trust_forwarded_for {
             let forwarded = request

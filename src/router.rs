@@ -61,6 +61,7 @@ impl utoipa::Modify for BearerAuth {
 /// The whole HTTP surface.
 pub fn router(state: AppState) -> Router {
     let rate_limit = Arc::new(RateLimit::from_config(&state.config));
+    RateLimit::prune_periodically(&rate_limit);
     let timeout = Duration::from_secs(state.config.request_timeout_secs.max(1));
 
     let public = Router::new()

@@ -2,6 +2,9 @@
 //! descriptions at 1k, 10k and 100k agents, keyword-only and hybrid with the static embedder,
 //! plus index build time and resident memory. Writes nothing; prints a Markdown table.
 //!
+//! `REGISTRY_BENCH_SIZES=10000` and `REGISTRY_BENCH_RANKINGS=keyword` narrow a run (for profiling);
+//! `REGISTRY_BENCH_SLOWEST=10` prints the ten slowest queries of each measurement.
+//!
 //! Queries: at least 1,000 distinct ones (the labelled set plus phrases cut from the data with a
 //! fixed seed), each run once per measurement, so no cache can make repeats the common case.
 
@@ -137,16 +140,24 @@ async fn measure(label: &str, agents: &[Agent], kind: EmbedderKind, queries: &[S
     for (i, query) in queries.iter().take(WARMUP).enumerate() {
         index.search(&request(query, i)).await.expect("search");
     }
-    let mut latencies = Vec::with_capacity(queries.len());
+    let mut timed = Vec::with_capacity(queries.len());
     let mut hits = 0usize;
     for (i, query) in queries.iter().enumerate() {
         let request = request(query, i);
         let started = Instant::now();
         let page = index.search(&request).await.expect("search");
-        latencies.push(started.elapsed());
+        timed.push((started.elapsed(), i));
         hits += usize::from(!page.agents.is_empty());
     }
-    latencies.sort();
+    timed.sort();
+    let slowest: usize = std::env::var("REGISTRY_BENCH_SLOWEST")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    for (elapsed, i) in timed.iter().rev().take(slowest) {
+        eprintln!("{label}: {} µs  {:?}", micros(*elapsed), queries[*i]);
+    }
+    let latencies: Vec<Duration> = timed.into_iter().map(|(elapsed, _)| elapsed).collect();
     println!(
         "| {label} | {} | {} | {} | {} | {} | {} | {:.1} | {:.0} | {:.0}% |",
         agents.len(),
@@ -172,7 +183,16 @@ fn main() {
         let path = data_path();
         let copies = if benching { 5 } else { 1 };
         let all = corpus::agents_from_jsonl(&path, "bench", copies).expect("corpus");
-        let sizes: Vec<usize> = if benching { SIZES.to_vec() } else { vec![1_000] };
+        let sizes: Vec<usize> = match std::env::var("REGISTRY_BENCH_SIZES") {
+            Ok(list) => list
+                .split(',')
+                .filter_map(|n| n.trim().parse().ok())
+                .collect(),
+            Err(_) if benching => SIZES.to_vec(),
+            Err(_) => vec![1_000],
+        };
+        let rankings = std::env::var("REGISTRY_BENCH_RANKINGS")
+            .unwrap_or_else(|_| "keyword,hybrid".to_owned());
         let queries = queries(&all, if benching { QUERIES } else { 50 });
         println!("data: {} ({} agents available)", path.display(), all.len());
         println!();
@@ -180,8 +200,12 @@ fn main() {
         println!("|---|---|---|---|---|---|---|---|---|---|");
         for size in sizes {
             let agents = &all[..size.min(all.len())];
-            measure("keyword", agents, EmbedderKind::None, &queries).await;
-            measure("hybrid (static)", agents, EmbedderKind::Static, &queries).await;
+            if rankings.contains("keyword") {
+                measure("keyword", agents, EmbedderKind::None, &queries).await;
+            }
+            if rankings.contains("hybrid") {
+                measure("hybrid (static)", agents, EmbedderKind::Static, &queries).await;
+            }
         }
     });
 }

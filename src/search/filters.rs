@@ -29,6 +29,15 @@ pub struct Filters {
 }
 
 impl Filters {
+    /// No filter at all: every agent passes.
+    pub fn is_empty(&self) -> bool {
+        self.targets.is_empty()
+            && self.categories.is_empty()
+            && self.tags.is_empty()
+            && self.verification_levels.is_empty()
+            && self.payment.is_empty()
+    }
+
     pub fn parse(raw: &RawFilters) -> Result<Self, SearchError> {
         let payment =
             PaymentFilter::parse(&raw.payment).map_err(|err| SearchError::InvalidParameter {

@@ -36,6 +36,8 @@ use vectors::VectorStore;
 pub const MAX_LIMIT: usize = 100;
 /// Reciprocal rank fusion constant: score = Σ 1 / (RRF_K + rank).
 const RRF_K: f64 = 60.0;
+/// The keyword rank's extra weight in fusion, only ever a tie-break (see `fuse`).
+const KEYWORD_TIE_BREAK: f64 = 1e-9;
 /// How many nearest neighbours join the keyword matches as semantic matches.
 const VECTOR_DEPTH: usize = 100;
 /// Neighbours less similar than this are not matches at all.
@@ -247,9 +249,27 @@ impl Cursor {
     }
 }
 
-struct Scored {
-    doc: Arc<Doc>,
+struct Scored<'c> {
+    doc: &'c Doc,
     score: f64,
+}
+
+/// What a search found: the hits that can reach the page, and how many matches there are.
+struct Matches<'c> {
+    hits: Vec<Scored<'c>>,
+    total: usize,
+    /// Matches counted in `total` but not in `hits`; each ranks below every hit.
+    omitted: usize,
+}
+
+impl<'c> Matches<'c> {
+    fn all(hits: Vec<Scored<'c>>) -> Self {
+        Self {
+            total: hits.len(),
+            hits,
+            omitted: 0,
+        }
+    }
 }
 
 impl SearchIndex {
@@ -437,8 +457,7 @@ impl SearchIndex {
                 let same = catalog
                     .doc(*slot)
                     .is_some_and(|d| d.content_hash == doc.content_hash);
-                same.then(|| catalog.vectors.as_ref()?.get(*slot).map(<[f32]>::to_vec))
-                    .flatten()
+                same.then(|| catalog.vectors.as_ref()?.get(*slot)).flatten()
             })
         };
         if indexed.is_some() {
@@ -515,22 +534,55 @@ impl SearchIndex {
             .filter(|c| !c.trim().is_empty())
             .map(|c| Cursor::decode(c, sort))
             .transpose()?;
-        let mut matches = self.matches(request, query_vector);
-        matches.sort_by(|a, b| compare(sort, a, b));
-        let total = matches.len();
-        let start = match &cursor {
-            Some(cursor) => matches.partition_point(|hit| after_cursor(sort, hit, cursor).is_lt()),
-            None => 0,
-        };
+        let catalog = self.read_catalog();
         let limit = request.limit.clamp(1, MAX_LIMIT);
-        let page: Vec<&Scored> = matches.iter().skip(start).take(limit).collect();
-        let next_cursor = match page.last() {
-            Some(last) if start + page.len() < total => Some(cursor_after(sort, last).encode()),
+        // Relevance pages need only the keyword matches that can still reach them (see
+        // `fuse`); any other order needs every match.
+        let depth = match (sort, &cursor) {
+            (Sort::Relevance, None) => limit + VECTOR_DEPTH,
+            (Sort::Relevance, Some(cursor)) => keyword_depth_after(cursor)
+                .saturating_add(limit)
+                .saturating_add(VECTOR_DEPTH),
+            _ => usize::MAX,
+        };
+        let mut found = self.matches(&catalog, request, query_vector, depth);
+        if let Some(cursor) = &cursor {
+            found
+                .hits
+                .retain(|hit| after_cursor(sort, hit, cursor).is_gt());
+        }
+        if found.omitted > 0 && found.hits.len() <= limit {
+            // Cannot happen when `keyword_depth_after` is right; stay correct if it is not.
+            tracing::warn!(
+                depth,
+                "fused ranking was cut too short; ranking every match"
+            );
+            found = self.matches(&catalog, request, query_vector, usize::MAX);
+            if let Some(cursor) = &cursor {
+                found
+                    .hits
+                    .retain(|hit| after_cursor(sort, hit, cursor).is_gt());
+            }
+        }
+        let Matches {
+            mut hits,
+            total,
+            omitted,
+        } = found;
+        let more = hits.len() > limit || omitted > 0;
+        // Only the page is ordered: selecting it is linear, sorting every match is not.
+        if hits.len() > limit {
+            hits.select_nth_unstable_by(limit - 1, |a, b| compare(sort, a, b));
+            hits.truncate(limit);
+        }
+        hits.sort_unstable_by(|a, b| compare(sort, a, b));
+        let next_cursor = match hits.last() {
+            Some(last) if more => Some(cursor_after(sort, last).encode()),
             _ => None,
         };
         let with_score = sort == Sort::Relevance;
         Ok(AgentPage {
-            agents: page
+            agents: hits
                 .into_iter()
                 .map(|hit| AgentHit {
                     agent: hit.doc.summary.clone(),
@@ -543,23 +595,32 @@ impl SearchIndex {
         })
     }
 
-    /// Every agent that passes the filters and matches the text (all of them without text),
-    /// with its relevance score.
-    fn matches(&self, request: &SearchRequest, query_vector: Option<&[f32]>) -> Vec<Scored> {
-        let catalog = self.read_catalog();
+    /// The agents that pass the filters and match the text (all of them without text), with
+    /// their relevance scores. With both rankings, keyword matches ranked below `depth` (and
+    /// not found by meaning) are counted but left out: see `fuse`.
+    fn matches<'c>(
+        &self,
+        catalog: &'c Catalog,
+        request: &SearchRequest,
+        query_vector: Option<&[f32]>,
+        depth: usize,
+    ) -> Matches<'c> {
         let filters = &request.filters;
-        let accepted = |slot: u32| catalog.doc(slot).filter(|doc| passes(doc, filters));
+        let unfiltered = filters.is_empty();
+        let accepted = |slot: u32| {
+            catalog
+                .doc(slot)
+                .filter(|doc| unfiltered || passes(doc, filters))
+        };
         if !request.has_text() {
-            return catalog
+            let hits: Vec<Scored<'c>> = catalog
                 .docs
                 .iter()
                 .flatten()
-                .filter(|doc| passes(doc, filters))
-                .map(|doc| Scored {
-                    doc: Arc::clone(doc),
-                    score: 0.0,
-                })
+                .filter(|doc| unfiltered || passes(doc, filters))
+                .map(|doc| Scored { doc, score: 0.0 })
                 .collect();
+            return Matches::all(hits);
         }
         let keyword: Vec<(u32, f32)> = match self.mode {
             Mode::Vector => Vec::new(),
@@ -577,31 +638,34 @@ impl SearchIndex {
         let query_vector = query_vector.filter(|_| self.mode != Mode::Keyword);
         let semantic: Option<Vec<(u32, f32)>> = query_vector.and_then(|query| {
             let vectors = catalog.vectors.as_ref()?;
-            let mut near: Vec<(u32, f32)> = vectors
-                .similarities(query, |slot| accepted(slot).is_some())
-                .into_iter()
-                .filter(|(_, similarity)| *similarity >= MIN_SIMILARITY)
-                .collect();
-            near.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-            near.truncate(VECTOR_DEPTH);
-            Some(near)
+            Some(
+                vectors.nearest(query, VECTOR_DEPTH, MIN_SIMILARITY, |slot| {
+                    accepted(slot).is_some()
+                }),
+            )
         });
-        let scores = match semantic {
-            None => keyword
+        let to_hits = |scores: Vec<(u32, f64)>| -> Vec<Scored<'c>> {
+            scores
                 .into_iter()
-                .map(|(slot, score)| (slot, f64::from(score)))
-                .collect(),
-            Some(semantic) => fuse(keyword, semantic),
+                .filter_map(|(slot, score)| catalog.doc(slot).map(|doc| Scored { doc, score }))
+                .collect()
         };
-        scores
-            .into_iter()
-            .filter_map(|(slot, score)| {
-                accepted(slot).map(|doc| Scored {
-                    doc: Arc::clone(doc),
-                    score,
-                })
-            })
-            .collect()
+        match semantic {
+            None => Matches::all(to_hits(
+                keyword
+                    .into_iter()
+                    .map(|(slot, score)| (slot, f64::from(score)))
+                    .collect(),
+            )),
+            Some(semantic) => {
+                let fused = fuse(keyword, semantic, depth);
+                Matches {
+                    hits: to_hits(fused.scores),
+                    total: fused.total,
+                    omitted: fused.omitted,
+                }
+            }
+        }
     }
 
     fn doc(&self, agent: &Agent) -> Doc {
@@ -678,20 +742,99 @@ fn embedding_text(text: &DocText) -> String {
     parts.join("\n")
 }
 
-/// Reciprocal rank fusion of a keyword and a vector ranking (each `(slot, score)`). When the
-/// two disagree symmetrically the fused scores tie; a negligible keyword-rank term then
-/// prefers the keyword order, the more precise of the two signals.
-fn fuse(keyword: Vec<(u32, f32)>, semantic: Vec<(u32, f32)>) -> HashMap<u32, f64> {
-    let mut fused: HashMap<u32, f64> = HashMap::with_capacity(keyword.len() + semantic.len());
-    for (list, tie_break) in [(keyword, 1e-9), (semantic, 0.0)] {
-        let mut ranked = list;
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        for (rank, (slot, _)) in ranked.into_iter().enumerate() {
-            let reciprocal = 1.0 / (RRF_K + rank as f64 + 1.0);
-            *fused.entry(slot).or_default() += reciprocal * (1.0 + tie_break);
+/// A fused ranking: scores of the matches that can reach the page, and how many there are.
+struct Fused {
+    scores: Vec<(u32, f64)>,
+    total: usize,
+    omitted: usize,
+}
+
+/// The keyword part of a fused score at keyword rank `rank` (0-based).
+fn keyword_reciprocal(rank: usize) -> f64 {
+    reciprocal(rank) * (1.0 + KEYWORD_TIE_BREAK)
+}
+
+fn reciprocal(rank: usize) -> f64 {
+    1.0 / (RRF_K + rank as f64 + 1.0)
+}
+
+/// How deep in the keyword ranking the first agent after `cursor` can be, at most. A keyword
+/// match that no vector found scores `keyword_reciprocal(rank)`, which falls with `rank`, so
+/// every such match ranked deeper than this scores below the cursor.
+fn keyword_depth_after(cursor: &Cursor) -> usize {
+    let score = f64::from_bits(cursor.score.unwrap_or_default());
+    if !(score.is_finite() && score > 0.0) {
+        return usize::MAX;
+    }
+    let rank = (1.0 + KEYWORD_TIE_BREAK) / score - RRF_K - 1.0;
+    if rank >= 1e15 {
+        usize::MAX
+    } else {
+        rank.max(0.0).ceil() as usize + 2
+    }
+}
+
+/// Reciprocal rank fusion of a keyword and a vector ranking (each `(slot, score)`; the vector
+/// one already ordered). When the two disagree symmetrically the fused scores tie; a
+/// negligible keyword-rank term then prefers the keyword order, the more precise of the two
+/// signals.
+///
+/// Only the best `depth` keyword matches are ranked in full (a selection, not a sort of every
+/// match). The rest that no vector found are only counted: below any page that needs at most
+/// `depth - VECTOR_DEPTH` keyword matches, they cannot appear. Those a vector found get their
+/// exact keyword rank by counting.
+fn fuse(mut keyword: Vec<(u32, f32)>, semantic: Vec<(u32, f32)>, depth: usize) -> Fused {
+    let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    let kept = depth.min(keyword.len());
+    if kept < keyword.len() {
+        keyword.select_nth_unstable_by(kept, order);
+    }
+    let (top, rest) = keyword.split_at_mut(kept);
+    top.sort_unstable_by(order);
+    let mut semantic_rank: HashMap<u32, usize> = semantic
+        .iter()
+        .enumerate()
+        .map(|(rank, (slot, _))| (*slot, rank))
+        .collect();
+    let mut scores: Vec<(u32, f64)> = top
+        .iter()
+        .enumerate()
+        .map(|(rank, (slot, _))| {
+            let vector_part = semantic_rank.remove(slot).map_or(0.0, reciprocal);
+            (*slot, keyword_reciprocal(rank) + vector_part)
+        })
+        .collect();
+    // Deep keyword matches a vector also found: rank = kept + how many of `rest` precede them.
+    let mut deep: Vec<(u32, f32)> = rest
+        .iter()
+        .filter(|(slot, _)| semantic_rank.contains_key(slot))
+        .copied()
+        .collect();
+    deep.sort_unstable_by(order);
+    let mut preceding = vec![0usize; deep.len() + 1];
+    if !deep.is_empty() {
+        for entry in rest.iter() {
+            let first_after = deep.partition_point(|d| order(entry, d) != Ordering::Less);
+            preceding[first_after] += 1;
         }
     }
-    fused
+    let mut ahead = 0;
+    for (i, (slot, _)) in deep.iter().enumerate() {
+        ahead += preceding[i];
+        let vector_part = semantic_rank.remove(slot).map_or(0.0, reciprocal);
+        scores.push((*slot, keyword_reciprocal(kept + ahead) + vector_part));
+    }
+    let omitted = rest.len() - deep.len();
+    scores.extend(semantic.iter().filter_map(|(slot, _)| {
+        semantic_rank
+            .get(slot)
+            .map(|rank| (*slot, reciprocal(*rank)))
+    }));
+    Fused {
+        total: scores.len() + omitted,
+        scores,
+        omitted,
+    }
 }
 
 /// Does `doc` pass every non-empty filter? (Filter terms are lowercase; so are the keys.)
@@ -711,7 +854,7 @@ fn passes(doc: &Doc, filters: &Filters) -> bool {
 }
 
 /// The total order of results for `sort`; ids break every tie, so the order is stable.
-fn compare(sort: Sort, a: &Scored, b: &Scored) -> Ordering {
+fn compare(sort: Sort, a: &Scored<'_>, b: &Scored<'_>) -> Ordering {
     let primary = match sort {
         Sort::Relevance => b.score.total_cmp(&a.score),
         Sort::Newest => b.doc.published_micros.cmp(&a.doc.published_micros),
@@ -721,7 +864,7 @@ fn compare(sort: Sort, a: &Scored, b: &Scored) -> Ordering {
 }
 
 /// Where `hit` stands relative to the cursor position in the order of `sort`.
-fn after_cursor(sort: Sort, hit: &Scored, cursor: &Cursor) -> Ordering {
+fn after_cursor(sort: Sort, hit: &Scored<'_>, cursor: &Cursor) -> Ordering {
     let primary = match sort {
         Sort::Relevance => f64::from_bits(cursor.score.unwrap_or_default()).total_cmp(&hit.score),
         Sort::Newest => cursor
@@ -741,12 +884,105 @@ fn after_cursor(sort: Sort, hit: &Scored, cursor: &Cursor) -> Ordering {
     }
 }
 
-fn cursor_after(sort: Sort, last: &Scored) -> Cursor {
+fn cursor_after(sort: Sort, last: &Scored<'_>) -> Cursor {
     Cursor {
         sort,
         score: (sort == Sort::Relevance).then_some(last.score.to_bits()),
         time: (sort == Sort::Newest).then_some(last.doc.published_micros),
         name: (sort == Sort::Name).then(|| last.doc.name_key.clone()),
         id: last.doc.id.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deterministic xorshift generator.
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    fn ranked(scores: Vec<(u32, f64)>) -> Vec<(u32, f64)> {
+        let mut scores = scores;
+        scores.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        scores
+    }
+
+    /// Page through a fused ranking the way `search_with_vector` does, cutting the keyword
+    /// ranking at the depth the cursor allows, and compare with fusing every match.
+    #[test]
+    fn fusing_only_the_reachable_keyword_matches_pages_exactly_like_fusing_all() {
+        let mut rng = Rng(0x0dd_ba11);
+        for round in 0..20 {
+            let matches = 50 + rng.below(600) as u32;
+            // Few distinct scores, so keyword ties are common.
+            let keyword: Vec<(u32, f32)> = (0..matches)
+                .map(|slot| (slot, rng.below(12) as f32 / 4.0))
+                .collect();
+            let semantic: Vec<(u32, f32)> = (0..VECTOR_DEPTH as u32)
+                .map(|i| {
+                    (
+                        rng.below(u64::from(matches) + 200) as u32,
+                        1.0 - i as f32 / 200.0,
+                    )
+                })
+                .collect::<Vec<_>>()
+                .into_iter()
+                .fold(Vec::new(), |mut unique, hit| {
+                    if !unique.iter().any(|(slot, _)| *slot == hit.0) {
+                        unique.push(hit);
+                    }
+                    unique
+                });
+            let full = fuse(keyword.clone(), semantic.clone(), usize::MAX);
+            assert_eq!(full.omitted, 0);
+            let expected = ranked(full.scores);
+            let limit = 1 + rng.below(25) as usize;
+            let mut served: Vec<(u32, f64)> = Vec::new();
+            let mut last: Option<(u32, f64)> = None;
+            loop {
+                let depth = match last {
+                    None => limit + VECTOR_DEPTH,
+                    Some((_, score)) => {
+                        let cursor = Cursor {
+                            sort: Sort::Relevance,
+                            score: Some(score.to_bits()),
+                            time: None,
+                            name: None,
+                            id: String::new(),
+                        };
+                        keyword_depth_after(&cursor)
+                            .saturating_add(limit)
+                            .saturating_add(VECTOR_DEPTH)
+                    }
+                };
+                let cut = fuse(keyword.clone(), semantic.clone(), depth);
+                assert_eq!(cut.total, expected.len(), "round {round}");
+                let after: Vec<(u32, f64)> = ranked(cut.scores)
+                    .into_iter()
+                    .filter(|hit| {
+                        last.is_none_or(|(slot, score)| {
+                            hit.1 < score || (hit.1 == score && hit.0 > slot)
+                        })
+                    })
+                    .collect();
+                assert!(cut.omitted == 0 || after.len() > limit, "round {round}");
+                let page: Vec<(u32, f64)> = after.into_iter().take(limit).collect();
+                if page.is_empty() {
+                    break;
+                }
+                last = page.last().copied();
+                served.extend(page);
+            }
+            assert_eq!(served, expected, "round {round}, limit {limit}");
+        }
     }
 }

@@ -34,6 +34,9 @@ pub struct Config {
     #[command(flatten)]
     pub upstreams: crate::agents::UpstreamConfig,
 
+    #[command(flatten)]
+    pub playground: PlaygroundConfig,
+
     /// A bearer secret accepted with every scope, for operators. Unset: only CLI-made tokens exist.
     #[arg(long, env = "REGISTRY_MASTER_KEY", hide_env_values = true)]
     pub master_key: Option<String>,
@@ -65,6 +68,20 @@ pub struct Config {
     /// Log format: `text` for people, `json` for log collectors.
     #[arg(long, env = "REGISTRY_LOG_FORMAT", default_value = "text")]
     pub log_format: LogFormat,
+}
+
+/// Playground sessions (CONTRACT §6).
+#[derive(Args, Clone, Debug)]
+pub struct PlaygroundConfig {
+    /// Seconds a playground session lives without being used before it expires (24 h).
+    #[arg(long, env = "REGISTRY_PLAYGROUND_IDLE_TTL_SECS", default_value_t = 86_400,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub playground_idle_ttl_secs: u64,
+
+    /// Seconds one playground execution of a remote agent may take in total (card and call).
+    #[arg(long, env = "REGISTRY_PLAYGROUND_CALL_TIMEOUT_SECS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub playground_call_timeout_secs: u64,
 }
 
 /// How logs are written.

@@ -11,6 +11,7 @@ pub mod error;
 pub mod extract;
 pub mod middleware;
 pub mod outbound;
+pub mod playground;
 pub mod router;
 pub mod search;
 pub mod state;

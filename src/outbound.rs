@@ -150,10 +150,12 @@ pub const JSON: MediaRanges = &["application/json", "+json"];
 pub const HTML_OR_TEXT: MediaRanges = &["text/html", "application/xhtml+xml", "text/plain"];
 pub const TEXT: MediaRanges = &["text/*"];
 
-/// One GET: limits, accepted media types, extra headers.
+/// One request (a GET, or a POST of a JSON body): limits, accepted media types, extra headers.
 #[derive(Clone, Debug)]
 pub struct Fetch {
     pub url: Url,
+    /// A JSON body to POST; `None` for a GET.
+    pub json_body: Option<Bytes>,
     pub max_bytes: usize,
     pub max_redirects: u8,
     /// Overrides the fetcher's default total timeout.
@@ -168,11 +170,26 @@ impl Fetch {
     pub fn get(url: Url, accept: MediaRanges, max_bytes: usize) -> Self {
         Self {
             url,
+            json_body: None,
             max_bytes,
             max_redirects: MAX_REDIRECTS,
             timeout: None,
             accept,
             headers: Vec::new(),
+        }
+    }
+
+    /// A POST of `body` as `application/json` to `url`. Redirects are not followed: re-sending a
+    /// body to wherever a `Location` points is not something a caller asked for.
+    pub fn post_json(
+        url: Url,
+        body: &serde_json::Value,
+        accept: MediaRanges,
+        max_bytes: usize,
+    ) -> Self {
+        Self {
+            json_body: Some(Bytes::from(body.to_string())),
+            ..Self::get(url, accept, max_bytes).redirects(0)
         }
     }
 
@@ -299,7 +316,8 @@ impl Outbound {
         })
     }
 
-    /// GET `fetch.url`, checking every hop, and read the body within the limits.
+    /// Send `fetch` (GET, or POST with its body), checking every hop, and read the body within
+    /// the limits.
     pub async fn get(&self, fetch: &Fetch) -> Result<Fetched, OutboundError> {
         let timeout = fetch.timeout.unwrap_or(self.timeout);
         match tokio::time::timeout(timeout, self.follow(fetch)).await {
@@ -345,7 +363,15 @@ impl Outbound {
     }
 
     async fn send(&self, url: &Url, fetch: &Fetch) -> Result<reqwest::Response, OutboundError> {
-        let mut request = self.client.get(url.clone()).header(
+        let mut request = match &fetch.json_body {
+            None => self.client.get(url.clone()),
+            Some(body) => self
+                .client
+                .post(url.clone())
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(body.clone()),
+        };
+        request = request.header(
             header::ACCEPT,
             accept_header(fetch.accept).unwrap_or(HeaderValue::from_static("*/*")),
         );

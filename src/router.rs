@@ -12,7 +12,7 @@ use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::api::{agents, ops, public, tokens};
+use crate::api::{agents, ops, playground, public, tokens};
 use crate::middleware::{self, RateLimit};
 use crate::state::AppState;
 use crate::{a2a, error};
@@ -32,6 +32,8 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
         agents::verify_agent,
         agents::delete_agent, agents::list_own_agents, agents::get_own_agent,
         tokens::create_token, tokens::list_tokens, tokens::revoke_token,
+        playground::create_session, playground::get_session, playground::delete_session,
+        playground::discover, playground::execute,
         ops::healthz, ops::readyz, ops::metrics,
     ),
     components(schemas(error::Problem, error::ErrorCode)),
@@ -41,6 +43,7 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
         (name = "management", description = "Owner-authenticated agent lifecycle (scope agents:write)"),
         (name = "tokens", description = "API tokens"),
         (name = "a2a", description = "Agent cards and A2A endpoints"),
+        (name = "playground", description = "Sessions that discover and execute agents (scope playground)"),
         (name = "operations", description = "Health, readiness, metrics"),
     )
 )]
@@ -102,6 +105,19 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/api/tokens/{id}",
             axum::routing::delete(tokens::revoke_token),
+        )
+        .route("/api/playground/session", post(playground::create_session))
+        .route(
+            "/api/playground/session/{id}",
+            get(playground::get_session).delete(playground::delete_session),
+        )
+        .route(
+            "/api/playground/session/{id}/discover",
+            post(playground::discover),
+        )
+        .route(
+            "/api/playground/session/{id}/execute",
+            post(playground::execute),
         )
         .route("/a2a/v1", post(a2a::jsonrpc::handle))
         .route("/a2a/discover", post(a2a::legacy::discover))

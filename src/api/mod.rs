@@ -2,6 +2,7 @@
 
 pub mod agents;
 pub mod ops;
+pub mod playground;
 pub mod public;
 pub mod tokens;
 pub mod wire;

@@ -4,8 +4,8 @@
 use serde_json::json;
 
 use super::{
-    Agent, AgentState, ChangeKind, Store, StoreError, StoredEmbedding, TokenRecord,
-    VerificationLevel,
+    Agent, AgentState, ChangeKind, PlaygroundSession, SessionStep, StepKind, Store, StoreError,
+    StoredEmbedding, TokenRecord, VerificationLevel,
 };
 use crate::auth::Scope;
 use crate::domain::AgentDraft;
@@ -332,6 +332,137 @@ pub async fn tokens_are_found_by_hash_listed_and_revoked(store: &dyn Store) {
     );
 }
 
+fn session(id: &str, owner: &str, created: i64, expires: i64) -> PlaygroundSession {
+    PlaygroundSession {
+        id: id.to_owned(),
+        owner: owner.to_owned(),
+        name: Some("Trying weather agents".to_owned()),
+        created_at: at(created),
+        last_active_at: at(created),
+        expires_at: at(expires),
+        steps: Vec::new(),
+    }
+}
+
+fn step(kind: StepKind, secs: i64, data: serde_json::Value) -> SessionStep {
+    SessionStep {
+        seq: 0,
+        kind,
+        at: at(secs),
+        duration_ms: 12,
+        data,
+    }
+}
+
+pub async fn sessions_read_back_with_their_steps_in_order(store: &dyn Store) {
+    let created = session("pgs_a", "alice", 0, 100);
+    store.insert_session(&created).await.expect("insert");
+    assert_eq!(
+        store.find_session("pgs_a").await.expect("find"),
+        Some(created.clone())
+    );
+    assert_eq!(store.find_session("pgs_nope").await.expect("find"), None);
+
+    let discover = step(
+        StepKind::Discover,
+        5,
+        json!({"query": "weather", "agents": []}),
+    );
+    let first = store
+        .append_session_step("pgs_a", &discover, at(105))
+        .await
+        .expect("append");
+    assert_eq!(first.seq, 1);
+    let execute = step(
+        StepKind::Execute,
+        7,
+        json!({"status": "completed", "output": {"temp": 21.5, "text": "sunny \u{2600}"}}),
+    );
+    let second = store
+        .append_session_step("pgs_a", &execute, at(107))
+        .await
+        .expect("append");
+    assert_eq!(second.seq, 2);
+
+    let found = store
+        .find_session("pgs_a")
+        .await
+        .expect("find")
+        .expect("exists");
+    assert_eq!(found.steps, vec![first, second]);
+    assert_eq!(found.steps[1].data, execute.data);
+    assert_eq!(found.last_active_at, at(7));
+    assert_eq!(found.expires_at, at(107));
+    assert_eq!(found.created_at, at(0));
+
+    let gone = store
+        .append_session_step("pgs_nope", &discover, at(110))
+        .await;
+    assert!(matches!(gone, Err(StoreError::NotFound)), "{gone:?}");
+}
+
+pub async fn sessions_are_touched_deleted_and_purged_when_expired(store: &dyn Store) {
+    store
+        .insert_session(&session("pgs_old", "alice", 0, 10))
+        .await
+        .expect("insert");
+    store
+        .insert_session(&session("pgs_new", "bob", 0, 10))
+        .await
+        .expect("insert");
+    store
+        .insert_session(&session("pgs_del", "bob", 0, 10))
+        .await
+        .expect("insert");
+    store
+        .append_session_step("pgs_del", &step(StepKind::Discover, 1, json!({})), at(10))
+        .await
+        .expect("append");
+    let duplicate = store
+        .insert_session(&session("pgs_old", "carol", 1, 11))
+        .await;
+    assert!(
+        matches!(duplicate, Err(StoreError::Conflict(_))),
+        "{duplicate:?}"
+    );
+
+    assert!(
+        store
+            .touch_session("pgs_new", at(5), at(50))
+            .await
+            .expect("touch")
+    );
+    assert!(
+        !store
+            .touch_session("pgs_nope", at(5), at(50))
+            .await
+            .expect("touch")
+    );
+    let touched = store
+        .find_session("pgs_new")
+        .await
+        .expect("find")
+        .expect("exists");
+    assert_eq!(
+        (touched.last_active_at, touched.expires_at),
+        (at(5), at(50))
+    );
+    assert!(touched.is_live(at(49)));
+    assert!(!touched.is_live(at(50)));
+
+    assert!(store.delete_session("pgs_del").await.expect("delete"));
+    assert!(!store.delete_session("pgs_del").await.expect("delete"));
+    assert_eq!(store.find_session("pgs_del").await.expect("find"), None);
+
+    assert_eq!(store.purge_expired_sessions(at(9)).await.expect("purge"), 0);
+    assert_eq!(
+        store.purge_expired_sessions(at(10)).await.expect("purge"),
+        1
+    );
+    assert_eq!(store.find_session("pgs_old").await.expect("find"), None);
+    assert!(store.find_session("pgs_new").await.expect("find").is_some());
+}
+
 /// Instantiate every conformance case as a `#[tokio::test]` for one backend. `$factory` is an
 /// async expression yielding `(guard, Arc<dyn Store>)`; the guard lives as long as the test.
 macro_rules! conformance_suite {
@@ -348,6 +479,8 @@ macro_rules! conformance_suite {
             every_write_is_logged_in_order,
             tokens_are_found_by_hash_listed_and_revoked,
             embeddings_are_keyed_by_embedder_and_die_with_their_agent,
+            sessions_read_back_with_their_steps_in_order,
+            sessions_are_touched_deleted_and_purged_when_expired,
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {

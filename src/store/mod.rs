@@ -1,4 +1,5 @@
-//! Persistence behind one small `Store` trait: agents, their change log, and API tokens.
+//! Persistence behind one small `Store` trait: agents, their change log, API tokens, and
+//! playground sessions.
 //! `sqlite` is the embedded default; every implementation passes `conformance`.
 
 use std::sync::Arc;
@@ -17,7 +18,8 @@ pub mod sqlite;
 mod conformance;
 
 pub use model::{
-    Agent, AgentState, Change, ChangeKind, StoredEmbedding, TokenRecord, VerificationLevel,
+    Agent, AgentState, Change, ChangeKind, PlaygroundSession, SessionStep, StepKind,
+    StoredEmbedding, TokenRecord, VerificationLevel,
 };
 
 /// What can go wrong in storage, as the caller needs to tell it apart.
@@ -127,6 +129,36 @@ pub trait Store: Send + Sync + 'static {
 
     /// Revoke a token now; `false` when there is no such unrevoked token.
     async fn revoke_token(&self, id: &str, at: Timestamp) -> StoreResult<bool>;
+
+    /// Insert a new playground session (its `steps` are not written: a new session has none).
+    async fn insert_session(&self, session: &PlaygroundSession) -> StoreResult<()>;
+
+    /// A session with its steps in order, expired or not: callers judge expiry.
+    async fn find_session(&self, id: &str) -> StoreResult<Option<PlaygroundSession>>;
+
+    /// Append `step` after the session's last one (its `seq` is ignored and assigned) and mark the
+    /// session used at `step.at`, expiring at `expires_at`. Returns the step as stored;
+    /// `NotFound` when the session is gone.
+    async fn append_session_step(
+        &self,
+        session_id: &str,
+        step: &SessionStep,
+        expires_at: Timestamp,
+    ) -> StoreResult<SessionStep>;
+
+    /// Mark a session used at `at`, expiring at `expires_at`; `false` when there is none.
+    async fn touch_session(
+        &self,
+        id: &str,
+        at: Timestamp,
+        expires_at: Timestamp,
+    ) -> StoreResult<bool>;
+
+    /// Delete a session and its steps; `false` when there was none.
+    async fn delete_session(&self, id: &str) -> StoreResult<bool>;
+
+    /// Delete every session that expired at or before `now`; returns how many.
+    async fn purge_expired_sessions(&self, now: Timestamp) -> StoreResult<u64>;
 }
 
 /// Open the store the configuration names: PostgreSQL for a `postgres://` URL, else SQLite in

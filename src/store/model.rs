@@ -1,4 +1,4 @@
-//! What the store keeps: agent records, changes, and token records.
+//! What the store keeps: agent records, changes, token records, and playground sessions.
 
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -190,4 +190,60 @@ impl StoredEmbedding {
                 .collect()
         })
     }
+}
+
+/// A playground session as stored (CONTRACT §6), with its history in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlaygroundSession {
+    /// `pgs_` + ULID.
+    pub id: String,
+    pub owner: String,
+    pub name: Option<String>,
+    pub created_at: Timestamp,
+    pub last_active_at: Timestamp,
+    /// When the session expires unless it is used again.
+    pub expires_at: Timestamp,
+    /// Oldest first.
+    pub steps: Vec<SessionStep>,
+}
+
+impl PlaygroundSession {
+    /// Usable at `now`: not yet expired.
+    pub fn is_live(&self, now: Timestamp) -> bool {
+        now < self.expires_at
+    }
+}
+
+/// What a playground step did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum StepKind {
+    Discover,
+    Execute,
+}
+
+impl StepKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Discover => "discover",
+            Self::Execute => "execute",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::Discover, Self::Execute]
+            .into_iter()
+            .find(|kind| kind.as_str() == s)
+    }
+}
+
+/// One step of a session's history. `data` is the step's detail as the playground wrote it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionStep {
+    /// 1, 2, 3… within the session.
+    pub seq: i64,
+    pub kind: StepKind,
+    pub at: Timestamp,
+    pub duration_ms: i64,
+    pub data: serde_json::Value,
 }

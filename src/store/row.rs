@@ -6,7 +6,8 @@ use crate::timestamp::Timestamp;
 
 use super::StoreError;
 use super::model::{
-    Agent, AgentState, Change, ChangeKind, StoredEmbedding, TokenRecord, VerificationLevel,
+    Agent, AgentState, Change, ChangeKind, PlaygroundSession, SessionStep, StepKind,
+    StoredEmbedding, TokenRecord, VerificationLevel,
 };
 
 /// The columns of `agents`, in both backends.
@@ -54,7 +55,7 @@ impl DraftColumns {
     }
 }
 
-fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+pub(super) fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
     serde_json::to_string(value)
         .map_err(|err| StoreError::Database(sqlx::Error::Encode(err.into())))
 }
@@ -198,6 +199,59 @@ impl TryFrom<EmbeddingRow> for StoredEmbedding {
                 .ok_or_else(|| corrupt("vector", "length is not a multiple of 4"))?,
             agent_id: row.agent_id,
             content_hash: row.content_hash,
+        })
+    }
+}
+
+/// The columns of `playground_sessions`.
+#[derive(Debug, sqlx::FromRow)]
+pub struct SessionRow {
+    pub id: String,
+    pub owner: String,
+    pub name: Option<String>,
+    pub created_at: i64,
+    pub last_active_at: i64,
+    pub expires_at: i64,
+}
+
+impl SessionRow {
+    /// The session with its steps (already in order).
+    pub fn with_steps(self, steps: Vec<StepRow>) -> Result<PlaygroundSession, StoreError> {
+        Ok(PlaygroundSession {
+            id: self.id,
+            owner: self.owner,
+            name: self.name,
+            created_at: Timestamp::from_micros(self.created_at),
+            last_active_at: Timestamp::from_micros(self.last_active_at),
+            expires_at: Timestamp::from_micros(self.expires_at),
+            steps: steps
+                .into_iter()
+                .map(SessionStep::try_from)
+                .collect::<Result<_, _>>()?,
+        })
+    }
+}
+
+/// The columns of `playground_steps` that are read back.
+#[derive(Debug, sqlx::FromRow)]
+pub struct StepRow {
+    pub seq: i64,
+    pub kind: String,
+    pub at: i64,
+    pub duration_ms: i64,
+    pub data: String,
+}
+
+impl TryFrom<StepRow> for SessionStep {
+    type Error = StoreError;
+
+    fn try_from(row: StepRow) -> Result<Self, StoreError> {
+        Ok(SessionStep {
+            kind: StepKind::parse(&row.kind).ok_or_else(|| corrupt("kind", &row.kind))?,
+            seq: row.seq,
+            at: Timestamp::from_micros(row.at),
+            duration_ms: row.duration_ms,
+            data: from_json("data", &row.data)?,
         })
     }
 }

@@ -13,10 +13,13 @@ use sqlx::{Sqlite, Transaction};
 use crate::domain::AgentDraft;
 use crate::timestamp::Timestamp;
 
-use super::row::{AgentRow, ChangeRow, DraftColumns, EmbeddingRow, TokenRow, scopes_column};
+use super::row::{
+    AgentRow, ChangeRow, DraftColumns, EmbeddingRow, SessionRow, StepRow, TokenRow, scopes_column,
+    to_json,
+};
 use super::{
-    Agent, AgentState, Change, ChangeKind, Store, StoreError, StoreResult, StoredEmbedding,
-    TokenRecord, VerificationLevel,
+    Agent, AgentState, Change, ChangeKind, PlaygroundSession, SessionStep, Store, StoreError,
+    StoreResult, StoredEmbedding, TokenRecord, VerificationLevel,
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -447,5 +450,127 @@ impl Store for SqliteStore {
                 .execute(&self.writer)
                 .await?;
         Ok(result.rows_affected() > 0)
+    }
+
+    async fn insert_session(&self, session: &PlaygroundSession) -> StoreResult<()> {
+        let inserted = sqlx::query(
+            "INSERT INTO playground_sessions (id, owner, name, created_at, last_active_at, \
+             expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&session.id)
+        .bind(&session.owner)
+        .bind(&session.name)
+        .bind(session.created_at.micros())
+        .bind(session.last_active_at.micros())
+        .bind(session.expires_at.micros())
+        .execute(&self.writer)
+        .await;
+        match inserted {
+            Err(err) if is_unique_violation(&err) => {
+                Err(StoreError::Conflict("session already exists".to_owned()))
+            }
+            other => other.map(|_| ()).map_err(StoreError::from),
+        }
+    }
+
+    async fn find_session(&self, id: &str) -> StoreResult<Option<PlaygroundSession>> {
+        // One read transaction, so the steps belong to the session row read.
+        let mut tx = self.reader.begin().await?;
+        let row: Option<SessionRow> = sqlx::query_as(
+            "SELECT id, owner, name, created_at, last_active_at, expires_at \
+             FROM playground_sessions WHERE id = ?",
+        )
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let steps: Vec<StepRow> = sqlx::query_as(
+            "SELECT seq, kind, at, duration_ms, data FROM playground_steps \
+             WHERE session_id = ? ORDER BY seq",
+        )
+        .bind(id)
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        row.with_steps(steps).map(Some)
+    }
+
+    async fn append_session_step(
+        &self,
+        session_id: &str,
+        step: &SessionStep,
+        expires_at: Timestamp,
+    ) -> StoreResult<SessionStep> {
+        let data = to_json(&step.data)?;
+        let mut tx = self.writer.begin().await?;
+        let touched = sqlx::query(
+            "UPDATE playground_sessions SET last_active_at = ?, expires_at = ? WHERE id = ?",
+        )
+        .bind(step.at.micros())
+        .bind(expires_at.micros())
+        .bind(session_id)
+        .execute(&mut *tx)
+        .await?;
+        if touched.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        let seq: i64 = sqlx::query_scalar(
+            "SELECT COALESCE(MAX(seq), 0) + 1 FROM playground_steps WHERE session_id = ?",
+        )
+        .bind(session_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO playground_steps (session_id, seq, kind, at, duration_ms, data) \
+             VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(session_id)
+        .bind(seq)
+        .bind(step.kind.as_str())
+        .bind(step.at.micros())
+        .bind(step.duration_ms)
+        .bind(data)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(SessionStep {
+            seq,
+            ..step.clone()
+        })
+    }
+
+    async fn touch_session(
+        &self,
+        id: &str,
+        at: Timestamp,
+        expires_at: Timestamp,
+    ) -> StoreResult<bool> {
+        let result = sqlx::query(
+            "UPDATE playground_sessions SET last_active_at = ?, expires_at = ? WHERE id = ?",
+        )
+        .bind(at.micros())
+        .bind(expires_at.micros())
+        .bind(id)
+        .execute(&self.writer)
+        .await?;
+        Ok(result.rows_affected() > 0)
+    }
+
+    async fn delete_session(&self, id: &str) -> StoreResult<bool> {
+        let result = sqlx::query("DELETE FROM playground_sessions WHERE id = ?")
+            .bind(id)
+            .execute(&self.writer)
+            .await?;
+        Ok(result.rows_affected() > 0)
+    }
+
+    async fn purge_expired_sessions(&self, now: Timestamp) -> StoreResult<u64> {
+        let result = sqlx::query("DELETE FROM playground_sessions WHERE expires_at <= ?")
+            .bind(now.micros())
+            .execute(&self.writer)
+            .await?;
+        Ok(result.rows_affected())
     }
 }

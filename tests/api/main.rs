@@ -10,6 +10,7 @@ mod interop;
 mod lifecycle;
 mod ops;
 mod ownership;
+mod playground;
 mod public;
 mod publish;
 mod restart;

@@ -18,3 +18,4 @@ mod ssrf;
 mod tokens;
 mod utility;
 mod verify;
+mod web;

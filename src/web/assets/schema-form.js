@@ -74,7 +74,9 @@ export function buildForm(fieldset, schema, { raw = false, initial = {} } = {}) 
 
   const required = new Set(Array.isArray(schema.required) ? schema.required : []);
   const readers = [];
-  for (const [name, spec] of Object.entries(properties)) {
+  // Required fields first, in the schema's order; JSON objects may arrive with sorted keys.
+  const ordered = Object.entries(properties).sort(([a], [b]) => Number(required.has(b)) - Number(required.has(a)));
+  for (const [name, spec] of ordered) {
     const fieldId = `${id}-${name.replace(/[^A-Za-z0-9_-]/g, "_")}`;
     const type = typeOf(spec);
     const isRequired = required.has(name);

@@ -125,11 +125,19 @@ def test_running_a_hosted_agent_in_the_playground_records_the_step(page: Page, r
     expect(step).to_contain_text("completed")
     expect(step).to_contain_text("67012.345")
     expect(step).to_contain_text(re.compile(r"\d+ ms"))
+    expect(step.locator("strong")).to_have_text("registry.utility.finance → get_current_price")
     expect(page.locator("#history > li")).to_have_count(2)  # the discover and the execute
     screenshot(page, "playground")
 
+    page.get_by_role("textbox", name="symbol", exact=True).fill("NOPE")
+    page.get_by_role("button", name="Run").click()
+    expect(page.locator("#history > li")).to_have_count(3)
+    failed = page.locator("#history > li").first
+    expect(failed).to_contain_text("failed")
+    expect(failed.locator(".alert")).not_to_be_empty()
+
     page.reload()
-    expect(page.locator("#history > li")).to_have_count(2)  # restored from the session
+    expect(page.locator("#history > li")).to_have_count(3)  # restored from the session
     page.get_by_role("textbox", name="symbol", exact=True).fill("")
     page.get_by_role("button", name="Run").click()
     expect(page.locator("#pg-error")).to_contain_text("symbol is required")

@@ -79,6 +79,27 @@ async function restoreSession() {
   showSession();
 }
 
+/** A step's agent: a package name, or `{id, package_name, name}`. */
+function agentName(agent) {
+  if (agent && typeof agent === "object") return agent.package_name || agent.name || agent.id || "?";
+  return agent || "?";
+}
+
+/** Mark the generated controls named by `input.<field>` validation errors from the API. */
+function markInputErrors(errors) {
+  for (const error of errors || []) {
+    const name = String(error.field || "").replace(/^input\./, "").split(/[.[]/)[0];
+    const control = fieldset.querySelector(`[name="${CSS.escape(name)}"]`);
+    if (!control) continue;
+    control.setAttribute("aria-invalid", "true");
+    const note = control.closest(".field")?.querySelector(".error");
+    if (note) {
+      note.textContent = `${name} ${error.message || "is invalid"}`;
+      note.hidden = false;
+    }
+  }
+}
+
 /** The history array of a session body, whatever the server calls it. */
 function stepsOf(body) {
   if (!body || typeof body !== "object") return null;
@@ -106,7 +127,7 @@ function renderHistory(steps) {
     const at = step.at || step.created_at || step.started_at || step.timestamp;
     const title = kind === "discover"
       ? el("span", {}, "Discover ", el("q", {}, step.query ?? step.input?.query ?? ""))
-      : el("span", {}, el("code", { text: step.agent || "?" }), " → ", el("code", { text: step.capability || "?" }));
+      : el("span", {}, el("code", { text: agentName(step.agent) }), " → ", el("code", { text: step.capability || "?" }));
     const agents = kind === "discover" && (step.agents || step.output?.agents || step.result?.agents);
     return el("li", { "aria-label": `Step ${steps.length - i}` },
       el("div", { class: "step-head" },
@@ -114,6 +135,8 @@ function renderHistory(steps) {
         el("strong", {}, title),
         el("span", { class: "time" }, [duration !== undefined ? `${duration} ms` : null, at ? when(at) : null].filter(Boolean).join(" · "))),
       step.input && kind !== "discover" ? el("details", {}, el("summary", {}, "Input"), el("pre", {}, el("code", { text: pretty(step.input) }))) : null,
+      step.summary ? el("p", {}, step.summary) : null,
+      step.transport ? el("p", { class: "hint" }, `Called ${step.transport.replace("_", "-")}${step.endpoint ? ` at ${step.endpoint}` : ""}`) : null,
       step.error ? el("p", { class: "alert" }, step.error.message || pretty(step.error), step.error.code ? [" ", el("code", { text: step.error.code })] : null) : null,
       Array.isArray(agents) ? el("p", { class: "muted" }, `${agents.length} agents: ${agents.map((a) => a.package_name || a).join(", ")}`) : null,
       step.output !== undefined && step.output !== null && kind !== "discover"
@@ -233,6 +256,7 @@ $("run-form").addEventListener("submit", async (event) => {
     await refreshHistory();
     $("history-status").textContent = `${cap.name} ${result.status} in ${result.duration_ms} ms`;
   } catch (err) {
+    markInputErrors(err.errors);
     showError(errorBox, err, "Run failed");
     $("history-status").textContent = "Run failed";
   } finally {

@@ -18,6 +18,7 @@ pub mod state;
 pub mod store;
 pub mod timestamp;
 pub mod verify;
+pub mod web;
 
 use std::sync::Arc;
 

@@ -160,7 +160,10 @@ pub async fn timeout(State(limit): State<Duration>, request: Request, next: Next
     }
 }
 
-pub async fn not_found(request: Request) -> ApiError {
+pub async fn not_found(request: Request) -> Response {
+    if request.method() == axum::http::Method::GET && crate::web::wants_html(request.headers()) {
+        return crate::web::not_found_page();
+    }
     ApiError::new(
         ErrorCode::NotFound,
         format!(
@@ -169,6 +172,7 @@ pub async fn not_found(request: Request) -> ApiError {
             crate::error::truncate(request.uri().path(), 200)
         ),
     )
+    .into_response()
 }
 
 pub async fn method_not_allowed(request: Request) -> ApiError {

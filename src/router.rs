@@ -15,7 +15,7 @@ use utoipa_swagger_ui::SwaggerUi;
 use crate::api::{agents, ops, playground, public, tokens};
 use crate::middleware::{self, RateLimit};
 use crate::state::AppState;
-use crate::{a2a, error};
+use crate::{a2a, error, web};
 
 /// Request bodies above this are refused with 413 (CONTRACT §1).
 pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
@@ -82,7 +82,7 @@ pub fn router(state: AppState) -> Router {
             get(a2a::utility_card),
         )
         .layer(axum::middleware::from_fn_with_state(
-            rate_limit,
+            Arc::clone(&rate_limit),
             middleware::rate_limit,
         ));
 
@@ -124,6 +124,18 @@ pub fn router(state: AppState) -> Router {
         .route("/a2a/utility/{name}", post(a2a::utility::invoke))
         .route("/a2a/utility/{name}/v1", post(a2a::utility::handle));
 
+    // The web interface (src/web): pages for people, not REST paths, so not in `ApiDoc`.
+    let pages = Router::new()
+        .route("/", get(web::search_page))
+        .route("/agents/{package_name}", get(web::agent_page))
+        .route("/playground", get(web::playground_page))
+        .route("/console", get(web::console_page))
+        .route("/assets/{file}", get(web::asset))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&rate_limit),
+            middleware::rate_limit,
+        ));
+
     let operations = Router::new()
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
@@ -133,6 +145,7 @@ pub fn router(state: AppState) -> Router {
         .merge(public)
         .merge(authenticated)
         .merge(operations)
+        .merge(pages)
         .merge(SwaggerUi::new("/docs").url("/openapi.json", ApiDoc::openapi()))
         .fallback(middleware::not_found)
         .method_not_allowed_fallback(middleware::method_not_allowed)

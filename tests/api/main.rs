@@ -19,3 +19,4 @@ mod ssrf;
 mod tokens;
 mod utility;
 mod verify;
+mod web;

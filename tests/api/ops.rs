@@ -29,6 +29,8 @@ fn routes_in_router_source() -> BTreeMap<String, BTreeSet<String>> {
             .collect();
         routes.insert(path, methods);
     }
+    // Web pages share the route table but are not REST paths (src/web).
+    routes.retain(|path, _| !agent_registry::web::ROUTES.contains(&path.as_str()));
     routes
 }
 

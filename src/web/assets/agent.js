@@ -1,0 +1,180 @@
+// The agent page: the record and card from the public API, rendered as capabilities with their
+// input schemas, payment terms, details, the card as JSON and copyable client snippets.
+import { el, api, showError, pretty, when, agentBadges, enableCopyButtons, enableTabs } from "./common.js";
+import { exampleInput } from "./schema-form.js";
+
+const article = document.getElementById("agent");
+const pkg = article.dataset.package;
+const errorBox = document.getElementById("agent-error");
+const path = encodeURIComponent(pkg);
+
+enableCopyButtons();
+enableTabs(document.querySelector('[aria-label="Client snippets"]'));
+
+function schemaTable(schema) {
+  const properties = schema && typeof schema === "object" && schema.properties;
+  if (!properties || typeof properties !== "object" || !Object.keys(properties).length) return null;
+  const required = new Set(Array.isArray(schema.required) ? schema.required : []);
+  return el("table", { class: "params" },
+    el("thead", {}, el("tr", {}, el("th", { scope: "col" }, "Field"), el("th", { scope: "col" }, "Type"), el("th", { scope: "col" }, "Description"))),
+    el("tbody", {}, Object.entries(properties).map(([name, spec]) => {
+      const type = spec && (Array.isArray(spec.enum) ? `${spec.type || "enum"}: ${spec.enum.join(" | ")}` : spec.type);
+      return el("tr", {},
+        el("td", {}, el("code", { text: name }), required.has(name) ? el("span", { class: "req", title: "required" }, " *") : null),
+        el("td", {}, type || "any"),
+        el("td", {}, (spec && spec.description) || ""));
+    })));
+}
+
+function renderCapabilities(record) {
+  const box = document.getElementById("capabilities");
+  box.replaceChildren();
+  if (!record.capabilities.length) {
+    box.append(el("p", { class: "muted" }, "This agent lists no capabilities."));
+    return;
+  }
+  for (const cap of record.capabilities) {
+    const tryHref = `/playground?agent=${encodeURIComponent(record.package_name)}&capability=${encodeURIComponent(cap.name)}`;
+    box.append(el("div", { class: "capability" },
+      el("div", { class: "panel-head" },
+        el("h3", {}, el("code", { text: cap.name })),
+        el("a", { class: "button small", href: tryHref, "aria-label": `Try ${cap.name} in the playground` }, "Try")),
+      cap.description ? el("p", {}, cap.description) : null,
+      schemaTable(cap.input_schema),
+      cap.input_schema ? el("details", {},
+        el("summary", {}, "Input schema (JSON Schema)"),
+        el("pre", { class: "json" }, el("code", { text: pretty(cap.input_schema) }))) : el("p", { class: "hint" }, "No input schema given.")));
+  }
+}
+
+function renderPayment(record) {
+  const box = document.getElementById("payment");
+  box.replaceChildren();
+  const payment = record.payment;
+  if (!payment) {
+    box.append(el("p", { class: "muted" }, "Payment terms not stated."));
+    return;
+  }
+  const rails = (payment.rails || []).map((rail) => `${rail.network}:${rail.asset}${rail.protocol ? ` (${rail.protocol})` : ""}`);
+  box.append(el("dl", { class: "facts" },
+    el("dt", {}, "Model"), el("dd", {}, payment.model),
+    payment.direction ? [el("dt", {}, "Direction"), el("dd", {}, payment.direction)] : null,
+    el("dt", {}, "Protocols"), el("dd", {}, (payment.protocols || []).join(", ") || "—"),
+    el("dt", {}, "Rails"), el("dd", {}, rails.length ? rails.map((r) => el("code", { text: r })).flatMap((c, i) => (i ? [" ", c] : [c])) : "—")));
+}
+
+function renderFacts(record) {
+  const facts = document.getElementById("facts");
+  const link = (url) => el("a", { href: url, rel: "nofollow noopener" }, url);
+  const rows = [
+    ["Version", record.version],
+    ["Category", record.category],
+    ["Audience", record.target],
+    ["Tags", record.tags.length ? record.tags.join(", ") : null],
+    ["Endpoint", record.url && /^https?:/i.test(record.url) ? link(record.url) : record.url],
+    ["Own card", record.manifest_url && /^https?:/i.test(record.manifest_url) ? link(record.manifest_url) : record.manifest_url],
+    ["Owner", record.owner],
+    ["Published", when(record.published_at)],
+    ["Updated", when(record.updated_at)],
+    ["Id", el("code", { text: record.id })],
+  ].filter(([, value]) => value);
+  facts.replaceChildren(...rows.flatMap(([name, value]) => [el("dt", {}, name), el("dd", {}, value)]));
+  document.getElementById("agent-badges").replaceChildren(...agentBadges(record));
+}
+
+const shellQuote = (text) => `'${text.replaceAll("'", "'\\''")}'`;
+
+function renderSnippets(record, card) {
+  const cap = record.capabilities[0];
+  const skill = cap ? cap.name : "SKILL";
+  const input = cap ? exampleInput(cap.input_schema) : {};
+  const jsonrpc = (card && Array.isArray(card.supportedInterfaces) &&
+    card.supportedInterfaces.find((i) => (i.protocolBinding || "JSONRPC") === "JSONRPC")) || null;
+  const endpoint = (jsonrpc && jsonrpc.url) || record.url || `${location.origin}/a2a/v1`;
+  const cardUrl = `${location.origin}/public/agents/resolve/${path}`;
+  const body = {
+    jsonrpc: "2.0", id: 1, method: "SendMessage",
+    params: {
+      message: { messageId: "msg-1", role: "ROLE_USER", parts: [{ data: input }] },
+      metadata: { skill_id: skill },
+    },
+  };
+  const curl = [
+    "# The agent card",
+    `curl -s ${shellQuote(cardUrl)}`,
+    "",
+    `# Call ${skill} over A2A (JSON-RPC SendMessage)`,
+    `curl -s -X POST ${shellQuote(endpoint)} \\`,
+    `  -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' \\`,
+    `  -d ${shellQuote(JSON.stringify(body))}`,
+  ].join("\n");
+  const python = [
+    "# pip install 'a2a-sdk[http-server]>=1' httpx",
+    "import asyncio, os",
+    "import httpx",
+    "from a2a.client import A2ACardResolver, ClientConfig, ClientFactory",
+    "from a2a.helpers import new_data_message",
+    "from a2a.types import Role, SendMessageRequest",
+    "",
+    "async def main():",
+    '    headers = {"Authorization": f"Bearer {os.environ[\'TOKEN\']}"}',
+    "    async with httpx.AsyncClient(headers=headers, timeout=30) as http:",
+    `        resolver = A2ACardResolver(http, ${JSON.stringify(location.origin)}, agent_card_path=${JSON.stringify(`/public/agents/resolve/${path}`)})`,
+    "        card = await resolver.get_agent_card()",
+    "        client = ClientFactory(ClientConfig(httpx_client=http)).create(card)",
+    `        request = SendMessageRequest(message=new_data_message(${pyLiteral(input)}, role=Role.ROLE_USER))`,
+    `        request.metadata.update({"skill_id": ${JSON.stringify(skill)}})`,
+    "        async for response in client.send_message(request):",
+    "            print(response)",
+    "",
+    "asyncio.run(main())",
+  ].join("\n");
+  const js = [
+    `const response = await fetch(${JSON.stringify(endpoint)}, {`,
+    '  method: "POST",',
+    "  headers: {",
+    '    "Content-Type": "application/json",',
+    '    "A2A-Version": "1.0",',
+    "    Authorization: `Bearer ${TOKEN}`,",
+    "  },",
+    `  body: JSON.stringify(${JSON.stringify(body, null, 2).replaceAll("\n", "\n  ")}),`,
+    "});",
+    "const { result, error } = await response.json();",
+    "console.log(error ?? result.message.parts);",
+  ].join("\n");
+  for (const [id, text] of [["panel-curl", curl], ["panel-python", python], ["panel-js", js]]) {
+    document.querySelector(`#${id} code`).textContent = text;
+  }
+}
+
+/** A JSON value as a Python literal (true/false/null differ). */
+function pyLiteral(value) {
+  if (value === null) return "None";
+  if (value === true) return "True";
+  if (value === false) return "False";
+  if (Array.isArray(value)) return `[${value.map(pyLiteral).join(", ")}]`;
+  if (typeof value === "object") return `{${Object.entries(value).map(([k, v]) => `${JSON.stringify(k)}: ${pyLiteral(v)}`).join(", ")}}`;
+  return JSON.stringify(value);
+}
+
+async function load() {
+  const [record, card] = await Promise.allSettled([
+    api("GET", `/public/agents/${path}`),
+    api("GET", `/public/agents/resolve/${path}`),
+  ]);
+  if (record.status === "rejected") {
+    showError(errorBox, record.reason, "Cannot load this agent");
+    for (const id of ["capabilities", "payment"]) document.getElementById(id).replaceChildren();
+    document.getElementById("card-json").textContent = "";
+    return;
+  }
+  renderCapabilities(record.value);
+  renderPayment(record.value);
+  renderFacts(record.value);
+  const cardJson = document.getElementById("card-json");
+  if (card.status === "fulfilled") cardJson.textContent = pretty(card.value);
+  else cardJson.textContent = `The card could not be loaded: ${card.reason.message}`;
+  renderSnippets(record.value, card.status === "fulfilled" ? card.value : null);
+}
+
+load();

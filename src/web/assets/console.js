@@ -1,0 +1,186 @@
+// The owner's console: list your agents (every state), publish from a card URL or a form, go live,
+// unpublish and delete. Errors show the API's problem+json detail and per-field messages.
+import { el, api, showError, hideError, when, bindTokenPanel, enableTabs } from "./common.js";
+
+const $ = (id) => document.getElementById(id);
+const errorBox = $("console-error");
+const status = $("console-status");
+const rows = $("agents");
+const more = $("agents-more");
+
+const token = bindTokenPanel(() => loadAgents());
+let cursor = null;
+
+enableTabs(document.querySelector('[aria-label="How to publish"]'));
+
+function announce(message) {
+  status.textContent = message;
+}
+
+function explain(err) {
+  if (err.status === 401) err.message = `${err.message} — check the token.`;
+  if (err.status === 403) err.message = `${err.message} — the token needs scope agents:write.`;
+  return err;
+}
+
+function row(agent) {
+  const live = agent.state === "ACTIVE";
+  const id = encodeURIComponent(agent.id);
+  const action = (label, className, handler) =>
+    el("button", { type: "button", class: `small ${className}`, "aria-label": `${label} ${agent.package_name}`, onclick: handler }, label);
+  return el("tr", { dataset: { package: agent.package_name } },
+    el("td", {},
+      live ? el("a", { href: `/agents/${encodeURIComponent(agent.package_name)}` }, agent.name) : el("strong", {}, agent.name),
+      el("br"), el("code", { text: agent.package_name })),
+    el("td", {}, el("span", { class: `badge state-${agent.state.toLowerCase()}` }, agent.state)),
+    el("td", {}, agent.verification_level === "domain_verified" ? el("span", { class: "badge verified" }, "✓ Verified") : "Unverified"),
+    el("td", {}, when(agent.updated_at)),
+    el("td", { class: "actions" },
+      live
+        ? action("Unpublish", "ghost", () => transition(agent, `/api/agents/${id}/unpublish`, "unpublished (now STAGE)"))
+        : action("Go live", "secondary", () => transition(agent, `/api/agents/${id}/go-live`, "is live")),
+      action("Delete", "ghost danger", () => remove(agent))));
+}
+
+async function loadAgents({ append = false } = {}) {
+  hideError(errorBox);
+  if (!token()) {
+    rows.replaceChildren();
+    $("agents-empty").hidden = false;
+    $("agents-empty").textContent = "Paste a token to see your agents.";
+    more.hidden = true;
+    return;
+  }
+  const query = new URLSearchParams({ limit: "50" });
+  if (append && cursor) query.set("cursor", cursor);
+  try {
+    const page = await api("GET", `/api/agents?${query}`, { token: token() });
+    if (!append) rows.replaceChildren();
+    rows.append(...page.agents.map(row));
+    cursor = page.next_cursor;
+    more.hidden = !cursor;
+    $("agents-empty").hidden = rows.children.length > 0;
+    $("agents-empty").textContent = "No agents yet. Publish one below.";
+  } catch (err) {
+    showError(errorBox, explain(err), "Cannot list your agents");
+  }
+}
+
+async function transition(agent, path, done) {
+  hideError(errorBox);
+  try {
+    await api("POST", path, { token: token() });
+    announce(`${agent.package_name} ${done}.`);
+    await loadAgents();
+    rows.querySelector(`tr[data-package="${CSS.escape(agent.package_name)}"] td.actions button`)?.focus();
+  } catch (err) {
+    showError(errorBox, explain(err), `Cannot change ${agent.package_name}`);
+  }
+}
+
+async function remove(agent) {
+  if (!confirm(`Delete ${agent.package_name}? This cannot be undone; the package name becomes free again.`)) return;
+  hideError(errorBox);
+  try {
+    await api("DELETE", `/api/agents/${encodeURIComponent(agent.id)}`, { token: token() });
+    announce(`${agent.package_name} deleted.`);
+    await loadAgents();
+    $("refresh").focus();
+  } catch (err) {
+    showError(errorBox, explain(err), `Cannot delete ${agent.package_name}`);
+  }
+}
+
+// ---- publishing ----
+
+const list = (text) => text.split(",").map((t) => t.trim()).filter(Boolean);
+
+function formBody(form) {
+  const value = (name) => form.elements.namedItem(name).value.trim();
+  const body = {};
+  for (const name of ["package_name", "name", "description", "url", "version", "category", "target"]) {
+    if (value(name)) body[name] = value(name);
+  }
+  if (value("tags")) body.tags = list(value("tags"));
+  if (value("capabilities")) {
+    try {
+      body.capabilities = JSON.parse(value("capabilities"));
+    } catch {
+      throw Object.assign(new Error("Capabilities must be a JSON array."), { errors: [{ field: "capabilities", message: "not valid JSON" }] });
+    }
+  }
+  if (value("payment.model")) {
+    body.payment = { model: value("payment.model") };
+    if (value("payment.direction")) body.payment.direction = value("payment.direction");
+    if (value("payment.protocols")) body.payment.protocols = list(value("payment.protocols"));
+    if (value("payment.rails")) body.payment.rails = list(value("payment.rails"));
+  }
+  return body;
+}
+
+/** Mark each control named by a validation error (`payment.rails[0]` marks `payment.rails`). */
+function markFields(form, errors) {
+  for (const control of form.querySelectorAll("[aria-invalid]")) control.removeAttribute("aria-invalid");
+  for (const note of form.querySelectorAll(".field .error")) note.remove();
+  let first = null;
+  for (const error of errors || []) {
+    const field = String(error.field || "");
+    const candidates = [field, field.replace(/\[\d+\].*$/, ""), field.split(".")[0], field.split(/[.[]/)[0]];
+    const control = candidates.map((name) => form.elements.namedItem(name)).find((c) => c instanceof Element);
+    if (!control) continue;
+    control.setAttribute("aria-invalid", "true");
+    const note = el("p", { class: "error", id: `${control.id}-error` }, error.message || "invalid");
+    control.setAttribute("aria-errormessage", note.id);
+    control.closest(".field").append(note);
+    first ??= control;
+  }
+  first?.focus();
+}
+
+async function publish(form, body) {
+  hideError(errorBox);
+  const button = form.querySelector('button[type="submit"]');
+  button.disabled = true;
+  try {
+    const agent = await api("POST", "/api/agents/publish", { token: token(), body });
+    markFields(form, []);
+    form.reset();
+    announce(`${agent.package_name} published in STAGE. Go live to list it.`);
+    await loadAgents();
+    rows.querySelector(`tr[data-package="${CSS.escape(agent.package_name)}"] td.actions button`)?.focus();
+  } catch (err) {
+    markFields(form, err.errors);
+    showError(errorBox, explain(err), "Cannot publish");
+  } finally {
+    button.disabled = false;
+  }
+}
+
+$("panel-card").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const form = event.currentTarget;
+  const body = {
+    package_name: form.elements.namedItem("package_name").value.trim(),
+    manifest_url: form.elements.namedItem("manifest_url").value.trim(),
+  };
+  publish(form, body);
+});
+
+$("panel-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const form = event.currentTarget;
+  let body;
+  try {
+    body = formBody(form);
+  } catch (err) {
+    markFields(form, err.errors);
+    showError(errorBox, err, "Cannot publish");
+    return;
+  }
+  publish(form, body);
+});
+
+$("refresh").addEventListener("click", () => loadAgents());
+more.addEventListener("click", () => loadAgents({ append: true }));
+
+loadAgents();

@@ -1,0 +1,208 @@
+"""Fixtures for the browser tests: a local fake of the hosted agents' upstreams (and a published
+agent's card), the real registry binary on a free port, and headless Debian Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = Path(os.environ.get("E2E_ARTIFACTS", ROOT / "target" / "e2e-artifacts"))
+MASTER_KEY = "e2e-master-key"
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+
+# Recorded shapes of the real upstream answers (Coinbase spot price, Wikipedia REST search and
+# summary), trimmed to the fields the hosted agents read plus a few they ignore.
+BTC_SPOT = {"data": {"amount": "67012.345", "base": "BTC", "currency": "USD"}}
+ADA_SEARCH = {
+    "pages": [
+        {
+            "id": 1208,
+            "key": "Ada_Lovelace",
+            "title": "Ada Lovelace",
+            "excerpt": '<span class="searchmatch">Ada</span> King, Countess of Lovelace',
+            "matched_title": None,
+            "description": "English mathematician (1815–1852)",
+            "thumbnail": None,
+        }
+    ]
+}
+ADA_SUMMARY = {
+    "type": "standard",
+    "title": "Ada Lovelace",
+    "pageid": 1208,
+    "lang": "en",
+    "description": "English mathematician (1815–1852)",
+    "extract": "Augusta Ada King, Countess of Lovelace was an English mathematician and writer.",
+    "content_urls": {"desktop": {"page": "https://en.wikipedia.org/wiki/Ada_Lovelace"}},
+}
+
+
+def weather_card(endpoint: str) -> dict:
+    return {
+        "name": "Remote Weather",
+        "description": "Forecasts from a card on the network.",
+        "version": "2.0.1",
+        "supportedInterfaces": [{"url": endpoint, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}],
+        "capabilities": {"streaming": False, "pushNotifications": False},
+        "defaultInputModes": ["application/json"],
+        "defaultOutputModes": ["application/json"],
+        "skills": [
+            {"id": "get_forecast", "name": "Forecast", "description": "Forecast for a city", "tags": ["weather"]}
+        ],
+    }
+
+
+class FakeUpstreams(BaseHTTPRequestHandler):
+    """Coinbase and Wikipedia at their real paths, and an agent card for the console test."""
+
+    def do_GET(self) -> None:  # noqa: N802 (the http.server API)
+        path = self.path.split("?", 1)[0]
+        host = f"http://{self.server.server_address[0]}:{self.server.server_address[1]}"
+        if path == "/v2/prices/BTC-USD/spot":
+            self.reply(200, BTC_SPOT)
+        elif path == "/w/rest.php/v1/search/page":
+            self.reply(200, ADA_SEARCH)
+        elif path == "/api/rest_v1/page/summary/Ada_Lovelace":
+            self.reply(200, ADA_SUMMARY)
+        elif path == "/cards/weather.json":
+            self.reply(200, weather_card(f"{host}/a2a/v1"))
+        elif path.startswith("/v2/prices/"):
+            self.reply(404, {"errors": [{"id": "not_found", "message": "Invalid base currency"}]})
+        else:
+            self.reply(404, {"type": "https://mediawiki.org/wiki/HyperSwitch/errors/not_found"})
+
+    def reply(self, status: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def upstreams() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeUpstreams)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.fixture(scope="session")
+def registry(upstreams: str) -> Iterator[str]:
+    binary = Path(os.environ.get("REGISTRY_BIN", ROOT / "target" / "debug" / "agent-registry"))
+    assert binary.exists(), f"build the registry first: {binary} is missing"
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryDirectory() as data_dir:
+        env = {
+            **os.environ,
+            "REGISTRY_BIND": f"127.0.0.1:{port}",
+            "REGISTRY_DATA_DIR": data_dir,
+            "REGISTRY_MASTER_KEY": MASTER_KEY,
+            "REGISTRY_PUBLIC_URL": base_url,
+            "REGISTRY_WIKI_API_URL": upstreams,
+            "REGISTRY_FINANCE_CRYPTO_API_URL": upstreams,
+            "REGISTRY_FINANCE_STOCK_API_URL": upstreams,
+            "REGISTRY_UPSTREAM_TIMEOUT_SECS": "5",
+            # The console test publishes from a card served by the local fake.
+            "REGISTRY_OUTBOUND_ALLOW_PRIVATE": "true",
+        }
+        log_path = Path(data_dir) / "registry.log"
+        with open(log_path, "w") as log:
+            process = subprocess.Popen([str(binary), "serve"], env=env, stdout=log, stderr=log)
+            try:
+                wait_until_healthy(base_url, process, log_path)
+                yield base_url
+            finally:
+                process.terminate()
+                process.wait(timeout=20)
+
+
+def wait_until_healthy(base_url: str, process: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"the registry exited with {process.returncode}:\n{log.read_text()}")
+        try:
+            with urllib.request.urlopen(f"{base_url}/healthz", timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"the registry did not become healthy:\n{log.read_text()}")
+
+
+def api(base_url: str, method: str, path: str, body: dict | None = None, token: str = MASTER_KEY) -> tuple[int, dict]:
+    """One JSON API call outside the browser (setup and cross-checks)."""
+    request = urllib.request.Request(
+        f"{base_url}{path}",
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            text = response.read()
+            return response.status, json.loads(text) if text else {}
+    except urllib.error.HTTPError as err:
+        text = err.read()
+        return err.code, json.loads(text) if text else {}
+
+
+@pytest.fixture(scope="session")
+def token(registry: str) -> str:
+    status, body = api(registry, "POST", "/api/tokens", {"owner": "alice", "expires_in_days": 1})
+    assert status == 201, body
+    return body["token"]
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: scripts/e2e.sh installs Debian's chromium"
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: Browser, registry: str) -> Iterator[Page]:
+    context = browser.new_context(base_url=registry, viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.set_default_timeout(10_000)
+    yield page
+    context.close()
+    assert not errors, f"uncaught errors in the page: {errors}"
+
+
+def screenshot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.evaluate("window.scrollTo(0, 0)")  # the sticky header belongs at the top
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)

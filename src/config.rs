@@ -41,6 +41,11 @@ pub struct Config {
     #[arg(long, env = "REGISTRY_MASTER_KEY", hide_env_values = true)]
     pub master_key: Option<String>,
 
+    /// On a first local start (loopback bind, no master key, no token yet), make a token for
+    /// owner `local` and print it once, so the web console and playground work at once.
+    #[arg(long, env = "REGISTRY_FIRST_RUN_TOKEN", default_value_t = true, action = clap::ArgAction::Set)]
+    pub first_run_token: bool,
+
     /// Public root URL of the service (cards and Location headers use it). Default: http://{bind}.
     #[arg(long, env = "REGISTRY_PUBLIC_URL")]
     pub public_url: Option<Url>,

@@ -81,6 +81,7 @@ pub async fn build_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     let bind = config.bind;
     let app = build(config).await?;
+    first_run_token(&app.state).await?;
     let listener = tokio::net::TcpListener::bind(bind)
         .await
         .map_err(|err| anyhow::anyhow!("cannot listen on {bind}: {err}"))?;
@@ -93,6 +94,27 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     .with_graceful_shutdown(shutdown_signal())
     .await?;
     tracing::info!("stopped");
+    Ok(())
+}
+
+/// On a fresh local install (loopback bind, no master key, no token yet), make one token for
+/// owner `local` with every scope and print it once, so the web console and playground work
+/// from the first start. Only its hash is stored; `agent-registry token create` makes more.
+async fn first_run_token(state: &AppState) -> anyhow::Result<()> {
+    let config = &state.config;
+    let local_only = config.bind.ip().is_loopback() && state.master_key_hash.is_none();
+    if !config.first_run_token || !local_only || !state.store.list_tokens(None).await?.is_empty() {
+        return Ok(());
+    }
+    let issued = auth::issue_token(state.store.as_ref(), "local", &[], Some(30)).await?;
+    tracing::info!(token.id = %issued.record.id, owner = "local", "made a first-run token");
+    // Printed, never logged: this is the only place the secret is ever shown.
+    eprintln!(
+        "\n  A token for this machine (owner \"local\", every scope, 30 days), shown once:\n\n    \
+         {}\n\n  Paste it into {}/console or {}/playground. \
+         `agent-registry token create --owner NAME` makes more.\n",
+        issued.secret, state.base_url, state.base_url
+    );
     Ok(())
 }
 

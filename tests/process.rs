@@ -310,3 +310,79 @@ async fn cli_tokens_work_against_the_server_and_revocation_is_immediate() {
     assert!(cli(&["token", "revoke", &id]).status.success());
     assert_eq!(list(secret).await, 401, "revocation is effective at once");
 }
+
+/// Start the binary without a master key and return it with everything it printed to stderr
+/// until it answered `/readyz`.
+async fn start_without_master_key(data_dir: &Path) -> (Server, String) {
+    use std::io::Read;
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("free port")
+        .port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agent-registry"))
+        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env_remove("REGISTRY_MASTER_KEY")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("binary starts");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let printed = Arc::new(Mutex::new(String::new()));
+    let sink = Arc::clone(&printed);
+    std::thread::spawn(move || {
+        let mut buffer = [0u8; 4096];
+        while let Ok(read) = stderr.read(&mut buffer) {
+            if read == 0 {
+                break;
+            }
+            sink.lock()
+                .expect("lock")
+                .push_str(&String::from_utf8_lossy(&buffer[..read]));
+        }
+    });
+    let server = Server {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+    };
+    server.wait_ready().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let printed = printed.lock().expect("lock").clone();
+    (server, printed)
+}
+
+#[tokio::test]
+async fn a_first_local_start_prints_one_working_token_and_a_second_start_prints_none() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (server, printed) = start_without_master_key(dir.path()).await;
+    let token = printed
+        .split_whitespace()
+        .find(|word| word.starts_with("ar_"))
+        .unwrap_or_else(|| panic!("no token printed: {printed}"))
+        .to_owned();
+    let client = reqwest::Client::new();
+    let own = client
+        .get(format!("{}/api/agents", server.base))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("list own agents");
+    assert_eq!(own.status(), 200);
+    let session = client
+        .post(format!("{}/api/playground/session", server.base))
+        .bearer_auth(&token)
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("create session");
+    assert_eq!(session.status(), 201);
+    drop(server);
+
+    let (_server, printed) = start_without_master_key(dir.path()).await;
+    assert!(
+        !printed.contains("ar_"),
+        "a second token was printed: {printed}"
+    );
+}

@@ -123,6 +123,7 @@ pub struct ChangeRow {
     pub package_name: String,
     pub kind: String,
     pub at: i64,
+    pub public: bool,
 }
 
 impl TryFrom<ChangeRow> for Change {
@@ -135,6 +136,7 @@ impl TryFrom<ChangeRow> for Change {
             agent_id: row.agent_id,
             package_name: row.package_name,
             at: Timestamp::from_micros(row.at),
+            public: row.public,
         })
     }
 }

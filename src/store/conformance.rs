@@ -45,6 +45,17 @@ pub async fn an_inserted_agent_reads_back_identically(store: &dyn Store) {
     );
 }
 
+pub async fn lookups_with_a_nul_character_find_nothing(store: &dyn Store) {
+    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
+    store.insert_agent(&agent).await.expect("insert");
+    let found = store.find_agent("com.example\0.weather").await;
+    assert!(matches!(found, Ok(None)), "{found:?}");
+    let revoked = store.revoke_token("tok_\0", at(1)).await;
+    assert!(matches!(revoked, Ok(false)), "{revoked:?}");
+    let token = store.find_token_by_hash("\0").await;
+    assert!(matches!(token, Ok(None)), "{token:?}");
+}
+
 pub async fn a_taken_package_name_is_a_conflict(store: &dyn Store) {
     let first = Agent::new(draft("com.example.weather"), "alice", at(0));
     store.insert_agent(&first).await.expect("insert");
@@ -444,6 +455,7 @@ macro_rules! conformance_suite {
         conformance_suite!(@cases $factory;
             an_inserted_agent_reads_back_identically,
             a_taken_package_name_is_a_conflict,
+            lookups_with_a_nul_character_find_nothing,
             updates_replace_fields_and_bump_the_revision,
             transitions_check_the_current_state,
             verification_is_recorded,

@@ -225,6 +225,9 @@ impl Store for PgStore {
     }
 
     async fn find_agent(&self, identifier: &str) -> StoreResult<Option<Agent>> {
+        if identifier.contains('\0') {
+            return Ok(None); // PostgreSQL text cannot hold U+0000, so no key does.
+        }
         let sql = format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1 OR package_name = $2");
         let row: Option<AgentRow> = sqlx::query_as(&sql)
             .bind(identifier)
@@ -522,6 +525,9 @@ impl Store for PgStore {
     }
 
     async fn find_token_by_hash(&self, secret_hash: &str) -> StoreResult<Option<TokenRecord>> {
+        if secret_hash.contains('\0') {
+            return Ok(None);
+        }
         let sql = format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE secret_hash = $1");
         let row: Option<TokenRow> = sqlx::query_as(&sql)
             .bind(secret_hash)
@@ -543,6 +549,9 @@ impl Store for PgStore {
     }
 
     async fn revoke_token(&self, id: &str, at: Timestamp) -> StoreResult<bool> {
+        if id.contains('\0') {
+            return Ok(false);
+        }
         let result =
             sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
                 .bind(at.micros())

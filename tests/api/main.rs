@@ -5,6 +5,7 @@ mod helpers;
 
 mod card_fetch;
 mod cards;
+mod changes;
 mod errors;
 mod interop;
 mod lifecycle;
@@ -12,6 +13,7 @@ mod ops;
 mod ownership;
 mod public;
 mod publish;
+mod replicas;
 mod restart;
 mod search_paths;
 mod ssrf;

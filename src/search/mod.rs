@@ -424,6 +424,18 @@ impl SearchIndex {
         self.write_catalog().put(slot, doc, vector.as_deref());
     }
 
+    /// Whether `agent` (ACTIVE) is indexed at exactly its revision, so applying it again would
+    /// change nothing: the change follower skips the writes this process already applied.
+    pub fn holds(&self, agent: &Agent) -> bool {
+        let catalog = self.read_catalog();
+        agent.state == AgentState::Active
+            && catalog
+                .slots
+                .get(&agent.id)
+                .and_then(|slot| catalog.doc(*slot))
+                .is_some_and(|doc| doc.revision == agent.revision)
+    }
+
     /// Forget a deleted agent for good.
     pub async fn delete(&self, id: &str) {
         self.unindex(id, i64::MAX).await;

@@ -45,6 +45,17 @@ pub async fn an_inserted_agent_reads_back_identically(store: &dyn Store) {
     );
 }
 
+pub async fn lookups_with_a_nul_character_find_nothing(store: &dyn Store) {
+    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
+    store.insert_agent(&agent).await.expect("insert");
+    let found = store.find_agent("com.example\0.weather").await;
+    assert!(matches!(found, Ok(None)), "{found:?}");
+    let revoked = store.revoke_token("tok_\0", at(1)).await;
+    assert!(matches!(revoked, Ok(false)), "{revoked:?}");
+    let token = store.find_token_by_hash("\0").await;
+    assert!(matches!(token, Ok(None)), "{token:?}");
+}
+
 pub async fn a_taken_package_name_is_a_conflict(store: &dyn Store) {
     let first = Agent::new(draft("com.example.weather"), "alice", at(0));
     store.insert_agent(&first).await.expect("insert");
@@ -283,6 +294,110 @@ pub async fn embeddings_are_keyed_by_embedder_and_die_with_their_agent(store: &d
     );
 }
 
+pub async fn only_changes_touching_active_agents_are_public(store: &dyn Store) {
+    let start = store.latest_change().await.expect("latest");
+    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
+    store.insert_agent(&agent).await.expect("insert");
+    store
+        .update_agent(&agent.id, &agent.draft, None, at(1))
+        .await
+        .expect("staged update");
+    store
+        .transition(&agent.id, AgentState::Stage, AgentState::Active, at(2))
+        .await
+        .expect("go live");
+    store
+        .update_agent(&agent.id, &agent.draft, None, at(3))
+        .await
+        .expect("live update");
+    store
+        .set_verification(&agent.id, VerificationLevel::DomainVerified, at(4))
+        .await
+        .expect("verify");
+    store
+        .transition(&agent.id, AgentState::Active, AgentState::Stage, at(5))
+        .await
+        .expect("unpublish");
+    store.delete_agent(&agent.id, at(6)).await.expect("delete");
+    let live = Agent::new(draft("com.example.live"), "alice", at(7));
+    store.insert_agent(&live).await.expect("insert");
+    store
+        .transition(&live.id, AgentState::Stage, AgentState::Active, at(8))
+        .await
+        .expect("go live");
+    store.delete_agent(&live.id, at(9)).await.expect("delete");
+
+    let all = store.changes_since(start, 100).await.expect("changes");
+    let flags: Vec<(ChangeKind, bool)> = all.iter().map(|c| (c.kind, c.public)).collect();
+    assert_eq!(
+        flags,
+        [
+            (ChangeKind::Created, false),
+            (ChangeKind::Updated, false),
+            (ChangeKind::Published, true),
+            (ChangeKind::Updated, true),
+            (ChangeKind::Verified, true),
+            (ChangeKind::Unpublished, true),
+            (ChangeKind::Deleted, false),
+            (ChangeKind::Created, false),
+            (ChangeKind::Published, true),
+            (ChangeKind::Deleted, true),
+        ]
+    );
+    let public = store
+        .public_changes_since(start, 100)
+        .await
+        .expect("public");
+    let expected: Vec<_> = all.iter().filter(|c| c.public).cloned().collect();
+    assert_eq!(public, expected);
+    let page = store
+        .public_changes_since(public[1].seq, 2)
+        .await
+        .expect("page");
+    assert_eq!(page, public[2..4]);
+}
+
+pub async fn racing_inserts_of_one_name_admit_exactly_one(store: &dyn Store) {
+    let first = Agent::new(draft("com.example.race"), "alice", at(0));
+    let second = Agent::new(draft("com.example.race"), "bob", at(0));
+    let (a, b) = futures::join!(store.insert_agent(&first), store.insert_agent(&second));
+    let conflicts = [&a, &b]
+        .iter()
+        .filter(|r| matches!(r, Err(StoreError::Conflict(_))))
+        .count();
+    assert_eq!(
+        (a.is_ok() as usize + b.is_ok() as usize, conflicts),
+        (1, 1),
+        "{a:?} {b:?}"
+    );
+}
+
+pub async fn racing_updates_of_one_revision_admit_exactly_one(store: &dyn Store) {
+    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
+    store.insert_agent(&agent).await.expect("insert");
+    let mut left = agent.draft.clone();
+    left.description = "Left.".to_owned();
+    let mut right = agent.draft.clone();
+    right.description = "Right.".to_owned();
+    let (a, b) = futures::join!(
+        store.update_agent(&agent.id, &left, Some(1), at(1)),
+        store.update_agent(&agent.id, &right, Some(1), at(1))
+    );
+    let lost = [&a, &b]
+        .iter()
+        .filter(|r| matches!(r, Err(StoreError::VersionMismatch)))
+        .count();
+    assert_eq!(lost, 1, "{a:?} {b:?}");
+    let winner = a.or(b).expect("one update wins");
+    let stored = store
+        .find_agent(&agent.id)
+        .await
+        .expect("find")
+        .expect("agent");
+    assert_eq!(stored, winner);
+    assert_eq!(stored.revision, 2);
+}
+
 fn token(id: &str, owner: &str, hash: &str, created: i64) -> TokenRecord {
     TokenRecord {
         id: id.to_owned(),
@@ -464,12 +579,14 @@ pub async fn sessions_are_touched_deleted_and_purged_when_expired(store: &dyn St
 }
 
 /// Instantiate every conformance case as a `#[tokio::test]` for one backend. `$factory` is an
-/// async expression yielding `(guard, Arc<dyn Store>)`; the guard lives as long as the test.
+/// async expression yielding `Some((guard, Arc<dyn Store>))`, the guard living as long as the
+/// test, or `None` when the backend is explicitly skipped.
 macro_rules! conformance_suite {
     ($factory:expr) => {
         conformance_suite!(@cases $factory;
             an_inserted_agent_reads_back_identically,
             a_taken_package_name_is_a_conflict,
+            lookups_with_a_nul_character_find_nothing,
             updates_replace_fields_and_bump_the_revision,
             transitions_check_the_current_state,
             verification_is_recorded,
@@ -477,6 +594,9 @@ macro_rules! conformance_suite {
             listing_filters_by_owner_and_pages_by_id,
             all_agents_filters_by_state,
             every_write_is_logged_in_order,
+            only_changes_touching_active_agents_are_public,
+            racing_inserts_of_one_name_admit_exactly_one,
+            racing_updates_of_one_revision_admit_exactly_one,
             tokens_are_found_by_hash_listed_and_revoked,
             embeddings_are_keyed_by_embedder_and_die_with_their_agent,
             sessions_read_back_with_their_steps_in_order,
@@ -487,7 +607,9 @@ macro_rules! conformance_suite {
         $(
             #[tokio::test]
             async fn $case() {
-                let (_guard, store) = $factory.await;
+                let Some((_guard, store)) = $factory.await else {
+                    return;
+                };
                 $crate::store::conformance::$case(store.as_ref()).await;
             }
         )*
@@ -502,11 +624,134 @@ mod sqlite {
     use crate::store::Store;
     use crate::store::sqlite::SqliteStore;
 
-    async fn fresh() -> (tempfile::TempDir, Arc<dyn Store>) {
+    async fn fresh() -> Option<(tempfile::TempDir, Arc<dyn Store>)> {
         let dir = tempfile::tempdir().expect("temp dir");
         let store = SqliteStore::open_dir(dir.path()).await.expect("open");
-        (dir, Arc::new(store))
+        Some((dir, Arc::new(store)))
     }
 
     super::conformance_suite!(fresh());
+}
+
+/// PostgreSQL at `REGISTRY_TEST_DATABASE_URL`, each test in its own schema. These fail when the
+/// server is unreachable unless `REGISTRY_TEST_SKIP_POSTGRES=1`.
+mod postgres {
+    use std::sync::Arc;
+
+    use crate::store::Store;
+    use crate::store::postgres::PgStore;
+    use crate::store::postgres::testing::TestSchema;
+
+    async fn fresh() -> Option<(TestSchema, Arc<dyn Store>)> {
+        let schema = TestSchema::create().await?;
+        let store = PgStore::connect(&schema.url).await.expect("connect");
+        Some((schema, Arc::new(store)))
+    }
+
+    super::conformance_suite!(fresh());
+
+    #[tokio::test]
+    async fn a_write_in_another_connection_wakes_a_waiting_follower() {
+        let Some((schema, store)) = fresh().await else {
+            return;
+        };
+        let writer = PgStore::connect(&schema.url).await.expect("second process");
+        let waiting = tokio::spawn({
+            let store = Arc::clone(&store);
+            async move {
+                let started = std::time::Instant::now();
+                store
+                    .wait_for_change(std::time::Duration::from_secs(30))
+                    .await;
+                started.elapsed()
+            }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let agent = super::Agent::new(super::draft("com.example.wake"), "alice", super::at(0));
+        writer.insert_agent(&agent).await.expect("insert");
+        let waited = waiting.await.expect("waiter");
+        assert!(
+            waited < std::time::Duration::from_secs(5),
+            "woken after {waited:?}"
+        );
+    }
+}
+
+/// Several processes on one PostgreSQL: what a second process finds at start-up.
+mod shared_database {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::{at, draft};
+    use crate::search::SearchIndex;
+    use crate::search::embed::{EmbedError, Embedder};
+    use crate::store::postgres::PgStore;
+    use crate::store::postgres::testing::TestSchema;
+    use crate::store::{Agent, AgentState, Store};
+
+    /// Counts the texts it embeds.
+    #[derive(Default)]
+    struct CountingEmbedder {
+        embedded: AtomicUsize,
+    }
+
+    #[async_trait::async_trait]
+    impl Embedder for CountingEmbedder {
+        fn id(&self) -> &str {
+            "counting@1"
+        }
+
+        fn dim(&self) -> usize {
+            2
+        }
+
+        async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            self.embedded.fetch_add(texts.len(), Ordering::SeqCst);
+            Ok(texts.iter().map(|_| vec![0.6, 0.8]).collect())
+        }
+    }
+
+    async fn index_over(store: &Arc<dyn Store>) -> (Arc<CountingEmbedder>, SearchIndex) {
+        let embedder = Arc::new(CountingEmbedder::default());
+        let index = SearchIndex::new(
+            "http://registry.test",
+            Arc::clone(store),
+            Some(Arc::clone(&embedder) as Arc<dyn Embedder>),
+        )
+        .expect("index");
+        let agents = store
+            .all_agents(Some(AgentState::Active))
+            .await
+            .expect("agents");
+        index.rebuild(&agents).await.expect("rebuild");
+        (embedder, index)
+    }
+
+    #[tokio::test]
+    async fn a_second_process_starts_from_the_stored_vectors_without_re_embedding() {
+        let Some(schema) = TestSchema::create().await else {
+            return;
+        };
+        let first: Arc<dyn Store> = Arc::new(PgStore::connect(&schema.url).await.expect("first"));
+        for i in 0..3 {
+            let agent = Agent::new(draft(&format!("com.example.a{i}")), "alice", at(i));
+            first.insert_agent(&agent).await.expect("insert");
+            first
+                .transition(&agent.id, AgentState::Stage, AgentState::Active, at(i))
+                .await
+                .expect("go live");
+        }
+        let (embedder, index) = index_over(&first).await;
+        assert_eq!(embedder.embedded.load(Ordering::SeqCst), 3);
+        assert_eq!(index.len(), 3);
+
+        let second: Arc<dyn Store> = Arc::new(PgStore::connect(&schema.url).await.expect("second"));
+        let (embedder, index) = index_over(&second).await;
+        assert_eq!(
+            embedder.embedded.load(Ordering::SeqCst),
+            0,
+            "all vectors were stored"
+        );
+        assert_eq!(index.len(), 3);
+    }
 }

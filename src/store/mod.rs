@@ -1,8 +1,9 @@
 //! Persistence behind one small `Store` trait: agents, their change log, API tokens, and
-//! playground sessions.
-//! `sqlite` is the embedded default; every implementation passes `conformance`.
+//! playground sessions. `sqlite` is the embedded default, `postgres` serves several processes
+//! on one database; both pass `conformance`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
@@ -11,6 +12,7 @@ use crate::domain::AgentDraft;
 use crate::timestamp::Timestamp;
 
 pub mod model;
+pub mod postgres;
 mod row;
 pub mod sqlite;
 
@@ -99,8 +101,19 @@ pub trait Store: Send + Sync + 'static {
     /// Changes with a sequence number above `since`, oldest first, at most `limit`.
     async fn changes_since(&self, since: i64, limit: u32) -> StoreResult<Vec<Change>>;
 
+    /// Public changes (`Change::public`) above `since`, oldest first, at most `limit`: the
+    /// public change feed.
+    async fn public_changes_since(&self, since: i64, limit: u32) -> StoreResult<Vec<Change>>;
+
     /// The highest change sequence number, 0 when there is none.
     async fn latest_change(&self) -> StoreResult<i64>;
+
+    /// Return when a change may have been logged (by any process), or after `timeout`. Spurious
+    /// returns are allowed: followers re-read `changes_since` either way. The default just
+    /// sleeps, so followers poll.
+    async fn wait_for_change(&self, timeout: Duration) {
+        tokio::time::sleep(timeout).await;
+    }
 
     /// Every stored vector of one embedder.
     async fn load_embeddings(&self, embedder_id: &str) -> StoreResult<Vec<StoredEmbedding>>;
@@ -166,10 +179,7 @@ pub trait Store: Send + Sync + 'static {
 pub async fn open(config: &StorageConfig) -> anyhow::Result<Arc<dyn Store>> {
     match &config.database_url {
         Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-            anyhow::bail!(
-                "PostgreSQL support is not built yet; unset REGISTRY_DATABASE_URL to use the \
-                 embedded SQLite database"
-            )
+            Ok(Arc::new(postgres::PgStore::connect(url).await?))
         }
         Some(url) if url.starts_with("sqlite:") => {
             Ok(Arc::new(sqlite::SqliteStore::connect(url).await?))

@@ -144,6 +144,15 @@ pub struct Change {
     pub package_name: String,
     pub kind: ChangeKind,
     pub at: Timestamp,
+    /// The agent was ACTIVE before or after this change: the public change feed serves these.
+    pub public: bool,
+}
+
+impl Change {
+    /// Whether a change from state `before` to state `after` (`None`: no agent) is public.
+    pub fn is_public(before: Option<AgentState>, after: Option<AgentState>) -> bool {
+        before == Some(AgentState::Active) || after == Some(AgentState::Active)
+    }
 }
 
 /// An API token as stored: never the secret, only its SHA-256.

@@ -124,6 +124,7 @@ pub struct ChangeRow {
     pub package_name: String,
     pub kind: String,
     pub at: i64,
+    pub public: bool,
 }
 
 impl TryFrom<ChangeRow> for Change {
@@ -136,6 +137,7 @@ impl TryFrom<ChangeRow> for Change {
             agent_id: row.agent_id,
             package_name: row.package_name,
             at: Timestamp::from_micros(row.at),
+            public: row.public,
         })
     }
 }

@@ -89,14 +89,17 @@ impl SqliteStore {
         agent: &Agent,
         kind: ChangeKind,
         at: Timestamp,
+        public: bool,
     ) -> StoreResult<()> {
         sqlx::query(
-            "INSERT INTO agent_changes (agent_id, package_name, kind, at) VALUES (?, ?, ?, ?)",
+            "INSERT INTO agent_changes (agent_id, package_name, kind, at, public) \
+             VALUES (?, ?, ?, ?, ?)",
         )
         .bind(&agent.id)
         .bind(agent.package_name())
         .bind(kind.as_str())
         .bind(at.micros())
+        .bind(public)
         .execute(&mut **tx)
         .await?;
         Ok(())
@@ -162,9 +165,24 @@ impl Store for SqliteStore {
             }
             other => other?,
         };
-        Self::log_change(&mut tx, agent, ChangeKind::Created, agent.created_at).await?;
+        let public = Change::is_public(None, Some(agent.state));
+        Self::log_change(
+            &mut tx,
+            agent,
+            ChangeKind::Created,
+            agent.created_at,
+            public,
+        )
+        .await?;
         if agent.state == AgentState::Active {
-            Self::log_change(&mut tx, agent, ChangeKind::Published, agent.created_at).await?;
+            Self::log_change(
+                &mut tx,
+                agent,
+                ChangeKind::Published,
+                agent.created_at,
+                true,
+            )
+            .await?;
         }
         tx.commit().await?;
         Ok(())
@@ -214,7 +232,8 @@ impl Store for SqliteStore {
         .execute(&mut *tx)
         .await?;
         let updated = Self::existing(&mut tx, id).await?;
-        Self::log_change(&mut tx, &updated, ChangeKind::Updated, at).await?;
+        let public = Change::is_public(Some(current.state), Some(updated.state));
+        Self::log_change(&mut tx, &updated, ChangeKind::Updated, at, public).await?;
         tx.commit().await?;
         Ok(updated)
     }
@@ -255,7 +274,14 @@ impl Store for SqliteStore {
             AgentState::Active => ChangeKind::Published,
             AgentState::Stage => ChangeKind::Unpublished,
         };
-        Self::log_change(&mut tx, &updated, kind, at).await?;
+        Self::log_change(
+            &mut tx,
+            &updated,
+            kind,
+            at,
+            Change::is_public(Some(from), Some(to)),
+        )
+        .await?;
         tx.commit().await?;
         Ok(updated)
     }
@@ -267,7 +293,7 @@ impl Store for SqliteStore {
         at: Timestamp,
     ) -> StoreResult<Agent> {
         let mut tx = self.writer.begin().await?;
-        Self::existing(&mut tx, id).await?;
+        let current = Self::existing(&mut tx, id).await?;
         sqlx::query(
             "UPDATE agents SET verification_level = ?, updated_at = ?, revision = revision + 1 \
              WHERE id = ?",
@@ -278,7 +304,8 @@ impl Store for SqliteStore {
         .execute(&mut *tx)
         .await?;
         let updated = Self::existing(&mut tx, id).await?;
-        Self::log_change(&mut tx, &updated, ChangeKind::Verified, at).await?;
+        let public = Change::is_public(Some(current.state), Some(updated.state));
+        Self::log_change(&mut tx, &updated, ChangeKind::Verified, at, public).await?;
         tx.commit().await?;
         Ok(updated)
     }
@@ -292,7 +319,8 @@ impl Store for SqliteStore {
             .bind(id)
             .execute(&mut *tx)
             .await?;
-        Self::log_change(&mut tx, &current, ChangeKind::Deleted, at).await?;
+        let public = Change::is_public(Some(current.state), None);
+        Self::log_change(&mut tx, &current, ChangeKind::Deleted, at, public).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -330,8 +358,20 @@ impl Store for SqliteStore {
 
     async fn changes_since(&self, since: i64, limit: u32) -> StoreResult<Vec<Change>> {
         let rows: Vec<ChangeRow> = sqlx::query_as(
-            "SELECT seq, agent_id, package_name, kind, at FROM agent_changes \
+            "SELECT seq, agent_id, package_name, kind, at, public FROM agent_changes \
              WHERE seq > ? ORDER BY seq LIMIT ?",
+        )
+        .bind(since)
+        .bind(i64::from(limit))
+        .fetch_all(&self.reader)
+        .await?;
+        rows.into_iter().map(Change::try_from).collect()
+    }
+
+    async fn public_changes_since(&self, since: i64, limit: u32) -> StoreResult<Vec<Change>> {
+        let rows: Vec<ChangeRow> = sqlx::query_as(
+            "SELECT seq, agent_id, package_name, kind, at, public FROM agent_changes \
+             WHERE public = 1 AND seq > ? ORDER BY seq LIMIT ?",
         )
         .bind(since)
         .bind(i64::from(limit))

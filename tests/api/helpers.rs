@@ -1,9 +1,13 @@
-//! `TestApp`: the real router over a fresh SQLite database in a temporary directory.
+//! `TestApp`: the real router over a fresh database: SQLite in a temporary directory, or a
+//! fresh schema on PostgreSQL with `REGISTRY_TEST_BACKEND=postgres` (scripts/test.sh runs the
+//! suite both ways).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use agent_registry::config::Config;
 use agent_registry::state::AppState;
+use agent_registry::store::postgres::testing::TestSchema;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;
@@ -19,6 +23,13 @@ pub struct TestApp {
     pub router: Router,
     pub state: AppState,
     pub dir: TempDir,
+    /// The PostgreSQL schema of this app, dropped after it (fields drop in order).
+    pub schema: Option<Arc<TestSchema>>,
+}
+
+/// Which database `TestApp`s use: `REGISTRY_TEST_BACKEND=postgres`, else SQLite.
+pub fn on_postgres() -> bool {
+    std::env::var("REGISTRY_TEST_BACKEND").is_ok_and(|backend| backend == "postgres")
 }
 
 /// What came back: status, headers, and the body as JSON (`Null` when empty or not JSON).
@@ -65,27 +76,51 @@ impl TestApp {
         let mut config = Config::with_data_dir(dir.path());
         config.master_key = Some(MASTER_KEY.to_owned());
         config.public_url = Some("http://registry.test".parse().expect("url"));
+        let schema = if on_postgres() {
+            let schema = TestSchema::create()
+                .await
+                .expect("REGISTRY_TEST_BACKEND=postgres cannot be skipped");
+            config.storage.database_url = Some(schema.url.clone());
+            Some(Arc::new(schema))
+        } else {
+            config.storage.database_url = None;
+            None
+        };
         configure(&mut config);
-        Self::start(config, dir).await
+        Self::start(config, dir, schema).await
     }
 
-    /// Build an app over an existing data directory (to test restarts).
-    pub async fn start(config: Config, dir: TempDir) -> Self {
+    /// Build an app over an existing data directory or schema (to test restarts).
+    pub async fn start(config: Config, dir: TempDir, schema: Option<Arc<TestSchema>>) -> Self {
         let app = agent_registry::build(config).await.expect("app builds");
         Self {
             router: app.router,
             state: app.state,
             dir,
+            schema,
+        }
+    }
+
+    /// A second app over the same database with its own connections and index, as another
+    /// server process would be (on SQLite: another process on the same file, like the CLI).
+    pub async fn sibling(&self) -> Self {
+        let config = (*self.state.config).clone();
+        let app = agent_registry::build(config).await.expect("sibling builds");
+        Self {
+            router: app.router,
+            state: app.state,
+            dir: tempfile::tempdir().expect("temp dir"),
+            schema: self.schema.clone(),
         }
     }
 
     /// Stop this app and start a new one over the same data directory.
     pub async fn restart(self) -> Self {
         let config = (*self.state.config).clone();
-        let dir = self.dir;
+        let (dir, schema) = (self.dir, self.schema);
         drop(self.router);
         drop(self.state);
-        Self::start(config, dir).await
+        Self::start(config, dir, schema).await
     }
 
     /// Send any request.

@@ -5,6 +5,7 @@ mod helpers;
 
 mod card_fetch;
 mod cards;
+mod changes;
 mod errors;
 mod interop;
 mod lifecycle;
@@ -13,6 +14,7 @@ mod ownership;
 mod playground;
 mod public;
 mod publish;
+mod replicas;
 mod restart;
 mod search_paths;
 mod ssrf;

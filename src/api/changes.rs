@@ -1,0 +1,127 @@
+//! The public change feed: what happened to public agents since a sequence number, so mirrors
+//! and caches can follow the registry without re-listing it (docs/changes.md).
+
+use std::collections::HashMap;
+
+use axum::Json;
+use axum::extract::State;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::error::{ApiError, ApiResult};
+use crate::extract::QueryPairs;
+use crate::search::clamp_limit;
+use crate::state::AppState;
+use crate::store::{Agent, AgentState, ChangeKind, Store, StoreResult};
+use crate::timestamp::Timestamp;
+
+use super::wire::AgentRecord;
+
+/// Changes per page unless `limit` says otherwise.
+pub const DEFAULT_LIMIT: usize = 100;
+/// Largest page; larger `limit`s are clamped.
+pub const MAX_LIMIT: usize = 1000;
+
+/// One change to a public agent.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChangeEntry {
+    /// Position in the change log; strictly increasing through the feed.
+    pub seq: i64,
+    /// `created`, `published`, `updated`, `verified`, `unpublished` or `deleted`.
+    pub kind: ChangeKind,
+    /// The agent's id.
+    pub id: String,
+    /// The agent's package name.
+    pub package_name: String,
+    /// When the change happened.
+    pub at: Timestamp,
+    /// The agent left the public registry (`unpublished` or `deleted`): drop it.
+    pub tombstone: bool,
+    /// The agent's public record as it is now, on entries that are not tombstones while it is
+    /// still ACTIVE. Absent when it is no longer public: a later tombstone follows in the feed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentRecord>,
+}
+
+/// A page of the change feed.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChangePage {
+    /// Oldest first.
+    pub changes: Vec<ChangeEntry>,
+    /// Pass back as `since` for the next page; equals the request's `since` when nothing is new.
+    pub next_since: i64,
+    /// The page size used (after clamping). A page shorter than this is the end of the feed
+    /// for now.
+    pub limit: usize,
+}
+
+/// Changes to public agents after `since`, oldest first.
+#[utoipa::path(get, path = "/public/changes", tag = "public",
+    params(
+        ("since" = Option<i64>, Query, description = "Sequence number of the last change seen (`next_since`); 0 or absent: from the start"),
+        ("limit" = Option<i64>, Query, description = "Page size, default 100, max 1000"),
+    ),
+    responses((status = 200, body = ChangePage), (status = 400, body = crate::error::Problem)))]
+pub async fn list_changes(
+    State(state): State<AppState>,
+    QueryPairs(pairs): QueryPairs,
+) -> ApiResult<Json<ChangePage>> {
+    let since = match integer_param(&pairs, "since")? {
+        Some(since) if since < 0 => {
+            return Err(ApiError::invalid_parameter("since: must not be negative"));
+        }
+        since => since.unwrap_or(0),
+    };
+    let limit = clamp_limit(integer_param(&pairs, "limit")?, DEFAULT_LIMIT, MAX_LIMIT);
+    Ok(Json(feed_page(state.store.as_ref(), since, limit).await?))
+}
+
+/// The last value of query parameter `name` as an integer.
+fn integer_param(pairs: &[(String, String)], name: &str) -> ApiResult<Option<i64>> {
+    let Some((_, text)) = pairs.iter().rev().find(|(key, _)| key == name) else {
+        return Ok(None);
+    };
+    text.trim()
+        .parse()
+        .map(Some)
+        .map_err(|_| ApiError::invalid_parameter(format!("{name}: must be an integer")))
+}
+
+/// One page of the feed: public changes after `since`, each with the agent's current public
+/// record when it is still ACTIVE.
+pub async fn feed_page(store: &dyn Store, since: i64, limit: usize) -> StoreResult<ChangePage> {
+    let page_size = u32::try_from(limit).unwrap_or(u32::MAX);
+    let changes = store.public_changes_since(since, page_size).await?;
+    let mut agents: HashMap<String, Option<Agent>> = HashMap::new();
+    let mut entries = Vec::with_capacity(changes.len());
+    for change in changes {
+        let tombstone = matches!(change.kind, ChangeKind::Unpublished | ChangeKind::Deleted);
+        let agent = if tombstone {
+            None
+        } else {
+            if !agents.contains_key(&change.agent_id) {
+                let current = store.find_agent(&change.agent_id).await?;
+                agents.insert(change.agent_id.clone(), current);
+            }
+            agents
+                .get(&change.agent_id)
+                .and_then(Option::as_ref)
+                .filter(|agent| agent.id == change.agent_id && agent.state == AgentState::Active)
+                .map(AgentRecord::public)
+        };
+        entries.push(ChangeEntry {
+            seq: change.seq,
+            kind: change.kind,
+            id: change.agent_id,
+            package_name: change.package_name,
+            at: change.at,
+            tombstone,
+            agent,
+        });
+    }
+    Ok(ChangePage {
+        next_since: entries.last().map_or(since, |entry| entry.seq),
+        changes: entries,
+        limit,
+    })
+}

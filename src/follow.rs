@@ -1,0 +1,76 @@
+//! Keeps this process's search index in step with the change log, so writes made through any
+//! other process (another server on the same PostgreSQL, the CLI on the same SQLite file) show
+//! up in searches here. Woken by the store (`NOTIFY` on PostgreSQL) and polling as the safety net.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+use crate::search::SearchIndex;
+use crate::store::{Store, StoreResult};
+
+/// The longest a follower sleeps without a wake-up: the bound on propagation delay when a
+/// notification is lost.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
+/// Changes read per round trip.
+const BATCH: u32 = 500;
+
+/// Aborts a background task when dropped, so the task lives exactly as long as its owner.
+pub struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl AbortOnDrop {
+    pub fn new<T>(task: JoinHandle<T>) -> Self {
+        Self(task.abort_handle())
+    }
+}
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Follow the change log from `cursor` (the last change already reflected in `index`) for as
+/// long as the returned guard lives.
+pub fn spawn(store: Arc<dyn Store>, index: Arc<SearchIndex>, cursor: i64) -> AbortOnDrop {
+    AbortOnDrop::new(tokio::spawn(follow(store, index, cursor)))
+}
+
+async fn follow(store: Arc<dyn Store>, index: Arc<SearchIndex>, mut cursor: i64) {
+    loop {
+        match catch_up(store.as_ref(), &index, cursor).await {
+            Ok((next, more)) => {
+                cursor = next;
+                if more {
+                    continue;
+                }
+            }
+            Err(err) => tracing::warn!(error = %err, cursor, "cannot follow the change log"),
+        }
+        store.wait_for_change(POLL_INTERVAL).await;
+    }
+}
+
+/// Apply one batch of changes after `cursor`; the new cursor, and whether more may be waiting.
+/// Each changed agent is re-read once and applied as it is now: the index ignores anything
+/// older than a revision it already has, so replaying a change is harmless.
+async fn catch_up(store: &dyn Store, index: &SearchIndex, cursor: i64) -> StoreResult<(i64, bool)> {
+    let changes = store.changes_since(cursor, BATCH).await?;
+    let Some(last) = changes.last().map(|change| change.seq) else {
+        return Ok((cursor, false));
+    };
+    let mut seen = HashSet::new();
+    for change in &changes {
+        if !seen.insert(change.agent_id.as_str()) {
+            continue;
+        }
+        match store.find_agent(&change.agent_id).await? {
+            Some(agent) if index.holds(&agent) => {}
+            Some(agent) => index.apply(&agent).await,
+            None => index.delete(&change.agent_id).await,
+        }
+    }
+    Ok((last, changes.len() == BATCH as usize))
+}

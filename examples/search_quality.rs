@@ -14,8 +14,8 @@ use std::sync::Arc;
 use agent_registry::search::embed::{self, EmbedderConfig, EmbedderKind};
 use agent_registry::search::quality::{ndcg_at, recall_at, reciprocal_rank};
 use agent_registry::search::{Filters, Mode, SearchIndex, SearchRequest, corpus};
-use agent_registry::store::Agent;
 use agent_registry::store::sqlite::SqliteStore;
+use agent_registry::store::{Agent, Store};
 use clap::Parser;
 use serde::Deserialize;
 
@@ -85,16 +85,16 @@ fn load_queries(path: &Path) -> anyhow::Result<Vec<Labelled>> {
         .collect()
 }
 
+/// `store` keeps the vectors between evaluations, so each embedder embeds the corpus once.
 async fn evaluate(
     label: &str,
     agents: &[Agent],
+    store: Arc<SqliteStore>,
     embedder: Option<Arc<dyn embed::Embedder>>,
     mode: Mode,
     queries: &[Labelled],
     per_query: bool,
 ) -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let store = Arc::new(SqliteStore::open_dir(dir.path()).await?);
     let index = SearchIndex::new("http://eval.local", store, embedder)?.with_mode(mode);
     index.rebuild(agents).await?;
     let mut overall = Totals::default();
@@ -146,11 +146,18 @@ async fn main() -> anyhow::Result<()> {
         agents.len(),
         args.data.display()
     );
+    let dir = tempfile::tempdir()?;
+    let store = Arc::new(SqliteStore::open_dir(dir.path()).await?);
+    // Stored agents let the store keep their vectors (embeddings reference agents).
+    for agent in &agents {
+        store.insert_agent(agent).await?;
+    }
     println!("| ranking | NDCG@10 | MRR | recall@10 | queries |");
     println!("|---|---|---|---|---|");
     evaluate(
         "keyword (BM25)",
         &agents,
+        Arc::clone(&store),
         None,
         Mode::Keyword,
         &queries,
@@ -168,6 +175,7 @@ async fn main() -> anyhow::Result<()> {
         evaluate(
             &format!("vector ({name})"),
             &agents,
+            Arc::clone(&store),
             embedder.clone(),
             Mode::Vector,
             &queries,
@@ -177,6 +185,7 @@ async fn main() -> anyhow::Result<()> {
         evaluate(
             &format!("hybrid ({name})"),
             &agents,
+            Arc::clone(&store),
             embedder,
             Mode::Hybrid,
             &queries,

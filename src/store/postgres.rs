@@ -16,8 +16,8 @@ use crate::follow::AbortOnDrop;
 use crate::timestamp::Timestamp;
 
 use super::row::{
-    AgentRow, ChangeRow, DraftColumns, EmbeddingRow, SessionRow, StepRow, TokenRow,
-    scopes_column, to_json,
+    AgentRow, ChangeRow, DraftColumns, EmbeddingRow, SessionRow, StepRow, TokenRow, scopes_column,
+    to_json,
 };
 use super::{
     Agent, AgentState, Change, ChangeKind, PlaygroundSession, SessionStep, Store, StoreError,

@@ -40,7 +40,7 @@ pub struct DocText {
 struct Fields {
     slot: Field,
     /// (field, boost) for every searchable text field.
-    text: [(Field, f32); 6],
+    text: [(Field, f32); 2],
 }
 
 /// The in-memory BM25 index. Documents are keyed by the search index's slot number.
@@ -66,14 +66,9 @@ impl TextIndex {
         );
         let mut text =
             |name: &str, boost: f32| (builder.add_text_field(name, options.clone()), boost);
-        let fields = [
-            text("name", 3.0),
-            text("package_name", 2.0),
-            text("tags", 2.0),
-            text("category", 1.5),
-            text("description", 1.0),
-            text("capabilities", 1.0),
-        ];
+        // Two fields, not one per source: each query term reads two posting lists instead of
+        // six. The short fields that name an agent weigh more than the prose describing it.
+        let fields = [text("head", 2.5), text("body", 1.0)];
         let index = Index::create_in_ram(builder.build());
         index.tokenizers().register(ANALYZER, analyzer());
         let writer = index.writer_with_num_threads(1, 20_000_000)?;
@@ -91,16 +86,14 @@ impl TextIndex {
     fn document(&self, slot: u32, text: &DocText) -> TantivyDocument {
         let mut doc = TantivyDocument::default();
         doc.add_u64(self.fields.slot, u64::from(slot));
-        let values = [
-            &text.name,
-            &text.package_name,
-            &text.tags,
-            &text.category,
-            &text.description,
-            &text.capabilities,
-        ];
-        for ((field, _), value) in self.fields.text.iter().zip(values) {
-            doc.add_text(*field, value);
+        let head = [&text.name, &text.package_name, &text.tags, &text.category];
+        let body = [&text.description, &text.capabilities];
+        let [(head_field, _), (body_field, _)] = self.fields.text;
+        for value in head {
+            doc.add_text(head_field, value);
+        }
+        for value in body {
+            doc.add_text(body_field, value);
         }
         doc
     }

@@ -138,7 +138,7 @@ function renderHistory(steps) {
       step.summary ? el("p", {}, step.summary) : null,
       step.transport ? el("p", { class: "hint" }, `Called ${step.transport.replace("_", "-")}${step.endpoint ? ` at ${step.endpoint}` : ""}`) : null,
       step.error ? el("p", { class: "alert" }, step.error.message || pretty(step.error), step.error.code ? [" ", el("code", { text: step.error.code })] : null) : null,
-      Array.isArray(agents) ? el("p", { class: "muted" }, `${agents.length} agents: ${agents.map((a) => a.package_name || a).join(", ")}`) : null,
+      Array.isArray(agents) ? el("p", { class: "muted" }, `${agents.length} ${agents.length === 1 ? "agent" : "agents"}: ${agents.map((a) => a.package_name || a).join(", ")}`) : null,
       step.output !== undefined && step.output !== null && kind !== "discover"
         ? el("pre", { class: "json" }, el("code", { text: pretty(step.output) })) : null);
   }));

@@ -25,21 +25,17 @@ impl Server {
 
     /// Start the binary over `data_dir`, on the database at `database_url` when given.
     async fn start_on(data_dir: &Path, database_url: Option<&str>) -> Self {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .expect("free port")
-            .port();
-        let child = Command::new(env!("CARGO_BIN_EXE_agent-registry"))
-            .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-            .arg("--data-dir")
-            .arg(data_dir)
+        let port = free_port();
+        let child = serve_command(data_dir, port)
             .args(database_url.map(|url| format!("--database-url={url}")))
             .env("REGISTRY_MASTER_KEY", MASTER_KEY)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("binary starts");
+        Self::ready(child, port).await
+    }
+
+    async fn ready(child: Child, port: u16) -> Self {
         let server = Self {
             child,
             base: format!("http://127.0.0.1:{port}"),
@@ -69,6 +65,25 @@ impl Server {
         self.child.kill().expect("SIGKILL");
         self.child.wait().expect("reaped");
     }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("free port")
+        .port()
+}
+
+/// `agent-registry serve` on loopback `port` over `data_dir`, quiet on stdout.
+fn serve_command(data_dir: &Path, port: u16) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agent-registry"));
+    command
+        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null());
+    command
 }
 
 impl Drop for Server {
@@ -322,17 +337,9 @@ async fn cli_tokens_work_against_the_server_and_revocation_is_immediate() {
 /// until it answered `/readyz`.
 async fn start_without_master_key(data_dir: &Path) -> (Server, String) {
     use std::io::Read;
-    let port = TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("free port")
-        .port();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agent-registry"))
-        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-        .arg("--data-dir")
-        .arg(data_dir)
+    let port = free_port();
+    let mut child = serve_command(data_dir, port)
         .env_remove("REGISTRY_MASTER_KEY")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("binary starts");
@@ -350,11 +357,7 @@ async fn start_without_master_key(data_dir: &Path) -> (Server, String) {
                 .push_str(&String::from_utf8_lossy(&buffer[..read]));
         }
     });
-    let server = Server {
-        child,
-        base: format!("http://127.0.0.1:{port}"),
-    };
-    server.wait_ready().await;
+    let server = Server::ready(child, port).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let printed = printed.lock().expect("lock").clone();
     (server, printed)

@@ -2,11 +2,12 @@
 //! with field boosts, English stemming and stop words, and typo tolerance for query terms that
 //! occur nowhere in the index.
 
-use std::sync::Mutex;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
 
 use tantivy::collector::{Collector, SegmentCollector};
-use tantivy::columnar::Column;
-use tantivy::query::{BooleanQuery, BoostQuery, FuzzyTermQuery, Occur, Query, TermQuery};
+use tantivy::index::SegmentId;
+use tantivy::query::{Bm25Weight, BooleanQuery, BoostQuery, FuzzyTermQuery, Occur, Query};
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, Schema, TextFieldIndexing, TextOptions,
 };
@@ -48,7 +49,13 @@ pub struct TextIndex {
     writer: Mutex<IndexWriter>,
     reader: IndexReader,
     fields: Fields,
+    /// Per segment, the slot of each document: segments never change, so this is read from
+    /// the `slot` fast field once instead of once per match per query.
+    slot_maps: RwLock<HashMap<SegmentId, Arc<[u32]>>>,
 }
+
+/// In a slot map: the document has no slot (cannot happen; such matches are dropped).
+const NO_SLOT: u32 = u32::MAX;
 
 /// Why the text index failed; always a bug or resource exhaustion, never bad input.
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +87,7 @@ impl TextIndex {
             writer: Mutex::new(writer),
             reader,
             fields: Fields { slot, text: fields },
+            slot_maps: RwLock::default(),
         })
     }
 
@@ -128,7 +136,47 @@ impl TextIndex {
     fn commit(&self, writer: &mut IndexWriter) -> Result<(), TextIndexError> {
         writer.commit()?;
         self.reader.reload()?;
+        // Forget the maps of segments merged away.
+        let current: Vec<SegmentId> = self
+            .reader
+            .searcher()
+            .segment_readers()
+            .iter()
+            .map(SegmentReader::segment_id)
+            .collect();
+        self.slot_maps
+            .write()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .retain(|id, _| current.contains(id));
         Ok(())
+    }
+
+    /// The slot of every document of `segment`, by document id.
+    fn slot_map(&self, segment: &SegmentReader) -> Result<Arc<[u32]>, TextIndexError> {
+        let id = segment.segment_id();
+        let known = self
+            .slot_maps
+            .read()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .get(&id)
+            .cloned();
+        if let Some(map) = known {
+            return Ok(map);
+        }
+        let column = segment.fast_fields().u64("slot")?;
+        let map: Arc<[u32]> = (0..segment.max_doc())
+            .map(|doc| {
+                column
+                    .first(doc)
+                    .and_then(|slot| u32::try_from(slot).ok())
+                    .unwrap_or(NO_SLOT)
+            })
+            .collect();
+        self.slot_maps
+            .write()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .insert(id, Arc::clone(&map));
+        Ok(map)
     }
 
     fn lock_writer(&self) -> std::sync::MutexGuard<'_, IndexWriter> {
@@ -138,13 +186,20 @@ impl TextIndex {
     }
 
     /// Every document matching any query term, as `(slot, bm25 score)`, unordered.
+    ///
+    /// Known terms are scored term by term into one dense accumulator per segment, straight
+    /// from their block postings (the same BM25 as tantivy's `TermQuery`, boosted per field):
+    /// every match needs its score for fusion and the total, so there is nothing for a
+    /// dynamic-pruning scorer to skip, and a flat loop costs a fraction of a scorer tree.
+    /// Unknown terms go through tantivy's fuzzy query, which scores its matches by boost alone.
     pub fn search(&self, text: &str) -> Result<Vec<(u32, f32)>, TextIndexError> {
         let terms = analyze(text);
         if terms.is_empty() {
             return Ok(Vec::new());
         }
         let searcher = self.reader.searcher();
-        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        let mut known: Vec<(Term, Bm25Weight)> = Vec::new();
+        let mut fuzzy: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for term in &terms {
             let exact: Vec<(Term, f32)> = self
                 .fields
@@ -152,31 +207,61 @@ impl TextIndex {
                 .iter()
                 .map(|(field, boost)| (Term::from_field_text(*field, term), *boost))
                 .collect();
-            let known = exact
+            let frequencies: Vec<u64> = exact
                 .iter()
-                .any(|(t, _)| searcher.doc_freq(t).is_ok_and(|freq| freq > 0));
-            for (t, boost) in exact {
-                if known {
-                    let query = TermQuery::new(t, IndexRecordOption::WithFreqs);
-                    clauses.push((
-                        Occur::Should,
-                        Box::new(BoostQuery::new(Box::new(query), boost)),
-                    ));
-                } else if term.chars().count() >= MIN_FUZZY_CHARS {
-                    let distance = if term.chars().count() >= 8 { 2 } else { 1 };
+                .map(|(t, _)| searcher.doc_freq(t))
+                .collect::<Result<_, _>>()?;
+            if frequencies.iter().any(|freq| *freq > 0) {
+                for ((t, boost), freq) in exact.into_iter().zip(frequencies) {
+                    if freq > 0 {
+                        let weight = Bm25Weight::for_terms(&searcher, std::slice::from_ref(&t))?;
+                        known.push((t, weight.boost_by(boost)));
+                    }
+                }
+            } else if term.chars().count() >= MIN_FUZZY_CHARS {
+                let distance = if term.chars().count() >= 8 { 2 } else { 1 };
+                for (t, boost) in exact {
                     let query = FuzzyTermQuery::new(t, distance, true);
-                    clauses.push((
+                    fuzzy.push((
                         Occur::Should,
                         Box::new(BoostQuery::new(Box::new(query), boost * FUZZY_BOOST)),
                     ));
                 }
             }
         }
-        if clauses.is_empty() {
-            return Ok(Vec::new());
+        let mut corrected = if fuzzy.is_empty() {
+            Vec::new()
+        } else {
+            searcher.search(&BooleanQuery::new(fuzzy), &SegmentScores)?
+        };
+        let mut found = Vec::new();
+        for (ordinal, segment) in searcher.segment_readers().iter().enumerate() {
+            let mut scores = vec![0.0f32; segment.max_doc() as usize];
+            for (term, weight) in &known {
+                accumulate(segment, term, weight, &mut scores)?;
+            }
+            if let Some((_, matches)) = corrected
+                .iter_mut()
+                .find(|(segment_ordinal, _)| *segment_ordinal as usize == ordinal)
+            {
+                for (doc, score) in matches.drain(..) {
+                    scores[doc as usize] += score;
+                }
+            }
+            let slots = self.slot_map(segment)?;
+            let alive = segment.alive_bitset();
+            found.reserve(scores.iter().filter(|score| **score > 0.0).count());
+            for ((doc, score), slot) in scores.iter().enumerate().zip(slots.iter()) {
+                // BM25 and fuzzy scores are positive: zero means no term matched.
+                if *score > 0.0
+                    && *slot != NO_SLOT
+                    && !alive.is_some_and(|alive| alive.is_deleted(doc as DocId))
+                {
+                    found.push((*slot, *score));
+                }
+            }
         }
-        let query = BooleanQuery::new(clauses);
-        Ok(searcher.search(&query, &AllMatches)?)
+        Ok(found)
     }
 }
 
@@ -211,25 +296,59 @@ fn analyze(text: &str) -> Vec<String> {
     terms
 }
 
-/// Collects every match with its score.
-struct AllMatches;
-
-struct SegmentMatches {
-    slots: Column<u64>,
-    matches: Vec<(u32, f32)>,
+/// Add `weight`'s BM25 score of `term` to `scores[doc]` for every document of `segment` that
+/// holds the term, reading its postings a block at a time.
+fn accumulate(
+    segment: &SegmentReader,
+    term: &Term,
+    weight: &Bm25Weight,
+    scores: &mut [f32],
+) -> Result<(), TextIndexError> {
+    let field = term.field();
+    let inverted = segment.inverted_index(field)?;
+    let Some(info) = inverted
+        .get_term_info(term)
+        .map_err(tantivy::TantivyError::from)?
+    else {
+        return Ok(());
+    };
+    let norms = segment.get_fieldnorms_reader(field)?;
+    let mut postings = inverted
+        .read_block_postings_from_terminfo(&info, IndexRecordOption::WithFreqs)
+        .map_err(tantivy::TantivyError::from)?;
+    loop {
+        let docs = postings.docs();
+        if docs.is_empty() {
+            return Ok(());
+        }
+        for (doc, freq) in docs.iter().zip(postings.freqs()) {
+            if let Some(score) = scores.get_mut(*doc as usize) {
+                *score += weight.score(norms.fieldnorm_id(*doc), *freq);
+            }
+        }
+        postings.advance();
+    }
 }
 
-impl Collector for AllMatches {
-    type Fruit = Vec<(u32, f32)>;
+/// Collects every match with its score, by segment.
+struct SegmentScores;
+
+struct SegmentMatches {
+    segment: SegmentOrdinal,
+    matches: Vec<(DocId, Score)>,
+}
+
+impl Collector for SegmentScores {
+    type Fruit = Vec<(SegmentOrdinal, Vec<(DocId, Score)>)>;
     type Child = SegmentMatches;
 
     fn for_segment(
         &self,
-        _segment: SegmentOrdinal,
-        reader: &SegmentReader,
+        segment: SegmentOrdinal,
+        _reader: &SegmentReader,
     ) -> tantivy::Result<SegmentMatches> {
         Ok(SegmentMatches {
-            slots: reader.fast_fields().u64("slot")?,
+            segment,
             matches: Vec::new(),
         })
     }
@@ -238,22 +357,23 @@ impl Collector for AllMatches {
         true
     }
 
-    fn merge_fruits(&self, fruits: Vec<Vec<(u32, f32)>>) -> tantivy::Result<Vec<(u32, f32)>> {
-        Ok(fruits.into_iter().flatten().collect())
+    fn merge_fruits(
+        &self,
+        fruits: Vec<(SegmentOrdinal, Vec<(DocId, Score)>)>,
+    ) -> tantivy::Result<Self::Fruit> {
+        Ok(fruits)
     }
 }
 
 impl SegmentCollector for SegmentMatches {
-    type Fruit = Vec<(u32, f32)>;
+    type Fruit = (SegmentOrdinal, Vec<(DocId, Score)>);
 
     fn collect(&mut self, doc: DocId, score: Score) {
-        if let Some(slot) = self.slots.first(doc).and_then(|s| u32::try_from(s).ok()) {
-            self.matches.push((slot, score));
-        }
+        self.matches.push((doc, score));
     }
 
-    fn harvest(self) -> Vec<(u32, f32)> {
-        self.matches
+    fn harvest(self) -> Self::Fruit {
+        (self.segment, self.matches)
     }
 }
 
@@ -323,6 +443,91 @@ mod tests {
         assert_eq!(slots(&index, "wether forcast"), [0]);
         assert_eq!(slots(&index, "kubernets"), [2]);
         assert!(slots(&index, "zzzzzz").is_empty());
+    }
+
+    /// The same query as a tree of tantivy's own scorers: what `search` must agree with.
+    fn reference(index: &TextIndex, query: &str) -> Vec<(u32, f32)> {
+        use tantivy::query::TermQuery;
+        let searcher = index.reader.searcher();
+        let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for term in analyze(query) {
+            for (field, boost) in index.fields.text {
+                let query = TermQuery::new(
+                    Term::from_field_text(field, &term),
+                    IndexRecordOption::WithFreqs,
+                );
+                clauses.push((
+                    Occur::Should,
+                    Box::new(BoostQuery::new(Box::new(query), boost)),
+                ));
+            }
+        }
+        let by_segment = searcher
+            .search(&BooleanQuery::new(clauses), &SegmentScores)
+            .expect("search");
+        let mut found = Vec::new();
+        for (ordinal, matches) in by_segment {
+            let slots = searcher
+                .segment_reader(ordinal)
+                .fast_fields()
+                .u64("slot")
+                .expect("slots");
+            for (doc, score) in matches {
+                found.push((slots.first(doc).expect("slot") as u32, score));
+            }
+        }
+        found.sort_by_key(|(slot, _)| *slot);
+        found
+    }
+
+    #[test]
+    fn scores_equal_tantivys_own_scorers_across_segments_and_deletions() {
+        let index = TextIndex::new().expect("index");
+        let words = [
+            "weather", "forecast", "price", "crypto", "search", "agent", "data", "city", "api",
+        ];
+        let text = |i: usize, len: usize| -> String {
+            (0..len)
+                .map(|j| words[(i * 7 + j * 3 + j * j) % words.len()])
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let docs: Vec<DocText> = (0..300)
+            .map(|i| DocText {
+                name: text(i, 1 + i % 3),
+                description: text(i + 1, 3 + i % 17),
+                ..DocText::default()
+            })
+            .collect();
+        index
+            .replace_all(docs.iter().enumerate().map(|(i, d)| (i as u32, d)))
+            .expect("replace");
+        // Later writes land in new segments and delete documents from old ones.
+        for slot in (0..300).step_by(13) {
+            index
+                .upsert(slot, &doc(&text(slot as usize, 2), "weather api"))
+                .expect("upsert");
+        }
+        index.remove(5).expect("remove");
+        assert!(index.reader.searcher().segment_readers().len() > 1);
+        for query in [
+            "weather",
+            "crypto price",
+            "city data api agent",
+            "search forecast",
+        ] {
+            let mut found = index.search(query).expect("search");
+            found.sort_by_key(|(slot, _)| *slot);
+            let expected = reference(&index, query);
+            assert_eq!(found.len(), expected.len(), "{query}");
+            for ((slot, score), (want_slot, want)) in found.iter().zip(&expected) {
+                assert_eq!(slot, want_slot, "{query}");
+                assert!(
+                    (score - want).abs() <= want.abs() * 1e-5,
+                    "{query}: {score} vs {want}"
+                );
+            }
+        }
     }
 
     #[test]

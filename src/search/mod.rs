@@ -20,6 +20,7 @@ use crate::store::{Agent, AgentState, Store, StoredEmbedding};
 
 pub mod corpus;
 pub mod embed;
+pub mod facets;
 pub mod filters;
 pub mod quality;
 pub mod request;
@@ -29,6 +30,7 @@ pub mod vectors;
 pub use filters::{Filters, RawFilters};
 
 use embed::Embedder;
+use facets::{FacetIndex, Facets, SlotSet};
 use text::{DocText, TextIndex};
 use vectors::VectorStore;
 
@@ -132,8 +134,7 @@ struct Doc {
     summary: AgentSummary,
     published_micros: i64,
     name_key: String,
-    target_key: Option<String>,
-    category_key: Option<String>,
+    facets: Facets,
     text: DocText,
     content_hash: String,
 }
@@ -149,6 +150,7 @@ struct Catalog {
     /// Highest revision applied per agent id; `i64::MAX` once deleted. Stale writes lose.
     revisions: HashMap<String, i64>,
     vectors: Option<VectorStore>,
+    facets: FacetIndex,
     live: usize,
 }
 
@@ -174,9 +176,11 @@ impl Catalog {
     fn put(&mut self, slot: u32, doc: Arc<Doc>, vector: Option<&[f32]>) {
         self.revisions.insert(doc.id.clone(), doc.revision);
         let entry = &mut self.docs[slot as usize];
-        if entry.is_none() {
-            self.live += 1;
+        match entry {
+            Some(old) => self.facets.remove(slot, &old.facets),
+            None => self.live += 1,
         }
+        self.facets.insert(slot, &doc.facets);
         *entry = Some(doc);
         if let Some(vectors) = &mut self.vectors {
             match vector {
@@ -187,14 +191,41 @@ impl Catalog {
     }
 
     fn take(&mut self, slot: u32) -> bool {
-        let removed = self.docs[slot as usize].take().is_some();
-        if removed {
+        let removed = self.docs[slot as usize].take();
+        if let Some(old) = &removed {
+            self.facets.remove(slot, &old.facets);
             self.live -= 1;
         }
         if let Some(vectors) = &mut self.vectors {
             vectors.clear(slot);
         }
-        removed
+        removed.is_some()
+    }
+
+    /// The slots `filters` let through, `None` when there is no filter. Facet filters are set
+    /// operations; a payment filter is then tested on each agent that passed them.
+    fn allowed(&self, filters: &Filters) -> Option<SlotSet> {
+        if filters.is_empty() {
+            return None;
+        }
+        let mut allowed = self
+            .facets
+            .matching(filters)
+            .unwrap_or_else(|| self.facets.live().clone());
+        if !filters.payment.is_empty() {
+            let refused: Vec<u32> = allowed
+                .iter()
+                .filter(|slot| {
+                    !self
+                        .doc(*slot)
+                        .is_some_and(|doc| filters.payment.matches(doc.summary.payment.as_ref()))
+                })
+                .collect();
+            for slot in refused {
+                allowed.remove(slot);
+            }
+        }
+        Some(allowed)
     }
 }
 
@@ -617,21 +648,26 @@ impl SearchIndex {
         query_vector: Option<&[f32]>,
         depth: usize,
     ) -> Matches<'c> {
-        let filters = &request.filters;
-        let unfiltered = filters.is_empty();
+        let allowed = catalog.allowed(&request.filters);
         let accepted = |slot: u32| {
             catalog
                 .doc(slot)
-                .filter(|doc| unfiltered || passes(doc, filters))
+                .filter(|_| allowed.as_ref().is_none_or(|set| set.contains(slot)))
         };
         if !request.has_text() {
-            let hits: Vec<Scored<'c>> = catalog
-                .docs
-                .iter()
-                .flatten()
-                .filter(|doc| unfiltered || passes(doc, filters))
-                .map(|doc| Scored { doc, score: 0.0 })
-                .collect();
+            let hits: Vec<Scored<'c>> = match &allowed {
+                None => catalog
+                    .docs
+                    .iter()
+                    .flatten()
+                    .map(|doc| Scored { doc, score: 0.0 })
+                    .collect(),
+                Some(set) => set
+                    .iter()
+                    .filter_map(|slot| catalog.doc(slot))
+                    .map(|doc| Scored { doc, score: 0.0 })
+                    .collect(),
+            };
             return Matches::all(hits);
         }
         let keyword: Vec<(u32, f32)> = match self.mode {
@@ -689,8 +725,12 @@ impl SearchIndex {
             summary: AgentSummary::of(agent, &self.base_url),
             published_micros: agent.published_at.map_or(0, |t| t.micros()),
             name_key: draft.name.to_lowercase(),
-            target_key: draft.target.as_deref().map(str::to_lowercase),
-            category_key: draft.category.as_deref().map(str::to_lowercase),
+            facets: Facets {
+                target: draft.target.as_deref().map(str::to_lowercase),
+                category: draft.category.as_deref().map(str::to_lowercase),
+                tags: draft.tags.clone(),
+                verification_level: agent.verification_level,
+            },
             content_hash: hex::encode(Sha256::digest(embedding_text(&text).as_bytes())),
             text,
         }
@@ -808,33 +848,44 @@ fn fuse(mut keyword: Vec<(u32, f32)>, semantic: Vec<(u32, f32)>, depth: usize) -
         .enumerate()
         .map(|(rank, (slot, _))| (*slot, rank))
         .collect();
+    // Membership first from a bitset: most keyword matches are not vector matches, and a bit
+    // test is cheaper than hashing each of them.
+    let mut found_by_vector = SlotSet::default();
+    for (slot, _) in &semantic {
+        found_by_vector.insert(*slot);
+    }
+    let mut vector_part = |slot: &u32| {
+        found_by_vector
+            .contains(*slot)
+            .then(|| semantic_rank.remove(slot))
+            .flatten()
+            .map_or(0.0, reciprocal)
+    };
     let mut scores: Vec<(u32, f64)> = top
         .iter()
         .enumerate()
-        .map(|(rank, (slot, _))| {
-            let vector_part = semantic_rank.remove(slot).map_or(0.0, reciprocal);
-            (*slot, keyword_reciprocal(rank) + vector_part)
-        })
+        .map(|(rank, (slot, _))| (*slot, keyword_reciprocal(rank) + vector_part(slot)))
         .collect();
     // Deep keyword matches a vector also found: rank = kept + how many of `rest` precede them.
     let mut deep: Vec<(u32, f32)> = rest
         .iter()
-        .filter(|(slot, _)| semantic_rank.contains_key(slot))
+        .filter(|(slot, _)| found_by_vector.contains(*slot))
         .copied()
         .collect();
     deep.sort_unstable_by(order);
     let mut preceding = vec![0usize; deep.len() + 1];
     if !deep.is_empty() {
+        // One integer comparison per step: `rest` can hold most of the catalogue.
+        let deep_keys: Vec<u64> = deep.iter().map(keyword_order_key).collect();
         for entry in rest.iter() {
-            let first_after = deep.partition_point(|d| order(entry, d) != Ordering::Less);
-            preceding[first_after] += 1;
+            let key = keyword_order_key(entry);
+            preceding[deep_keys.partition_point(|d| *d <= key)] += 1;
         }
     }
     let mut ahead = 0;
     for (i, (slot, _)) in deep.iter().enumerate() {
         ahead += preceding[i];
-        let vector_part = semantic_rank.remove(slot).map_or(0.0, reciprocal);
-        scores.push((*slot, keyword_reciprocal(kept + ahead) + vector_part));
+        scores.push((*slot, keyword_reciprocal(kept + ahead) + vector_part(slot)));
     }
     let omitted = rest.len() - deep.len();
     scores.extend(semantic.iter().filter_map(|(slot, _)| {
@@ -849,20 +900,16 @@ fn fuse(mut keyword: Vec<(u32, f32)>, semantic: Vec<(u32, f32)>, depth: usize) -
     }
 }
 
-/// Does `doc` pass every non-empty filter? (Filter terms are lowercase; so are the keys.)
-fn passes(doc: &Doc, filters: &Filters) -> bool {
-    let one_of = |wanted: &[String], value: &Option<String>| {
-        wanted.is_empty() || value.as_ref().is_some_and(|v| wanted.contains(v))
+/// The keyword order (higher score first, then lower slot) as one ascending integer.
+fn keyword_order_key(&(slot, score): &(u32, f32)) -> u64 {
+    // `f32::total_cmp`'s order as unsigned bits: negatives reversed, positives above them.
+    let bits = score.to_bits();
+    let ascending = if bits >> 31 == 1 {
+        !bits
+    } else {
+        bits | 1 << 31
     };
-    let summary = &doc.summary;
-    one_of(&filters.targets, &doc.target_key)
-        && one_of(&filters.categories, &doc.category_key)
-        && (filters.tags.is_empty() || summary.tags.iter().any(|t| filters.tags.contains(t)))
-        && (filters.verification_levels.is_empty()
-            || filters
-                .verification_levels
-                .contains(&summary.verification_level))
-        && (filters.payment.is_empty() || filters.payment.matches(summary.payment.as_ref()))
+    (u64::from(!ascending) << 32) | u64::from(slot)
 }
 
 /// The total order of results for `sort`; ids break every tie, so the order is stable.
@@ -919,6 +966,35 @@ mod tests {
             self.0 ^= self.0 >> 7;
             self.0 ^= self.0 << 17;
             self.0 % n
+        }
+    }
+
+    #[test]
+    fn the_keyword_order_key_orders_like_the_comparator() {
+        let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        let scores = [
+            f32::NEG_INFINITY,
+            -2.5,
+            -0.0,
+            0.0,
+            1e-30,
+            0.5,
+            0.5000001,
+            7.25,
+            f32::INFINITY,
+        ];
+        let entries: Vec<(u32, f32)> = scores
+            .iter()
+            .flat_map(|score| [(3, *score), (1, *score), (u32::MAX, *score)])
+            .collect();
+        for a in &entries {
+            for b in &entries {
+                assert_eq!(
+                    keyword_order_key(a).cmp(&keyword_order_key(b)),
+                    order(a, b),
+                    "{a:?} vs {b:?}"
+                );
+            }
         }
     }
 

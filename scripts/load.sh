@@ -19,10 +19,12 @@ trap 'if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; fi; 
 if ! command -v wrk >/dev/null; then
   (apt-get update -qq && apt-get install -y -qq wrk) >/dev/null
 fi
-cargo build --release --quiet
+# LOAD_BINARY=path measures an already built server (for comparing builds) instead.
+binary=${LOAD_BINARY:-target/release/agent-registry}
+[ -n "${LOAD_BINARY:-}" ] || cargo build --release --quiet
 
 head -n "$agents" "$data" > "$work/agents.jsonl"
-target/release/agent-registry import "$work/agents.jsonl" --owner load --go-live \
+"$binary" import "$work/agents.jsonl" --owner load --go-live \
   --data-dir "$work/data" 2>&1 | grep -E '^imported'
 
 python3 - "$work/agents.jsonl" "$work/queries.txt" <<'PY'
@@ -55,7 +57,7 @@ request = function()
 end
 LUA
 
-REGISTRY_EMBEDDER=$embedder RUST_LOG=warn target/release/agent-registry \
+REGISTRY_EMBEDDER=$embedder RUST_LOG=warn "$binary" \
   --bind "127.0.0.1:$port" --data-dir "$work/data" &
 server_pid=$!
 for _ in $(seq 100); do

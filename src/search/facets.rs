@@ -1,6 +1,7 @@
 //! The filterable facets of indexed agents (target, category, tags, verification level) as
-//! sets of slots, so a filter becomes a few unions and one intersection of bitsets instead of
-//! string comparisons against every match. Payment filters stay a per-agent test (their grammar
+//! sorted slot lists, so a filter becomes a few unions and one intersection of bitsets built
+//! from them instead of string comparisons against every match. Lists, not a bitset per value:
+//! most tags are rare, and a bitset per tag would cost memory in proportion to the catalogue. Payment filters stay a per-agent test (their grammar
 //! does not reduce to set membership), run once per query over the survivors of the others.
 
 use std::collections::HashMap;
@@ -36,19 +37,6 @@ impl SlotSet {
         }
     }
 
-    fn is_empty(&self) -> bool {
-        self.words.iter().all(|word| *word == 0)
-    }
-
-    fn union_with(&mut self, other: &SlotSet) {
-        if self.words.len() < other.words.len() {
-            self.words.resize(other.words.len(), 0);
-        }
-        for (word, add) in self.words.iter_mut().zip(&other.words) {
-            *word |= add;
-        }
-    }
-
     fn intersect_with(&mut self, other: &SlotSet) {
         self.words.truncate(other.words.len());
         for (word, keep) in self.words.iter_mut().zip(&other.words) {
@@ -81,77 +69,83 @@ pub struct Facets {
     pub verification_level: VerificationLevel,
 }
 
+/// Ascending slots; at most one entry per slot.
+type SlotList = Vec<u32>;
+
 /// For every facet value, the slots of the agents that have it.
 #[derive(Default)]
 pub struct FacetIndex {
-    targets: HashMap<String, SlotSet>,
-    categories: HashMap<String, SlotSet>,
-    tags: HashMap<String, SlotSet>,
-    levels: HashMap<VerificationLevel, SlotSet>,
+    targets: HashMap<String, SlotList>,
+    categories: HashMap<String, SlotList>,
+    tags: HashMap<String, SlotList>,
+    levels: HashMap<VerificationLevel, SlotList>,
     /// Every slot holding an agent.
     live: SlotSet,
+}
+
+fn insert_slot<K: std::hash::Hash + Eq>(lists: &mut HashMap<K, SlotList>, key: K, slot: u32) {
+    let list = lists.entry(key).or_default();
+    if let Err(at) = list.binary_search(&slot) {
+        list.insert(at, slot);
+    }
+}
+
+fn remove_slot<K: std::hash::Hash + Eq>(lists: &mut HashMap<K, SlotList>, key: &K, slot: u32) {
+    if let Some(list) = lists.get_mut(key) {
+        if let Ok(at) = list.binary_search(&slot) {
+            list.remove(at);
+        }
+        if list.is_empty() {
+            lists.remove(key);
+        }
+    }
+}
+
+/// The slots of any of the `wanted` values; `None` when nothing is wanted (no filter).
+fn any_of<K: std::hash::Hash + Eq>(lists: &HashMap<K, SlotList>, wanted: &[K]) -> Option<SlotSet> {
+    if wanted.is_empty() {
+        return None;
+    }
+    let mut union = SlotSet::default();
+    for slot in wanted.iter().filter_map(|key| lists.get(key)).flatten() {
+        union.insert(*slot);
+    }
+    Some(union)
 }
 
 impl FacetIndex {
     pub fn insert(&mut self, slot: u32, facets: &Facets) {
         self.live.insert(slot);
         if let Some(target) = &facets.target {
-            self.targets.entry(target.clone()).or_default().insert(slot);
+            insert_slot(&mut self.targets, target.clone(), slot);
         }
         if let Some(category) = &facets.category {
-            self.categories
-                .entry(category.clone())
-                .or_default()
-                .insert(slot);
+            insert_slot(&mut self.categories, category.clone(), slot);
         }
         for tag in &facets.tags {
-            self.tags.entry(tag.clone()).or_default().insert(slot);
+            insert_slot(&mut self.tags, tag.clone(), slot);
         }
-        self.levels
-            .entry(facets.verification_level)
-            .or_default()
-            .insert(slot);
+        insert_slot(&mut self.levels, facets.verification_level, slot);
     }
 
     /// Forget `slot`, which held an agent with `facets`.
     pub fn remove(&mut self, slot: u32, facets: &Facets) {
         self.live.remove(slot);
-        fn forget<K: std::hash::Hash + Eq>(sets: &mut HashMap<K, SlotSet>, key: &K, slot: u32) {
-            if let Some(set) = sets.get_mut(key) {
-                set.remove(slot);
-                if set.is_empty() {
-                    sets.remove(key);
-                }
-            }
-        }
         if let Some(target) = &facets.target {
-            forget(&mut self.targets, target, slot);
+            remove_slot(&mut self.targets, target, slot);
         }
         if let Some(category) = &facets.category {
-            forget(&mut self.categories, category, slot);
+            remove_slot(&mut self.categories, category, slot);
         }
         for tag in &facets.tags {
-            forget(&mut self.tags, tag, slot);
+            remove_slot(&mut self.tags, tag, slot);
         }
-        forget(&mut self.levels, &facets.verification_level, slot);
+        remove_slot(&mut self.levels, &facets.verification_level, slot);
     }
 
     /// The slots whose facets pass every facet filter of `filters` (payment filters are not
     /// facets: the caller tests those). `None` when no facet filter is set.
     pub fn matching(&self, filters: &Filters) -> Option<SlotSet> {
-        fn any_of<K: std::hash::Hash + Eq>(
-            sets: &HashMap<K, SlotSet>,
-            wanted: &[K],
-        ) -> Option<SlotSet> {
-            if wanted.is_empty() {
-                return None;
-            }
-            let mut union = SlotSet::default();
-            for set in wanted.iter().filter_map(|key| sets.get(key)) {
-                union.union_with(set);
-            }
-            Some(union)
-        }
         let mut result: Option<SlotSet> = None;
         for set in [
             any_of(&self.targets, &filters.targets),
@@ -254,9 +248,11 @@ mod tests {
         index.remove(70, &facets("mcp", "finance", &["stocks"], Unverified));
         assert_eq!(slots(index.matching(&filters(tags("stocks")))), [1]);
         assert_eq!(index.live().iter().collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(index.tags["stocks"], [1]);
+        index.remove(1, &facets("a2a", "finance", &["stocks"], DomainVerified));
         assert!(
-            !index.tags.values().any(SlotSet::is_empty),
-            "empty sets are dropped"
+            !index.tags.contains_key("stocks"),
+            "empty lists are dropped"
         );
     }
 }

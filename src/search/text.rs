@@ -3,7 +3,7 @@
 //! occur nowhere in the index.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, LazyLock, Mutex, RwLock};
 
 use tantivy::collector::{Collector, SegmentCollector};
 use tantivy::index::SegmentId;
@@ -279,9 +279,12 @@ fn analyzer() -> TextAnalyzer {
         .build()
 }
 
+/// Built once: the stop-word set is a hash set, which `analyzer()` would build per query.
+static QUERY_ANALYZER: LazyLock<TextAnalyzer> = LazyLock::new(analyzer);
+
 /// The distinct analysed terms of a query, in order.
 fn analyze(text: &str) -> Vec<String> {
-    let mut analyzer = analyzer();
+    let mut analyzer = QUERY_ANALYZER.clone();
     let mut stream = analyzer.token_stream(text);
     let mut terms: Vec<String> = Vec::new();
     while stream.advance() {

@@ -245,7 +245,9 @@ impl TextIndex {
                 .find(|(segment_ordinal, _)| *segment_ordinal as usize == ordinal)
             {
                 for (doc, score) in matches.drain(..) {
-                    scores[doc as usize] += score;
+                    if let Some(total) = scores.get_mut(doc as usize) {
+                        *total += score;
+                    }
                 }
             }
             let slots = self.slot_map(segment)?;

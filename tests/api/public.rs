@@ -647,3 +647,38 @@ async fn target_category_and_tags_match_case_insensitively_beyond_ascii() {
         assert_eq!(listed(&app, query).await, names(&["meteo"]), "{query}");
     }
 }
+
+#[tokio::test]
+async fn filters_follow_an_agents_updates_and_unpublishing() {
+    let app = TestApp::spawn().await;
+    let alice = app.token("alice", &[]).await;
+    let mut body = agent_body("com.example.tides");
+    body["tags"] = json!(["weather"]);
+    body["category"] = json!("Forecasts");
+    app.publish_live(&alice, body.clone()).await;
+    let found = |query: &'static str| {
+        let app = &app;
+        async move { package_names(&app.get(&format!("/public/agents?{query}")).await) }
+    };
+    assert_eq!(found("tags=weather").await, ["com.example.tides"]);
+    assert_eq!(found("category=forecasts").await, ["com.example.tides"]);
+
+    body["tags"] = json!(["tides", "harbour"]);
+    body["category"] = json!("Marine");
+    let updated = app.put("/api/agents/com.example.tides", &alice, body).await;
+    assert_eq!(updated.status, 200, "{}", updated.text);
+    assert!(found("tags=weather").await.is_empty());
+    assert!(found("category=forecasts").await.is_empty());
+    assert_eq!(found("tags=harbour,nothing").await, ["com.example.tides"]);
+    assert_eq!(
+        found("q=tides&tags=tides&category=marine").await,
+        ["com.example.tides"]
+    );
+
+    let unpublished = app
+        .post_empty("/api/agents/com.example.tides/unpublish", &alice)
+        .await;
+    assert_eq!(unpublished.status, 200, "{}", unpublished.text);
+    assert!(found("tags=tides").await.is_empty());
+    assert!(found("q=tides&tags=tides").await.is_empty());
+}

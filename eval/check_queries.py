@@ -27,7 +27,7 @@ import re
 import sys
 from urllib.parse import urlparse
 
-KINDS = {"intent", "keyword", "typo", "question", "imperative"}
+KINDS = {"intent", "keyword", "typo", "question", "imperative", "task"}
 MIN_LABELS = 3
 GRADES = {1, 2, 3}
 PKG_RE = re.compile(r"^[a-z0-9]([a-z0-9_-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9_-]*[a-z0-9])?){1,15}$")

@@ -8,8 +8,10 @@
 //! ```
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
 use agent_registry::search::embed::{self, EmbedderConfig, EmbedderKind};
 use agent_registry::search::quality::{ndcg_at, recall_at, reciprocal_rank};
@@ -34,6 +36,16 @@ struct Args {
     /// Print the per-query NDCG@10 of the last mode as well.
     #[arg(long)]
     per_query: bool,
+    /// Write every mode's top `--depth` of every query to this JSON Lines file (for pooling
+    /// candidates when labelling new queries).
+    #[arg(long)]
+    dump: Option<PathBuf>,
+    /// How many results each query fetches (metrics still read the first 10).
+    #[arg(long, default_value_t = 10)]
+    depth: usize,
+    /// Keep the store (and so every embedder's vectors) in this directory between runs.
+    #[arg(long)]
+    store_dir: Option<PathBuf>,
     #[command(flatten)]
     embedder: EmbedderConfig,
 }
@@ -44,6 +56,7 @@ struct Labelled {
     query: String,
     #[serde(default)]
     kind: String,
+    #[serde(default)]
     relevant: HashMap<String, u8>,
 }
 
@@ -53,26 +66,39 @@ struct Totals {
     mrr: f64,
     recall: f64,
     count: usize,
+    micros: Vec<u64>,
 }
 
 impl Totals {
-    fn add(&mut self, ranking: &[String], grades: &HashMap<String, u8>) -> f64 {
+    fn add(&mut self, ranking: &[String], grades: &HashMap<String, u8>, micros: u64) -> f64 {
         let ndcg = ndcg_at(10, ranking, grades);
         self.ndcg += ndcg;
         self.mrr += reciprocal_rank(ranking, grades);
         self.recall += recall_at(10, ranking, grades);
         self.count += 1;
+        self.micros.push(micros);
         ndcg
+    }
+
+    fn percentile(&self, p: f64) -> f64 {
+        let mut sorted = self.micros.clone();
+        sorted.sort_unstable();
+        let Some(last) = sorted.len().checked_sub(1) else {
+            return 0.0;
+        };
+        sorted[((last as f64) * p).round() as usize] as f64 / 1000.0
     }
 
     fn row(&self, label: &str) -> String {
         let n = self.count.max(1) as f64;
         format!(
-            "| {label} | {:.3} | {:.3} | {:.3} | {} |",
+            "| {label} | {:.3} | {:.3} | {:.3} | {} | {:.2} | {:.2} |",
             self.ndcg / n,
             self.mrr / n,
             self.recall / n,
-            self.count
+            self.count,
+            self.percentile(0.5),
+            self.percentile(0.99),
         )
     }
 }
@@ -85,54 +111,78 @@ fn load_queries(path: &Path) -> anyhow::Result<Vec<Labelled>> {
         .collect()
 }
 
-/// `store` keeps the vectors between evaluations, so each embedder embeds the corpus once.
-async fn evaluate(
-    label: &str,
-    agents: &[Agent],
-    store: Arc<SqliteStore>,
-    embedder: Option<Arc<dyn embed::Embedder>>,
-    mode: Mode,
-    queries: &[Labelled],
-    per_query: bool,
-) -> anyhow::Result<()> {
-    let index = SearchIndex::new("http://eval.local", store, embedder)?.with_mode(mode);
-    index.rebuild(agents).await?;
-    let mut overall = Totals::default();
-    let mut by_kind: HashMap<String, Totals> = HashMap::new();
-    let mut per: Vec<(String, f64)> = Vec::new();
-    for labelled in queries {
-        let request = SearchRequest {
-            text: labelled.query.clone(),
-            filters: Filters::default(),
-            sort: None,
-            limit: 10,
-            cursor: None,
-        };
-        let page = index.search(&request).await?;
-        let ranking: Vec<String> = page
-            .agents
-            .iter()
-            .map(|hit| hit.agent.package_name.clone())
-            .collect();
-        let ndcg = overall.add(&ranking, &labelled.relevant);
-        by_kind
-            .entry(labelled.kind.clone())
-            .or_default()
-            .add(&ranking, &labelled.relevant);
-        per.push((format!("{} {}", labelled.id, labelled.query), ndcg));
-    }
-    println!("{}", overall.row(label));
-    let mut kinds: Vec<_> = by_kind.into_iter().collect();
-    kinds.sort_by(|a, b| a.0.cmp(&b.0));
-    for (kind, totals) in kinds {
-        println!("{}", totals.row(&format!("  {label}, {kind} queries")));
-    }
-    if per_query {
-        for (query, ndcg) in per {
-            println!("    {ndcg:.3}  {query}");
+/// What every evaluation shares.
+struct Run<'a> {
+    agents: &'a [Agent],
+    store: Arc<dyn Store>,
+    queries: &'a [Labelled],
+    args: &'a Args,
+    dump: Option<std::fs::File>,
+}
+
+impl Run<'_> {
+    /// Evaluate one ranking; `store` keeps the vectors between evaluations, so each embedder
+    /// embeds the corpus once.
+    async fn evaluate(
+        &mut self,
+        label: &str,
+        embedder: Option<Arc<dyn embed::Embedder>>,
+        mode: Mode,
+        per_query: bool,
+    ) -> anyhow::Result<()> {
+        let index =
+            SearchIndex::new("http://eval.local", self.store.clone(), embedder)?.with_mode(mode);
+        index.rebuild(self.agents).await?;
+        let mut overall = Totals::default();
+        let mut by_kind: HashMap<String, Totals> = HashMap::new();
+        let mut per: Vec<(String, f64)> = Vec::new();
+        for labelled in self.queries {
+            let request = SearchRequest {
+                text: labelled.query.clone(),
+                filters: Filters::default(),
+                sort: None,
+                limit: self.args.depth.max(10),
+                cursor: None,
+            };
+            let started = Instant::now();
+            let page = index.search(&request).await?;
+            let micros = started.elapsed().as_micros() as u64;
+            let ranking: Vec<String> = page
+                .agents
+                .iter()
+                .map(|hit| hit.agent.package_name.clone())
+                .collect();
+            let scores: Vec<f64> = page.agents.iter().filter_map(|hit| hit.score).collect();
+            let ndcg = overall.add(&ranking, &labelled.relevant, micros);
+            by_kind.entry(labelled.kind.clone()).or_default().add(
+                &ranking,
+                &labelled.relevant,
+                micros,
+            );
+            per.push((format!("{} {}", labelled.id, labelled.query), ndcg));
+            if let Some(file) = self.dump.as_mut() {
+                let line = serde_json::json!({
+                    "id": labelled.id,
+                    "ranker": format!("registry {label}"),
+                    "ranking": ranking,
+                    "scores": scores,
+                });
+                writeln!(file, "{line}")?;
+            }
         }
+        println!("{}", overall.row(label));
+        let mut kinds: Vec<_> = by_kind.into_iter().collect();
+        kinds.sort_by(|a, b| a.0.cmp(&b.0));
+        for (kind, totals) in kinds {
+            println!("{}", totals.row(&format!("  {label}, {kind} queries")));
+        }
+        if per_query {
+            for (query, ndcg) in per {
+                println!("    {ndcg:.3}  {query}");
+            }
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -146,24 +196,39 @@ async fn main() -> anyhow::Result<()> {
         agents.len(),
         args.data.display()
     );
-    let dir = tempfile::tempdir()?;
-    let store = Arc::new(SqliteStore::open_dir(dir.path()).await?);
-    // Stored agents let the store keep their vectors (embeddings reference agents).
-    for agent in &agents {
-        store.insert_agent(agent).await?;
-    }
-    println!("| ranking | NDCG@10 | MRR | recall@10 | queries |");
-    println!("|---|---|---|---|---|");
-    evaluate(
-        "keyword (BM25)",
-        &agents,
-        Arc::clone(&store),
-        None,
-        Mode::Keyword,
-        &queries,
-        false,
-    )
-    .await?;
+    let temporary = tempfile::tempdir()?;
+    let dir = args
+        .store_dir
+        .clone()
+        .unwrap_or_else(|| temporary.path().to_owned());
+    std::fs::create_dir_all(&dir)?;
+    let store = Arc::new(SqliteStore::open_dir(&dir).await?);
+    // Stored agents let the store keep their vectors (embeddings reference agents); a kept
+    // store (`--store-dir`) already has them, with the ids its vectors reference.
+    let existing = store.all_agents(None).await?;
+    let agents = if existing.is_empty() {
+        for agent in &agents {
+            store.insert_agent(agent).await?;
+        }
+        agents
+    } else {
+        existing
+    };
+    let dump = match &args.dump {
+        Some(path) => Some(std::fs::File::create(path)?),
+        None => None,
+    };
+    let mut run = Run {
+        agents: &agents,
+        store: store as Arc<dyn Store>,
+        queries: &queries,
+        args: &args,
+        dump,
+    };
+    println!("| ranking | NDCG@10 | MRR | recall@10 | queries | p50 ms | p99 ms |");
+    println!("|---|---|---|---|---|---|---|");
+    run.evaluate("keyword (BM25)", None, Mode::Keyword, false)
+        .await?;
     let mut embedders = vec![("static", EmbedderKind::Static)];
     if args.minilm {
         embedders.push(("minilm", EmbedderKind::MiniLm));
@@ -172,23 +237,17 @@ async fn main() -> anyhow::Result<()> {
         let mut config = args.embedder.clone();
         config.kind = kind;
         let embedder = embed::from_config(&config)?;
-        evaluate(
+        run.evaluate(
             &format!("vector ({name})"),
-            &agents,
-            Arc::clone(&store),
             embedder.clone(),
             Mode::Vector,
-            &queries,
             false,
         )
         .await?;
-        evaluate(
+        run.evaluate(
             &format!("hybrid ({name})"),
-            &agents,
-            Arc::clone(&store),
             embedder,
             Mode::Hybrid,
-            &queries,
             args.per_query,
         )
         .await?;

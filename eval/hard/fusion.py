@@ -51,8 +51,8 @@ def main():
 
     for name in rankings:
         table(name, lambda q, name=name: rankings[name][q["id"]])
-    for k in (10, 30, 60):
-        for wv in (0.5, 1.0, 1.5, 2.0, 3.0):
+    for k in (5, 10, 20, 30, 60):
+        for wv in (0.25, 0.5, 0.75, 1.0, 1.5):
             table("rrf k=%d wv=%.1f" % (k, wv),
                   lambda q: fuse(rankings[keyword_name][q["id"]], rankings[vector_name][q["id"]], k, 1.0, wv))
     for k in (30, 60):

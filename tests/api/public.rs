@@ -330,8 +330,11 @@ async fn without_a_query_the_newest_agents_come_first() {
 async fn with_a_query_the_best_match_comes_first_with_a_score() {
     let app = TestApp::spawn().await;
     let alice = app.token("alice", &[]).await;
+    // The best match says what was asked in its name and its description; the other mentions
+    // the word once.
     let mut in_name = agent_body("com.example.named");
     in_name["name"] = json!("Forecast Agent");
+    in_name["description"] = json!("Weather forecasts for any city, hour by hour.");
     in_name["tags"] = json!(["ranked"]);
     let mut in_description = agent_body("com.example.described");
     in_description["description"] = json!("Gives a forecast.");

@@ -35,6 +35,13 @@ pub trait Embedder: Send + Sync {
     /// to embed (empty, or only unknown tokens for the static table) the zero vector, whose
     /// cosine with anything is 0.
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
+
+    /// Whether a text's vector is a weighted sum of its words' (the static table). Such an
+    /// embedder is given queries without their conversational fillers (`search::query`): every
+    /// word it sees moves the vector, while a model reads a sentence as a whole.
+    fn is_bag_of_words(&self) -> bool {
+        false
+    }
 }
 
 /// Why texts could not be embedded.
@@ -129,6 +136,10 @@ pub struct EmbedderConfig {
     /// Output dimensions to request from the embeddings API (models that support shortening).
     #[arg(long = "embedder-dimensions", env = "REGISTRY_EMBEDDER_DIMENSIONS")]
     pub dimensions: Option<u32>,
+
+    /// A static table file to use instead of the built-in one (same format; see docs/embeddings.md).
+    #[arg(long = "static-table", env = "REGISTRY_STATIC_TABLE")]
+    pub static_table: Option<PathBuf>,
 }
 
 impl fmt::Debug for EmbedderConfig {
@@ -140,6 +151,7 @@ impl fmt::Debug for EmbedderConfig {
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .field("dimensions", &self.dimensions)
+            .field("static_table", &self.static_table)
             .finish()
     }
 }
@@ -149,7 +161,19 @@ impl fmt::Debug for EmbedderConfig {
 pub fn from_config(config: &EmbedderConfig) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
     let embedder: Arc<dyn Embedder> = match config.kind {
         EmbedderKind::None => return Ok(None),
-        EmbedderKind::Static => Arc::new(StaticEmbedder::builtin()?),
+        EmbedderKind::Static => Arc::new(match &config.static_table {
+            None => StaticEmbedder::builtin()?,
+            Some(path) => {
+                let bytes = std::fs::read(path).with_context(|| {
+                    format!(
+                        "cannot read the static table {} (--static-table / REGISTRY_STATIC_TABLE)",
+                        path.display()
+                    )
+                })?;
+                StaticEmbedder::from_asset(&bytes)
+                    .with_context(|| format!("bad static table {}", path.display()))?
+            }
+        }),
         EmbedderKind::MiniLm => Arc::new(load_minilm(config)?),
         EmbedderKind::OpenAi => Arc::new(openai_from_config(config)?),
     };

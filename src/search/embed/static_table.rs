@@ -272,6 +272,10 @@ impl Embedder for StaticEmbedder {
         &self.inner.id
     }
 
+    fn is_bag_of_words(&self) -> bool {
+        true
+    }
+
     fn dim(&self) -> usize {
         self.inner.table.dims
     }

@@ -1,0 +1,347 @@
+//! Query analysis for conversational text: what of a sentence says what the user needs.
+//!
+//! People and LLM agents ask in sentences ("can you find me something that tells me how long my
+//! parcel will take to arrive?"). The words that carry the task ("parcel", "arrive") are a few
+//! among pronouns, question words, requests and hedges. Those fillers are rare in agent
+//! descriptions but common in agent *names* ("Take", "My Assistant", "How-To"), so BM25 gives
+//! them a high IDF and a sentence ranks agents by the wrong words.
+//!
+//! The analysis drops fillers in two tiers, by the length of the query:
+//! - from [`SENTENCE_WORDS_FUNCTION`] words on, function words that never describe a
+//!   capability (pronouns, auxiliaries, question words, politeness);
+//! - from [`SENTENCE_WORDS_REQUEST`] words on, also the words of asking and of everyday
+//!   narration ("need", "help", "something", "keep", "week") that in a sentence frame the
+//!   task rather than state it.
+//!
+//! Short queries are search-box keywords and are kept whole: "how to", "my calendar" or
+//! "need finder" mean what they say. When every word is a filler the query is kept whole too,
+//! so a query never becomes empty.
+
+use std::borrow::Cow;
+
+/// Queries of at least this many words lose their function words.
+pub const SENTENCE_WORDS_FUNCTION: usize = 4;
+/// Queries of at least this many words also lose the words of asking and narration.
+pub const SENTENCE_WORDS_REQUEST: usize = 6;
+
+/// Pronouns, auxiliaries, question words, determiners and politeness.
+const FUNCTION_WORDS: &[&str] = &[
+    "a",
+    "about",
+    "am",
+    "an",
+    "any",
+    "anyone",
+    "anything",
+    "are",
+    "be",
+    "been",
+    "being",
+    "can",
+    "cannot",
+    "could",
+    "did",
+    "do",
+    "does",
+    "doing",
+    "dont",
+    "hello",
+    "hey",
+    "hi",
+    "he",
+    "her",
+    "hers",
+    "him",
+    "his",
+    "how",
+    "i",
+    "id",
+    "ill",
+    "im",
+    "is",
+    "it",
+    "its",
+    "ive",
+    "me",
+    "mine",
+    "my",
+    "myself",
+    "our",
+    "ours",
+    "ourselves",
+    "please",
+    "shall",
+    "she",
+    "should",
+    "thank",
+    "thanks",
+    "their",
+    "theirs",
+    "them",
+    "there",
+    "these",
+    "they",
+    "those",
+    "us",
+    "was",
+    "we",
+    "were",
+    "what",
+    "whats",
+    "which",
+    "who",
+    "whom",
+    "whose",
+    "why",
+    "would",
+    "you",
+    "your",
+    "yours",
+    "yourself",
+    "when",
+    "where",
+    "whether",
+    "will",
+    "wont",
+    "cant",
+    "couldnt",
+    "isnt",
+    "doesnt",
+    "didnt",
+    "youre",
+    "theyre",
+    "weve",
+    "wed",
+    "hes",
+    "shes",
+    "thats",
+    "theres",
+    "some",
+    "someone",
+    "somebody",
+    "something",
+    "somewhere",
+    "has",
+    "have",
+    "having",
+    "had",
+    "may",
+    "might",
+    "must",
+    "ok",
+    "okay",
+    "so",
+    "too",
+    "very",
+    "just",
+    "also",
+    "really",
+];
+
+/// The words of asking, hedging and everyday narration: in a sentence they frame the task.
+const REQUEST_WORDS: &[&str] = &[
+    "able",
+    "actually",
+    "again",
+    "already",
+    "always",
+    "another",
+    "anymore",
+    "basically",
+    "best",
+    "better",
+    "bit",
+    "day",
+    "days",
+    "easy",
+    "easier",
+    "easily",
+    "else",
+    "even",
+    "ever",
+    "every",
+    "everything",
+    "figure",
+    "find",
+    "finding",
+    "get",
+    "gets",
+    "getting",
+    "give",
+    "go",
+    "goes",
+    "going",
+    "good",
+    "got",
+    "guess",
+    "happen",
+    "happens",
+    "help",
+    "helps",
+    "helping",
+    "hopefully",
+    "idea",
+    "instead",
+    "keep",
+    "keeps",
+    "kept",
+    "kind",
+    "know",
+    "let",
+    "lets",
+    "like",
+    "long",
+    "look",
+    "looking",
+    "lot",
+    "lots",
+    "make",
+    "makes",
+    "making",
+    "maybe",
+    "mean",
+    "much",
+    "need",
+    "needed",
+    "needs",
+    "never",
+    "nice",
+    "now",
+    "often",
+    "one",
+    "ones",
+    "perhaps",
+    "possible",
+    "pretty",
+    "quick",
+    "quickly",
+    "rather",
+    "right",
+    "said",
+    "say",
+    "says",
+    "see",
+    "seems",
+    "simple",
+    "simply",
+    "sometimes",
+    "sort",
+    "still",
+    "stuff",
+    "sure",
+    "take",
+    "takes",
+    "taking",
+    "tell",
+    "thing",
+    "things",
+    "think",
+    "today",
+    "tomorrow",
+    "tool",
+    "tools",
+    "try",
+    "trying",
+    "use",
+    "using",
+    "usually",
+    "want",
+    "wanted",
+    "wants",
+    "way",
+    "ways",
+    "week",
+    "weeks",
+    "wish",
+    "wonder",
+    "wondering",
+    "yesterday",
+    "currently",
+    "anybody",
+    "whatever",
+    "whenever",
+    "lately",
+    "soon",
+    "sometime",
+];
+
+/// The text of `query` that keyword ranking should match: the query without its fillers when
+/// it is a sentence, the query itself otherwise (see the module notes).
+pub fn content_text(query: &str) -> Cow<'_, str> {
+    let words: Vec<&str> = query
+        .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’'))
+        .filter(|word| !word.is_empty())
+        .collect();
+    if words.len() < SENTENCE_WORDS_FUNCTION {
+        return Cow::Borrowed(query);
+    }
+    let sentence = words.len() >= SENTENCE_WORDS_REQUEST;
+    let kept: Vec<&str> = words
+        .iter()
+        .copied()
+        .filter(|word| !is_filler(word, sentence))
+        .collect();
+    if kept.is_empty() || kept.len() == words.len() {
+        return Cow::Borrowed(query);
+    }
+    Cow::Owned(kept.join(" "))
+}
+
+fn is_filler(word: &str, sentence: bool) -> bool {
+    let folded: String = word
+        .chars()
+        .filter(|c| *c != '\'' && *c != '’')
+        .flat_map(char::to_lowercase)
+        .collect();
+    let listed = |list: &[&str]| list.contains(&folded.as_str());
+    listed(FUNCTION_WORDS) || (sentence && listed(REQUEST_WORDS))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sentence_keeps_the_words_of_its_task() {
+        assert_eq!(
+            content_text("Can you tell me how long my parcel will take to arrive this week?"),
+            "parcel to arrive this"
+        );
+        assert_eq!(
+            content_text("I need something that helps me keep track of my invoices"),
+            "that track of invoices"
+        );
+    }
+
+    #[test]
+    fn short_queries_are_keywords_and_stay_whole() {
+        for query in [
+            "how to",
+            "my calendar",
+            "need finder",
+            "take notes",
+            "weather",
+        ] {
+            assert_eq!(content_text(query), query);
+        }
+    }
+
+    #[test]
+    fn four_words_lose_function_words_but_not_requests() {
+        assert_eq!(content_text("help me with invoices"), "help with invoices");
+    }
+
+    #[test]
+    fn a_query_of_fillers_only_is_kept_whole() {
+        let query = "can you help me, what do I need?";
+        assert_eq!(content_text(query), query);
+    }
+
+    #[test]
+    fn contractions_and_case_are_folded() {
+        assert_eq!(
+            content_text("I'm looking for a way to convert PDFs, can't find one"),
+            "for to convert PDFs"
+        );
+    }
+}

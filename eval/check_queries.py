@@ -3,7 +3,7 @@
 
 Usage:
     python3 eval/check_queries.py [--queries eval/queries.jsonl]
-                                  [--data /work/shared/data/agents-real.jsonl]
+                                  [--data ../shared/data/agents-real.jsonl]
 
 Checks (exit status 1 if any fails):
   * every line is a JSON object with id, query, kind, relevant (domain optional)
@@ -34,7 +34,8 @@ PKG_RE = re.compile(r"^[a-z0-9]([a-z0-9_-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9_-]*[a-z
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_QUERIES = os.path.join(HERE, "queries.jsonl")
-DEFAULT_DATA = "/work/shared/data/agents-real.jsonl"
+DEFAULT_DATA = os.environ.get(
+    "EVAL_DATA", os.path.join(HERE, "..", "..", "shared", "data", "agents-real.jsonl"))
 
 
 def _strip(v):

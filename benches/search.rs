@@ -45,15 +45,25 @@ impl Rng {
     }
 }
 
-/// The labelled queries, then 2–5 word phrases cut from descriptions, until `count` distinct.
+/// The labelled queries of both sets (the hard set's are sentences of up to 30 words), then
+/// 2–5 word phrases cut from descriptions, until `count` distinct.
 fn queries(agents: &[Agent], count: usize) -> Vec<String> {
-    let mut queries: Vec<String> =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("eval/queries.jsonl"))
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut queries: Vec<String> = [
+        "eval/queries.jsonl",
+        "eval/hard/dev.jsonl",
+        "eval/hard/test.jsonl",
+    ]
+    .iter()
+    .flat_map(|file| {
+        std::fs::read_to_string(root.join(file))
             .unwrap_or_default()
             .lines()
             .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
             .filter_map(|q| q["query"].as_str().map(str::to_owned))
-            .collect();
+            .collect::<Vec<_>>()
+    })
+    .collect();
     let mut rng = Rng(0x5eed_cafe_f00d_beef);
     let mut seen: std::collections::HashSet<String> = queries.iter().cloned().collect();
     while queries.len() < count {
@@ -74,6 +84,7 @@ fn queries(agents: &[Agent], count: usize) -> Vec<String> {
             queries.push(phrase);
         }
     }
+    queries.truncate(count);
     queries
 }
 

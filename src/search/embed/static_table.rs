@@ -403,6 +403,41 @@ mod tests {
         assert_eq!(batch[7], embedder.embed_text(&texts[7]));
     }
 
+    #[derive(serde::Deserialize)]
+    struct ReferenceCase {
+        text: String,
+        ids: Vec<u32>,
+        vector: Vec<f32>,
+    }
+
+    #[test]
+    fn the_builtin_table_matches_an_independent_reference_implementation() {
+        // testdata/make_static_reference.py: Hugging Face `tokenizers` and numpy.
+        #[derive(serde::Deserialize)]
+        struct Reference {
+            cases: Vec<ReferenceCase>,
+        }
+        let reference: Reference =
+            serde_json::from_str(include_str!("testdata/static_reference.json"))
+                .expect("reference");
+        let embedder = builtin();
+        for case in &reference.cases {
+            assert_eq!(
+                embedder.tokenizer().encode(&case.text),
+                case.ids,
+                "{}",
+                case.text
+            );
+            let vector = embedder.embed_text(&case.text);
+            let worst = vector
+                .iter()
+                .zip(&case.vector)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max);
+            assert!(worst < 1e-5, "{}: off by {worst}", case.text);
+        }
+    }
+
     #[test]
     fn the_builtin_id_names_the_dimensions_and_the_table_content() {
         let embedder = builtin();

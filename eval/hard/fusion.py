@@ -3,7 +3,7 @@
 
     cargo run --release --example search_quality -- --queries eval/hard/dev.jsonl \
         --depth 100 --dump target/eval-cache/dev-dump.jsonl
-    python3 eval/hard/fusion.py eval/hard/dev.jsonl target/eval-cache/dev-dump.jsonl
+    python3 eval/hard/fusion.py eval/hard/dev.jsonl target/eval-cache/dev-dump.jsonl [minilm]
 
 Prints NDCG@10 by kind for reciprocal rank fusion with several constants and weights, the
 vector weight optionally higher for sentence queries. Only for choosing the settings on dev;
@@ -38,7 +38,8 @@ def main():
         row = json.loads(line)
         rankings[row["ranker"]][row["id"]] = row["ranking"]
     keyword_name = next(r for r in rankings if "keyword" in r)
-    vector_name = next(r for r in rankings if "vector" in r)
+    wanted = sys.argv[3] if len(sys.argv) > 3 else "static"
+    vector_name = next(r for r in rankings if "vector" in r and wanted in r)
     print("keyword ranker: %s, vector ranker: %s" % (keyword_name, vector_name))
 
     def table(label, rank):

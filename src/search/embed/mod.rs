@@ -42,6 +42,14 @@ pub trait Embedder: Send + Sync {
     fn is_bag_of_words(&self) -> bool {
         false
     }
+
+    /// How much this embedder's ranking counts against the keyword ranking in hybrid fusion
+    /// (the keyword ranking counts 1). A model reads sentences well enough to count as much as
+    /// the keywords; the static table, a sum of word vectors, re-orders them at half weight
+    /// (both measured on the hard dev set: docs/search.md).
+    fn fusion_weight(&self) -> f64 {
+        if self.is_bag_of_words() { 0.5 } else { 1.0 }
+    }
 }
 
 /// Why texts could not be embedded.

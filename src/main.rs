@@ -24,7 +24,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
 
 fn init_tracing(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tower_http=info"));
+        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tantivy=warn,tower_http=info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

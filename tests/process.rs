@@ -336,10 +336,23 @@ async fn cli_tokens_work_against_the_server_and_revocation_is_immediate() {
 /// Start the binary without a master key and return it with everything it printed to stderr
 /// until it answered `/readyz`.
 async fn start_without_master_key(data_dir: &Path) -> (Server, String) {
+    start_capturing_stderr(data_dir, |command| {
+        command.env_remove("REGISTRY_MASTER_KEY");
+    })
+    .await
+}
+
+/// Start the binary, adjusted by `adjust`, and return it with everything it printed to stderr
+/// until it answered `/readyz`.
+async fn start_capturing_stderr(
+    data_dir: &Path,
+    adjust: impl FnOnce(&mut Command),
+) -> (Server, String) {
     use std::io::Read;
     let port = free_port();
-    let mut child = serve_command(data_dir, port)
-        .env_remove("REGISTRY_MASTER_KEY")
+    let mut command = serve_command(data_dir, port);
+    adjust(&mut command);
+    let mut child = command
         .stderr(Stdio::piped())
         .spawn()
         .expect("binary starts");
@@ -394,6 +407,20 @@ async fn a_first_local_start_prints_one_working_token_and_a_second_start_prints_
     assert!(
         !printed.contains("ar_"),
         "a second token was printed: {printed}"
+    );
+}
+
+#[tokio::test]
+async fn the_default_log_level_leaves_out_the_search_index_internals() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (_server, printed) = start_capturing_stderr(dir.path(), |command| {
+        command.env_remove("RUST_LOG");
+    })
+    .await;
+    assert!(printed.contains("INFO"), "no INFO line at all: {printed}");
+    assert!(
+        !printed.contains("tantivy"),
+        "the index's INFO lines were printed: {printed}"
     );
 }
 

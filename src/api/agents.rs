@@ -232,14 +232,8 @@ pub async fn list_own_agents(
             .find(|(k, _)| k == key)
             .map(|(_, v)| v.as_str())
     };
-    let limit = match param("limit") {
-        None => None,
-        Some(text) => Some(
-            text.trim()
-                .parse::<i64>()
-                .map_err(|_| ApiError::invalid_parameter("limit must be an integer"))?,
-        ),
-    };
+    let limit = crate::search::request::integer_param(&pairs, "limit")
+        .map_err(ApiError::invalid_parameter)?;
     let limit = crate::search::clamp_limit(limit, 20, 100);
     let after = match param("cursor").filter(|c| !c.is_empty()) {
         Some(cursor)

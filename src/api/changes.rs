@@ -78,13 +78,7 @@ pub async fn list_changes(
 
 /// The last value of query parameter `name` as an integer.
 fn integer_param(pairs: &[(String, String)], name: &str) -> ApiResult<Option<i64>> {
-    let Some((_, text)) = pairs.iter().rev().find(|(key, _)| key == name) else {
-        return Ok(None);
-    };
-    text.trim()
-        .parse()
-        .map(Some)
-        .map_err(|_| ApiError::invalid_parameter(format!("{name}: must be an integer")))
+    crate::search::request::integer_param(pairs, name).map_err(ApiError::invalid_parameter)
 }
 
 /// One page of the feed: public changes after `since`, each with the agent's current public

@@ -31,6 +31,23 @@ pub const DISCOVER_LIMITS: Limits = Limits {
     max: 20,
 };
 
+/// One integer query parameter (`limit`, `since`), read the same way on every path: absent is
+/// `None`; a value that is not an integer, or a parameter given more than once (which of two
+/// page sizes would be meant?), is an error message naming the parameter.
+pub fn integer_param(pairs: &[(String, String)], name: &str) -> Result<Option<i64>, String> {
+    let mut values = pairs.iter().filter(|(key, _)| key == name);
+    let Some((_, text)) = values.next() else {
+        return Ok(None);
+    };
+    if values.next().is_some() {
+        return Err(format!("{name}: given more than once"));
+    }
+    text.trim()
+        .parse()
+        .map(Some)
+        .map_err(|_| format!("{name}: must be an integer"))
+}
+
 fn invalid(parameter: &str, message: impl Into<String>) -> SearchError {
     SearchError::InvalidParameter {
         parameter: parameter.to_owned(),
@@ -51,14 +68,7 @@ pub fn from_query_pairs(
             .collect();
         (!values.is_empty()).then(|| values.join(","))
     };
-    let limit = match joined("limit") {
-        None => None,
-        Some(text) => Some(
-            text.trim()
-                .parse::<i64>()
-                .map_err(|_| invalid("limit", "limit must be an integer"))?,
-        ),
-    };
+    let limit = integer_param(pairs, "limit").map_err(|message| invalid("limit", message))?;
     let sort = joined("sort")
         .filter(|s| !s.trim().is_empty())
         .map(|s| Sort::parse(&s))

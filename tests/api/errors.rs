@@ -138,6 +138,26 @@ async fn a_bad_query_parameter_is_an_invalid_parameter() {
 }
 
 #[tokio::test]
+async fn a_repeated_page_size_is_an_invalid_parameter_on_every_path() {
+    let app = TestApp::spawn().await;
+    let alice = app.token("alice", &[]).await;
+
+    for path in [
+        "/public/agents?limit=5&limit=10",
+        "/public/changes?limit=5&limit=10",
+        "/api/agents?limit=5&limit=10",
+    ] {
+        let response = app.request(Method::GET, path, Some(&alice), None).await;
+        response.assert_problem(400, "invalid_parameter");
+        assert!(
+            str_at(&response.body, "/detail").contains("limit: given more than once"),
+            "{path}: {:?}",
+            response.body
+        );
+    }
+}
+
+#[tokio::test]
 async fn validation_lists_every_field_of_the_wrong_type_at_once() {
     let app = TestApp::spawn().await;
     let alice = app.token("alice", &[]).await;

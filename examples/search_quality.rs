@@ -1,5 +1,5 @@
 //! The search-quality harness: NDCG@10, MRR and recall@10 of the labelled queries in
-//! `eval/queries.jsonl` over `shared/data/agents-real.jsonl`, for keyword-only, each embedder
+//! `eval/queries.jsonl` over the public data set `agents-real.jsonl` (`--data`), for keyword-only, each embedder
 //! alone, and hybrid ranking.
 //!
 //! ```sh

@@ -14,7 +14,7 @@ use crate::state::AppState;
 use crate::store::{Store, StoreResult, TokenRecord};
 use crate::timestamp::Timestamp;
 
-/// What a token may do (CONTRACT §1.2).
+/// What a token may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
 pub enum Scope {
     /// The management API: publish, update, go-live, unpublish, delete, verify.

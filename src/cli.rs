@@ -1,4 +1,4 @@
-//! The command line (CONTRACT §8): `serve` (the default), `token`, `import`, `export`.
+//! The command line: `serve` (the default), `token`, `import`, `export`.
 
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::PathBuf;

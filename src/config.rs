@@ -75,7 +75,7 @@ pub struct Config {
     pub log_format: LogFormat,
 }
 
-/// Playground sessions (CONTRACT §6).
+/// Playground sessions.
 #[derive(Args, Clone, Debug)]
 pub struct PlaygroundConfig {
     /// Seconds a playground session lives without being used before it expires (24 h).

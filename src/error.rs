@@ -8,7 +8,7 @@ use utoipa::ToSchema;
 
 use crate::domain::FieldError;
 
-/// Stable, machine-readable error codes (CONTRACT §1.1). Each knows its HTTP status and its
+/// Stable, machine-readable error codes. Each knows its HTTP status and its
 /// JSON-RPC code, so REST and JSON-RPC can never drift apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -66,7 +66,7 @@ impl ErrorCode {
         }
     }
 
-    /// The JSON-RPC 2.0 error code for the same condition (A2A.md §2).
+    /// The JSON-RPC 2.0 error code for the same condition.
     pub fn jsonrpc_code(self) -> i64 {
         match self {
             Self::InvalidJson => -32700,

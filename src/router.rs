@@ -17,7 +17,7 @@ use crate::middleware::{self, RateLimit};
 use crate::state::AppState;
 use crate::{a2a, error, web};
 
-/// Request bodies above this are refused with 413 (CONTRACT §1).
+/// Request bodies above this are refused with 413.
 pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
 
 #[derive(OpenApi)]

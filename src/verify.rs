@@ -1,4 +1,4 @@
-//! Domain verification (CONTRACT §4.3): the owner of `com.example.weather` proves control of
+//! Domain verification: the owner of `com.example.weather` proves control of
 //! `example.com` by publishing the agent's token as a line of
 //! `https://example.com/.well-known/agent-registry-verify.txt` or in a DNS TXT record
 //! `agent-registry-verify=<token>`. The file is fetched through the SSRF-guarded fetcher, with no

@@ -1,4 +1,4 @@
-//! A2A v1.0 agent cards (A2A.md §1): built for published agents and for the registry itself.
+//! A2A v1.0 agent cards: built for published agents and for the registry itself.
 
 use serde_json::{Map, Value, json};
 
@@ -9,7 +9,7 @@ use crate::domain::{Capability, Payment};
 pub const PROTOCOL_VERSION: &str = "1.0";
 /// The protocol binding of every interface the registry builds.
 pub const PROTOCOL_BINDING: &str = "JSONRPC";
-/// The registry's own `agent_id` (SERVICE-SPEC §2.2).
+/// The registry's own `agent_id`.
 pub const REGISTRY_AGENT_ID: &str = "registry";
 /// The registry's display name.
 pub const REGISTRY_NAME: &str = "Agent Registry";
@@ -45,7 +45,7 @@ pub struct CardInput<'a> {
     pub capabilities: &'a [Capability],
     /// The agent's tags, given to every skill.
     pub tags: &'a [String],
-    /// Payment terms, published in the registry extension (PAYMENTS §5).
+    /// Payment terms, published in the registry extension.
     pub payment: Option<&'a Payment>,
     /// Further `AgentExtension` objects, appended after the registry's own.
     pub extensions: Vec<Value>,
@@ -84,7 +84,7 @@ pub fn agent_card(input: &CardInput<'_>) -> Value {
     Value::Object(card)
 }
 
-/// The fields every card shares: identity, interface, default modes and security (A2A.md §1).
+/// The fields every card shares: identity, interface, default modes and security.
 fn card_skeleton(
     name: &str,
     description: &str,
@@ -150,7 +150,7 @@ fn capability_skill(capability: &Capability, tags: &[String]) -> Value {
     })
 }
 
-/// The registry extension carrying the canonical payment terms (PAYMENTS §5).
+/// The registry extension carrying the canonical payment terms.
 fn payment_extension(payment: &Payment) -> Value {
     json!({
         "uri": REGISTRY_EXTENSION_URI,
@@ -225,12 +225,12 @@ fn search_agents_schema() -> Option<Value> {
     }))
 }
 
-/// SERVICE-SPEC §2.2 gives `resolve_package` no input schema.
+/// The registry's own shape gives `resolve_package` no input schema.
 fn no_schema() -> Option<Value> {
     None
 }
 
-/// The registry's capabilities as SERVICE-SPEC §2.2 lists them: `{name, description, input_schema?}`.
+/// The registry's capabilities in its own shape: `{name, description, input_schema?}`.
 pub fn registry_capabilities() -> Vec<Capability> {
     REGISTRY_SKILLS
         .iter()
@@ -254,10 +254,10 @@ fn registry_skill(skill: &RegistrySkill) -> Value {
     })
 }
 
-/// The registry's own A2A v1.0 card (A2A.md §1), served at `/.well-known/agent-card.json`.
+/// The registry's own A2A v1.0 card, served at `/.well-known/agent-card.json`.
 ///
 /// Besides the A2A fields it carries `"agent_id": "registry"` and, in a non-required extension
-/// at `{site_url}/extensions/registry-capabilities/v1`, the SERVICE-SPEC §2.2 capability list.
+/// at `{site_url}/extensions/registry-capabilities/v1`, the registry's own capability list.
 pub fn registry_card(site_url: &str, base_url: &str, version: &str) -> Value {
     let site_url = site_url.trim_end_matches('/');
     let base_url = base_url.trim_end_matches('/');
@@ -270,7 +270,7 @@ pub fn registry_card(site_url: &str, base_url: &str, version: &str) -> Value {
     );
     let extension = json!({
         "uri": format!("{site_url}/extensions/registry-capabilities/v1"),
-        "description": "The registry's capabilities with their input schemas (SERVICE-SPEC §2.2).",
+        "description": "The registry's capabilities with their input schemas.",
         "required": false,
         "params": {"agent_id": REGISTRY_AGENT_ID, "capabilities": registry_capabilities()}
     });
@@ -291,11 +291,11 @@ pub fn registry_card(site_url: &str, base_url: &str, version: &str) -> Value {
     Value::Object(card)
 }
 
-/// The registry's card in the SERVICE-SPEC §2.2 shape, served with `?format=registry`:
+/// The registry's card in its own shape, served with `?format=registry`:
 /// exactly `{agent_id, name, description, capabilities: [{name, description, input_schema?}]}`.
 ///
 /// It takes the same arguments as [`registry_card`] so that both formats are served alike;
-/// the §2.2 shape has no place for URLs or a version, so they are not used.
+/// the registry's own shape has no place for their URLs or versions, so they are not used.
 pub fn registry_card_legacy(_site_url: &str, _base_url: &str, _version: &str) -> Value {
     json!({
         "agent_id": REGISTRY_AGENT_ID,

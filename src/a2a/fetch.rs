@@ -1,5 +1,5 @@
 //! Fetching agent cards from the network: a publish body that names only a `manifest_url` is
-//! completed from the A2A v1.0 card found there (CONTRACT §4.1).
+//! completed from the A2A v1.0 card found there.
 
 use serde_json::Value;
 use url::Url;

@@ -1,4 +1,4 @@
-//! JSON-RPC 2.0 (A2A v1.0, A2A.md §2) at `POST /a2a/v1` and, for each hosted agent, at
+//! JSON-RPC 2.0 (A2A v1.0) at `POST /a2a/v1` and, for each hosted agent, at
 //! `POST /a2a/utility/{name}/v1`: `SendMessage` (the registry's skills `search_agents` and
 //! `resolve_package`, or a hosted agent's capabilities), batches, notifications, versions.
 
@@ -20,7 +20,7 @@ use crate::state::AppState;
 
 use super::skills;
 
-/// JSON-RPC error codes used here (A2A.md §2).
+/// JSON-RPC error codes used here.
 pub mod codes {
     pub const PARSE_ERROR: i64 = -32700;
     pub const INVALID_REQUEST: i64 = -32600;

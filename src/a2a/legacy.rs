@@ -1,4 +1,4 @@
-//! The legacy A2A paths of SERVICE-SPEC §4.2–4.3: `/a2a/discover` and `/a2a/message`.
+//! The legacy A2A paths: `/a2a/discover` and `/a2a/message`.
 
 use axum::Json;
 use axum::extract::State;

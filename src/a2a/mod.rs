@@ -70,9 +70,9 @@ pub fn cacheable_json(request_headers: &HeaderMap, value: &Value) -> Response {
     response
 }
 
-/// The registry's own card: A2A v1.0, or the SERVICE-SPEC §2.2 shape with `?format=registry`.
+/// The registry's own card: A2A v1.0, or the registry's own shape with `?format=registry`.
 #[utoipa::path(get, path = "/.well-known/agent-card.json", tag = "a2a",
-    params(("format" = Option<String>, Query, description = "`registry` for the SERVICE-SPEC §2.2 shape")),
+    params(("format" = Option<String>, Query, description = "`registry` for the registry's own shape: agent_id, name, description, capabilities")),
     responses((status = 200, description = "The registry's agent card", body = serde_json::Value),
               (status = 304, description = "Not modified")))]
 pub async fn registry_card(

@@ -1,4 +1,4 @@
-//! The hosted utility agents over HTTP (CONTRACT §7): `POST /a2a/utility/{name}` with
+//! The hosted utility agents over HTTP: `POST /a2a/utility/{name}` with
 //! `{input, capability?}` or the legacy `{action, params}`, and A2A `SendMessage` at
 //! `POST /a2a/utility/{name}/v1`. Every path runs the same `agents::invoke`.
 

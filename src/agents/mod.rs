@@ -1,4 +1,4 @@
-//! Hosted utility agents (CONTRACT §7): each is one file implementing `HostedAgent`, and
+//! Hosted utility agents: each is one file implementing `HostedAgent`, and
 //! `HostedAgents::new` is the one place they are registered. At start-up each becomes an ACTIVE,
 //! domain-verified registry entry owned by the registry itself.
 
@@ -267,7 +267,7 @@ pub async fn invoke(
     Ok((capability, output))
 }
 
-/// The response body of a hosted agent call (CONTRACT §7).
+/// The response body of a hosted agent call.
 pub fn response_body(agent: &dyn HostedAgent, capability: &str, output: &Output) -> Value {
     json!({"agent": agent.package_name(), "capability": capability, "output": output.data})
 }

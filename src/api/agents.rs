@@ -1,4 +1,4 @@
-//! Agent management (CONTRACT §4, scope `agents:write`): publish (also from a card URL), update,
+//! Agent management: publish (also from a card URL), update,
 //! go-live, unpublish, delete, domain verification, and the owner's own listing.
 
 use axum::Json;
@@ -30,7 +30,7 @@ pub struct OwnAgentsPage {
     pub next_cursor: Option<String>,
 }
 
-/// Create an agent in state STAGE (CONTRACT §4.1).
+/// Create an agent in state STAGE.
 #[utoipa::path(post, path = "/api/agents/publish", tag = "management",
     request_body(content = serde_json::Value, description = "The writable fields of an agent record, optionally with a full A2A `card`. With a `manifest_url` and no `name`/`description`, the A2A v1.0 card there is fetched and fills the record."),
     responses((status = 201, body = AgentRecord), (status = 401, body = crate::error::Problem),
@@ -57,7 +57,7 @@ pub async fn publish_agent(
     Ok(response)
 }
 
-/// Replace the writable fields of an agent; its state is unchanged (CONTRACT §4.2).
+/// Replace the writable fields of an agent; its state is unchanged.
 #[utoipa::path(put, path = "/api/agents/{id}", tag = "management",
     params(("id" = String, Path, description = "Agent id or package name"),
            ("If-Match" = Option<String>, Header, description = "The `revision` (ETag) last read; a mismatch is 412")),
@@ -154,7 +154,7 @@ async fn transition(
     Ok(owned_response(&agent))
 }
 
-/// Prove control of the package's domain (CONTRACT §4.3): the agent's `verification_token` as a
+/// Prove control of the package's domain: the agent's `verification_token` as a
 /// line of `https://<domain>/.well-known/agent-registry-verify.txt`, or a DNS TXT record
 /// `agent-registry-verify=<token>`.
 #[utoipa::path(post, path = "/api/agents/{id}/verify", tag = "management",
@@ -190,7 +190,7 @@ pub async fn verify_agent(
     Ok(owned_response(&agent))
 }
 
-/// Delete an agent in either state; its package name becomes free (CONTRACT §4.2).
+/// Delete an agent in either state; its package name becomes free.
 #[utoipa::path(delete, path = "/api/agents/{id}", tag = "management",
     params(("id" = String, Path, description = "Agent id or package name")),
     responses((status = 204, description = "Deleted"), (status = 404, body = crate::error::Problem)),

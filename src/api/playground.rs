@@ -1,4 +1,4 @@
-//! Playground sessions (CONTRACT §6, scope `playground`): create, read, end, discover, execute.
+//! Playground sessions: create, read, end, discover, execute.
 
 use axum::Json;
 use axum::extract::State;

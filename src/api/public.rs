@@ -14,7 +14,7 @@ use crate::store::{Agent, AgentState};
 
 use super::wire::{AgentPage, AgentRecord};
 
-/// List or search ACTIVE agents (CONTRACT §3.1).
+/// List or search ACTIVE agents.
 #[utoipa::path(get, path = "/public/agents", tag = "public",
     params(
         ("q" = Option<String>, Query, description = "Keyword or natural-language query"),
@@ -24,7 +24,7 @@ use super::wire::{AgentPage, AgentRecord};
         ("verification_level" = Option<String>, Query, description = "`unverified` or `domain_verified`"),
         ("payment_model" = Option<String>, Query, description = "`free`, `paid`, `freemium` (OR)"),
         ("payment_protocol" = Option<String>, Query, description = "e.g. `x402`, `lightning-invoice`"),
-        ("payment_rail" = Option<String>, Query, description = "Rail grammar of PAYMENTS.md §3, e.g. `base:usdc`, `nano:`, `usdc`"),
+        ("payment_rail" = Option<String>, Query, description = "Rails as `network:asset` (asset prefix), `network:`, or a bare prefix of either, comma-separated, e.g. `base:usdc`, `nano:`, `usdc`"),
         ("payment_direction" = Option<String>, Query, description = "`inbound`, `outbound`, `both`"),
         ("sort" = Option<String>, Query, description = "`relevance` (default with q), `newest` (default without), `name`"),
         ("limit" = Option<i64>, Query, description = "Page size, default 20, max 100"),
@@ -39,7 +39,7 @@ pub async fn list_agents(
     Ok(Json(state.index.search(&request).await?))
 }
 
-/// Semantic search with filters in a JSON body (CONTRACT §3.4).
+/// Semantic search with filters in a JSON body.
 #[utoipa::path(post, path = "/public/agents/search", tag = "public",
     request_body(content = serde_json::Value, description = "`{query, limit, cursor, sort, filters: {target, category, tags, verification_level, payment_model, payment_protocol, payment_rail, payment_direction}}`"),
     responses((status = 200, body = AgentPage), (status = 400, body = crate::error::Problem)))]
@@ -51,7 +51,7 @@ pub async fn search_agents(
     Ok(Json(state.index.search(&request).await?))
 }
 
-/// The full record of one ACTIVE agent, by id or package name (CONTRACT §3.2).
+/// The full record of one ACTIVE agent, by id or package name.
 #[utoipa::path(get, path = "/public/agents/{identifier}", tag = "public",
     params(("identifier" = String, Path, description = "Agent id or package name")),
     responses((status = 200, body = AgentRecord), (status = 404, body = crate::error::Problem)))]
@@ -63,7 +63,7 @@ pub async fn get_agent(
     Ok(Json(AgentRecord::public(&agent)))
 }
 
-/// The A2A v1.0 card of one ACTIVE agent (CONTRACT §3.3).
+/// The A2A v1.0 card of one ACTIVE agent.
 #[utoipa::path(get, path = "/public/agents/resolve/{package_name}", tag = "public",
     params(("package_name" = String, Path, description = "Package name (or agent id)")),
     responses((status = 200, description = "A2A v1.0 AgentCard", body = serde_json::Value),

@@ -1,4 +1,4 @@
-//! API tokens (CONTRACT §1.2): the master key creates them; owners list and revoke their own.
+//! API tokens: the master key creates them; owners list and revoke their own.
 
 use axum::Json;
 use axum::extract::State;

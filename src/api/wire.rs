@@ -7,7 +7,7 @@ use crate::domain::{Capability, Payment};
 use crate::store::{Agent, AgentState, VerificationLevel};
 use crate::timestamp::Timestamp;
 
-/// The full record of one agent (CONTRACT §2.1).
+/// The full record of one agent.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct AgentRecord {
     /// Opaque server-generated id, `agt_…`.
@@ -37,7 +37,7 @@ pub struct AgentRecord {
     pub tags: Vec<String>,
     /// What the agent can do.
     pub capabilities: Vec<Capability>,
-    /// Payment terms; absent when unknown (PAYMENTS.md §1).
+    /// Payment terms; absent when unknown.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub payment: Option<Payment>,
     /// `unverified` or `domain_verified`.
@@ -53,7 +53,7 @@ pub struct AgentRecord {
     /// When it last went live; absent while in STAGE.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub published_at: Option<Timestamp>,
-    /// Owner's view only: the token to publish for domain verification (CONTRACT §4.3).
+    /// Owner's view only: the token to publish for domain verification.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verification_token: Option<String>,
     /// Owner's view only: whether the owner published a full A2A card with the record.
@@ -100,7 +100,7 @@ impl AgentRecord {
     }
 }
 
-/// One agent in a list or search result (CONTRACT §2.1).
+/// One agent in a list or search result.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct AgentSummary {
     pub id: String,
@@ -160,7 +160,7 @@ pub struct AgentHit {
     pub score: Option<f64>,
 }
 
-/// A page of agents (CONTRACT §1.3, §3.1).
+/// A page of agents.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct AgentPage {
     pub agents: Vec<AgentHit>,

@@ -1,4 +1,4 @@
-//! `AgentDraft`: the writable fields of an agent, parsed from a publish or update body (CONTRACT §4.1).
+//! `AgentDraft`: the writable fields of an agent, parsed from a publish or update body.
 
 use std::collections::HashSet;
 
@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 use super::{FieldError, PackageName, Payment};
 
-/// URI of the registry's card extension carrying `params.payment` (PAYMENTS §5).
+/// URI of the registry's card extension carrying `params.payment`.
 pub const REGISTRY_EXTENSION_URI: &str = "https://a2a-registry.org/extensions/registry/v1";
 /// URI of the card extension carrying capabilities with their input schemas, losslessly.
 pub const CAPABILITIES_EXTENSION_URI: &str = "https://a2a-registry.org/extensions/capabilities/v1";
@@ -76,7 +76,7 @@ impl AgentDraft {
     /// Parses a publish or update body, reporting every invalid field at once.
     ///
     /// JSON `null` means absent and unknown fields are ignored. When a `card` object is given,
-    /// fields missing from the body are taken from it (CONTRACT §4.1, PAYMENTS §5); errors in
+    /// fields missing from the body are taken from it; errors in
     /// such fields say "(taken from card)".
     pub fn parse(body: &Value) -> Result<Self, Vec<FieldError>> {
         let Some(object) = body.as_object() else {

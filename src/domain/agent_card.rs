@@ -1,4 +1,4 @@
-//! `A2aCard`: an A2A v1.0 agent card with every field real clients need (A2A.md §1), checked
+//! `A2aCard`: an A2A v1.0 agent card with every field real clients need, checked
 //! once when a card is fetched from an agent's `manifest_url`.
 
 use serde_json::{Map, Value};

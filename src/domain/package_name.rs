@@ -13,7 +13,7 @@ const MAX_LABELS: usize = 16;
 
 /// A valid, lowercase, reverse-domain package name such as `com.example.weather`.
 ///
-/// Rules (CONTRACT §1): 2–16 dot-separated labels, each made of `[a-z0-9]` with `-` or `_`
+/// Rules: 2–16 dot-separated labels, each made of `[a-z0-9]` with `-` or `_`
 /// allowed inside (never first or last), at most 200 characters in all.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, utoipa::ToSchema)]
 #[schema(value_type = String, example = "com.example.weather")]

@@ -1,4 +1,4 @@
-//! Payment terms of an agent (PAYMENTS.md): the canonical stored shape, its parser, and the filter.
+//! Payment terms of an agent: the canonical stored shape, its parser, and the filter.
 
 use std::collections::BTreeSet;
 
@@ -15,7 +15,7 @@ const MAX_RAILS: usize = 32;
 /// Longest accepted `caip2` value (a CAIP-2 id is at most 41 characters; leave room).
 const MAX_CAIP2_LEN: usize = 128;
 
-/// Network aliases (PAYMENTS §1), applied on write and to `net:asset` filter terms.
+/// Network aliases, applied on write and to `net:asset` filter terms.
 const NETWORK_ALIASES: &[(&str, &str)] = &[
     ("eip155:8453", "base"),
     ("eip155:84532", "base-sepolia"),
@@ -27,7 +27,7 @@ const NETWORK_ALIASES: &[(&str, &str)] = &[
     ("bip122:000000000019d6689c085ae165831e93", "bitcoin"),
 ];
 
-/// Asset aliases (PAYMENTS §1), applied on write and on the filter side.
+/// Asset aliases, applied on write and on the filter side.
 const ASSET_ALIASES: &[(&str, &str)] = &[
     ("usdce", "usdc.e"),
     ("usdc_e", "usdc.e"),
@@ -39,7 +39,7 @@ const ASSET_ALIASES: &[(&str, &str)] = &[
     ("msat", "btc"),
 ];
 
-/// Protocol aliases (PAYMENTS §1), applied on write and on the filter side.
+/// Protocol aliases, applied on write and on the filter side.
 const PROTOCOL_ALIASES: &[(&str, &str)] = &[("lsat", "l402"), ("bolt11", "lightning-invoice")];
 
 /// How an agent charges for its work.
@@ -109,7 +109,7 @@ impl Direction {
             .find(|direction| direction.as_str() == value)
     }
 
-    /// Whether an agent with this direction satisfies the filter token `wanted` (PAYMENTS §3):
+    /// Whether an agent with this direction satisfies the filter token `wanted`:
     /// `inbound` and `outbound` are sets, `both` their union, and `both` is only met by `both`.
     pub fn covers(self, wanted: Self) -> bool {
         match wanted {
@@ -170,7 +170,7 @@ impl Payment {
         }
     }
 
-    /// Parses a `payment` object from a request body (PAYMENTS §1), reporting every bad field.
+    /// Parses a `payment` object from a request body, reporting every bad field.
     ///
     /// Field names in errors look like `payment.model` or `payment.rails[2].asset`.
     pub fn parse(value: &Value) -> Result<Self, Vec<FieldError>> {
@@ -580,7 +580,7 @@ pub struct FilterError {
     pub message: String,
 }
 
-/// One `payment_rail` term, parsed once (PAYMENTS §3).
+/// One `payment_rail` term, parsed once.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum RailTerm {
     /// `net:asset`: exact network, asset by prefix.
@@ -633,7 +633,7 @@ impl RailTerm {
     }
 }
 
-/// The active payment filters of one search; `None` fields are not applied (PAYMENTS §2–3).
+/// The active payment filters of one search; `None` fields are not applied.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PaymentFilter {
     models: Option<BTreeSet<PaymentModel>>,
@@ -678,7 +678,7 @@ impl PaymentFilter {
             && self.rails.is_none()
     }
 
-    /// Whether an agent with these payment terms passes every active filter (PAYMENTS §3).
+    /// Whether an agent with these payment terms passes every active filter.
     /// An agent without payment terms fails every active filter.
     pub fn matches(&self, payment: Option<&Payment>) -> bool {
         if self.is_empty() {
@@ -742,7 +742,7 @@ impl PaymentFilter {
     }
 }
 
-/// PAYMENTS §2: ASCII-lowercase, split on `[\s,]+`, drop empty tokens; `None` when none are left.
+/// A filter value's terms: ASCII-lowercase, split on `[\s,]+`, drop empty tokens; `None` when none are left.
 fn tokens(value: Option<&str>) -> Option<Vec<String>> {
     let tokens: Vec<String> = value?
         .to_ascii_lowercase()
@@ -831,7 +831,7 @@ mod tests {
         rail_filter(value).matches(Some(&with_rails(agent_rails)))
     }
 
-    // ----- the stored shape: parsing and normalisation (PAYMENTS §1) -----
+    // ----- the stored shape: parsing and normalisation -----
 
     #[test]
     fn the_documented_example_parses_to_its_canonical_form() {
@@ -1315,7 +1315,7 @@ mod tests {
         assert_eq!(PaymentModel::parse("Paid"), None);
     }
 
-    // ----- filters: tokenising (PAYMENTS §2) -----
+    // ----- filters: tokenising -----
 
     #[test]
     fn no_input_is_an_empty_filter_that_matches_every_agent() {
@@ -1348,7 +1348,7 @@ mod tests {
         assert!(!parsed.matches(Some(&payment(json!({"model": "freemium"})))));
     }
 
-    // ----- filters: matching (PAYMENTS §3) -----
+    // ----- filters: matching -----
 
     #[test]
     fn paid_does_not_match_freemium() {

@@ -73,7 +73,7 @@ pub enum Transport {
     InProcess,
     /// A2A v1.0 `SendMessage` to the card's JSON-RPC interface.
     Jsonrpc,
-    /// `{"action", "params"}` POSTed to the record's `url` (SERVICE-SPEC §4.3).
+    /// `{"action", "params"}` POSTed to the record's `url`.
     Legacy,
 }
 

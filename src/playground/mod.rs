@@ -1,4 +1,4 @@
-//! The playground (CONTRACT §6): sessions, owned by a token owner and expiring when idle, in
+//! The playground: sessions, owned by a token owner and expiring when idle, in
 //! which agents are discovered with the shared search and their capabilities executed. Each
 //! discover and execute is recorded as a step of the session's history. See `docs/playground.md`.
 

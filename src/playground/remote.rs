@@ -1,4 +1,4 @@
-//! Calling a published agent as A2A.md §3 says: fetch its card (`manifest_url`, else the card
+//! Calling a published agent over A2A: fetch its card (`manifest_url`, else the card
 //! built from the record), POST `SendMessage` to the first JSON-RPC interface, and read a
 //! `{message}` or `{task}` result; with no JSON-RPC interface but a `url`, POST the legacy
 //! `{"action", "params"}` there. Every request goes through the SSRF-safe outbound fetcher.

@@ -14,7 +14,7 @@ use super::Settings;
 /// Discovered agents listed with a session at most (the most recently discovered first found).
 const MAX_DISCOVERED: usize = 50;
 
-/// A playground session (CONTRACT §6).
+/// A playground session.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SessionView {
     /// `pgs_…`.

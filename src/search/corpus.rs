@@ -1,5 +1,5 @@
 //! Test corpora for benchmarks and the quality harness: ACTIVE agents from a JSON Lines file of
-//! publish bodies (the format of `shared/data/agents-real.jsonl`), optionally replicated.
+//! publish bodies (the format of the public data set `agents-real.jsonl`), optionally replicated.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -35,7 +35,7 @@ use facets::{FacetIndex, Facets, SlotSet};
 use text::{DocText, TextIndex};
 use vectors::VectorStore;
 
-/// Largest page any path serves (CONTRACT §1.3).
+/// Largest page any path serves.
 pub const MAX_LIMIT: usize = 100;
 /// Reciprocal rank fusion: score = 1 / (RRF_K + keyword rank) + w / (RRF_K + vector rank), with
 /// `w` the embedder's `fusion_weight` (0.5 for the static table, 1 for a model). Chosen on the

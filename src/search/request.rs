@@ -8,7 +8,7 @@ use crate::domain::payment::PaymentFilterInput;
 use super::filters::join_json_value;
 use super::{Filters, RawFilters, SearchError, SearchRequest, Sort, clamp_limit};
 
-/// Page-size defaults of one path (CONTRACT §1.3, §5).
+/// Page-size defaults of one path.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     pub default: usize,
@@ -95,7 +95,7 @@ pub fn from_query_pairs(
 }
 
 /// From a JSON object: `{"query", "limit", "cursor", "sort", "filters": {…}}`, with filter keys
-/// also accepted at the top level, and payment keys also in camelCase (CONTRACT §3.4).
+/// also accepted at the top level, and payment keys also in camelCase.
 pub fn from_json(body: &Value, limits: Limits) -> Result<SearchRequest, SearchError> {
     let empty = Map::new();
     let object = match body {

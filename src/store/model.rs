@@ -7,7 +7,7 @@ use crate::auth::Scope;
 use crate::domain::AgentDraft;
 use crate::timestamp::Timestamp;
 
-/// Lifecycle state of an agent entry (SERVICE-SPEC §3).
+/// Lifecycle state of an agent entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 pub enum AgentState {
     /// Created or unpublished: visible to its owner only.
@@ -201,7 +201,7 @@ impl StoredEmbedding {
     }
 }
 
-/// A playground session as stored (CONTRACT §6), with its history in order.
+/// A playground session as stored, with its history in order.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlaygroundSession {
     /// `pgs_` + ULID.

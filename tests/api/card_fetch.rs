@@ -1,4 +1,4 @@
-//! Publishing from a card (CONTRACT §4.1, PAYMENTS §5): a body with a `manifest_url` and no name
+//! Publishing from a card: a body with a `manifest_url` and no name
 //! or description is filled from the A2A v1.0 card fetched there.
 
 use serde_json::json;

@@ -1,4 +1,4 @@
-//! Agent cards (CONTRACT §2.2, §3.3, §3.5, §7; A2A.md §1): the registry's own in both formats,
+//! Agent cards: the registry's own in both formats,
 //! the hosted utility agents', and those of published agents, with their caching headers.
 
 use axum::body::Body;
@@ -41,7 +41,7 @@ async fn assert_cacheable(app: &TestApp, path: &str) -> TestResponse {
     response
 }
 
-/// The A2A v1.0 fields every card must carry (A2A.md §1).
+/// The A2A v1.0 fields every card must carry.
 fn assert_a2a_card(card: &Value) {
     for key in ["name", "description", "version"] {
         assert!(card[key].is_string(), "{key}: {card}");

@@ -1,4 +1,4 @@
-//! The error model (CONTRACT §1.1): every code reachable over REST is problem+json, and no input
+//! The error model: every code reachable over REST is problem+json, and no input
 //! crashes the server or gets a 500.
 
 use axum::body::Body;

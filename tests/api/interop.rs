@@ -1,6 +1,6 @@
 //! Every card the registry serves parses as an AgentCard of the official Rust A2A crate
 //! (`a2a-lf`, imported as `a2a`): the registry's own, the hosted agents', a card built for a
-//! published agent, and a full card published as is (A2A.md §1).
+//! published agent, and a full card published as is.
 
 use serde_json::{Value, json};
 

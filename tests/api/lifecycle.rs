@@ -1,4 +1,4 @@
-//! The agent lifecycle (CONTRACT §4.2): go-live, unpublish, update, delete, and what each makes
+//! The agent lifecycle: go-live, unpublish, update, delete, and what each makes
 //! visible on the public paths.
 
 use axum::http::{Method, header};

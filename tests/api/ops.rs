@@ -1,4 +1,4 @@
-//! Operational endpoints (CONTRACT §3.6).
+//! Operational endpoints.
 
 use std::collections::{BTreeMap, BTreeSet};
 

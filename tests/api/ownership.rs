@@ -1,4 +1,4 @@
-//! Ownership (CONTRACT §1.2): an agent belongs to the owner of the token that created it.
+//! Ownership: an agent belongs to the owner of the token that created it.
 
 use serde_json::json;
 

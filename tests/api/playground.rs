@@ -1,4 +1,4 @@
-//! The playground (CONTRACT §6): sessions owned by their creator and expiring when idle,
+//! The playground: sessions owned by their creator and expiring when idle,
 //! discovery through the shared search, and execution of hosted agents in-process and of
 //! published agents over A2A (`SendMessage`) or the legacy `{action, params}` style.
 

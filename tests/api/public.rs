@@ -1,4 +1,4 @@
-//! Public reads (CONTRACT §3.1–3.4, §1.3): list, filters, sort, pagination, get, search.
+//! Public reads: list, filters, sort, pagination, get, search.
 
 use std::collections::HashSet;
 

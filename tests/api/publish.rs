@@ -1,10 +1,10 @@
-//! `POST /api/agents/publish` (CONTRACT §4.1) and payment normalisation (PAYMENTS §1, §5).
+//! `POST /api/agents/publish` and payment normalisation.
 
 use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, agent_body, error_fields, str_at};
 
-/// Every writable field of CONTRACT §2.1.
+/// Every writable field of an agent record.
 fn weather_body() -> Value {
     json!({
         "package_name": "com.example.weather",

@@ -1,4 +1,4 @@
-//! Durability across restarts (CONTRACT §8): what was acknowledged is there after a restart.
+//! Durability across restarts: what was acknowledged is there after a restart.
 
 use serde_json::json;
 

@@ -1,4 +1,4 @@
-//! One search function behind every path (CONTRACT §5): the same query and filters give the
+//! One search function behind every path: the same query and filters give the
 //! same agents in the same order through GET, POST search, /a2a/discover, /a2a/message and
 //! JSON-RPC SendMessage.
 

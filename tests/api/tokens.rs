@@ -1,4 +1,4 @@
-//! API tokens and scopes (CONTRACT §1.2).
+//! API tokens and scopes.
 
 use agent_registry::auth::{Scope, hash_secret};
 use agent_registry::store::TokenRecord;

@@ -1,4 +1,4 @@
-//! The hosted utility agents (CONTRACT §7, SERVICE-SPEC §2.3, §4.6) through all three entry
+//! The hosted utility agents through all three entry
 //! points — `POST /a2a/utility/<name>`, A2A `SendMessage` at `/a2a/utility/<name>/v1`, and
 //! `/a2a/message` with `to: <package>` — against fakes of their upstreams on loopback.
 

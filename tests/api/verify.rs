@@ -1,4 +1,4 @@
-//! Domain verification (CONTRACT §4.3) against a verification file served by a local fake.
+//! Domain verification against a verification file served by a local fake.
 
 use serde_json::json;
 

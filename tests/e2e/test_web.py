@@ -106,7 +106,7 @@ def test_running_a_hosted_agent_in_the_playground_records_the_step(page: Page, r
 
     status, body = api(registry, "POST", "/api/playground/session", {}, token)
     if status == 404 and body.get("code") == "not_found":
-        pytest.xfail("the playground API (CONTRACT §6) is not on this branch yet")
+        pytest.xfail("the playground API is not on this branch yet")
     assert status == 201, body
     page.get_by_role("button", name="Start a session").click()
     expect(page.locator("#session-status")).to_contain_text("pgs_")

@@ -1,4 +1,4 @@
-// The playground: a session (CONTRACT §6) in which agents are discovered and their capabilities
+// The playground: a session in which agents are discovered and their capabilities
 // run, with a form generated from each capability's input schema and a history of every step.
 import { el, api, showError, hideError, pretty, when, debounce, bindTokenPanel, agentBadges } from "./common.js";
 import { buildForm } from "./schema-form.js";

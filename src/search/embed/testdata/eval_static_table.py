@@ -2,7 +2,7 @@
 
     pip install numpy safetensors tokenizers
     python3 src/search/embed/testdata/eval_static_table.py models/all-MiniLM-L6-v2 \
-        /work/shared/data/agents-real.jsonl [assets/static-embeddings/minilm-l6-v2.bin]
+        path/to/agents-real.jsonl [assets/static-embeddings/minilm-l6-v2.bin]
 
 Embeds 2,000 agent descriptions (every 10th line) and 50 intent queries with MiniLM (a batched
 numpy forward pass; cached in /tmp), builds token tables from the model as the distiller does,

@@ -2,7 +2,7 @@
 
     pip install tokenizers
     python3 src/search/embed/testdata/make_wordpiece_cases.py \
-        models/all-MiniLM-L6-v2/tokenizer.json /work/shared/data/agents-real.jsonl
+        models/all-MiniLM-L6-v2/tokenizer.json path/to/agents-real.jsonl
 
 Each output line is `[text, [ids without [CLS]/[SEP]]]`; the Rust tests compare the hand-written
 tokeniser against it.

@@ -305,6 +305,7 @@ mod tests {
     use std::sync::OnceLock;
 
     use super::*;
+    use crate::search::embed::reference::Reference;
     use crate::search::embed::{StaticEmbedder, dot};
 
     /// The weights at the fixed path `models/all-MiniLM-L6-v2`, loaded once per test binary; `None`
@@ -330,20 +331,8 @@ mod tests {
             .as_ref()
     }
 
-    #[derive(Deserialize)]
-    struct Reference {
-        cases: Vec<ReferenceCase>,
-    }
-
-    #[derive(Deserialize)]
-    struct ReferenceCase {
-        text: String,
-        ids: Vec<u32>,
-        vector: Vec<f32>,
-    }
-
     fn reference() -> Reference {
-        serde_json::from_str(include_str!("testdata/minilm_reference.json")).expect("reference")
+        crate::search::embed::reference::parse(include_str!("testdata/minilm_reference.json"))
     }
 
     fn embed(model: &MiniLm, texts: &[&str]) -> Vec<Vec<f32>> {

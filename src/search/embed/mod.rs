@@ -243,6 +243,28 @@ pub fn l2_normalize(vector: &mut [f32]) {
     }
 }
 
+/// Vectors computed by an independent implementation (the Python generators in `testdata/`),
+/// which the embedders' tests must reproduce.
+#[cfg(test)]
+pub(crate) mod reference {
+    #[derive(serde::Deserialize)]
+    pub struct Reference {
+        pub cases: Vec<ReferenceCase>,
+    }
+
+    #[derive(serde::Deserialize)]
+    pub struct ReferenceCase {
+        pub text: String,
+        pub ids: Vec<u32>,
+        pub vector: Vec<f32>,
+    }
+
+    /// Parses one of the `testdata/*_reference.json` files.
+    pub fn parse(json: &str) -> Reference {
+        serde_json::from_str(json).expect("a reference file")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

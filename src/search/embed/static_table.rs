@@ -403,23 +403,11 @@ mod tests {
         assert_eq!(batch[7], embedder.embed_text(&texts[7]));
     }
 
-    #[derive(serde::Deserialize)]
-    struct ReferenceCase {
-        text: String,
-        ids: Vec<u32>,
-        vector: Vec<f32>,
-    }
-
     #[test]
     fn the_builtin_table_matches_an_independent_reference_implementation() {
         // testdata/make_static_reference.py: Hugging Face `tokenizers` and numpy.
-        #[derive(serde::Deserialize)]
-        struct Reference {
-            cases: Vec<ReferenceCase>,
-        }
-        let reference: Reference =
-            serde_json::from_str(include_str!("testdata/static_reference.json"))
-                .expect("reference");
+        let reference =
+            crate::search::embed::reference::parse(include_str!("testdata/static_reference.json"));
         let embedder = builtin();
         for case in &reference.cases {
             assert_eq!(

@@ -37,13 +37,34 @@ pub enum ErrorCode {
     RequestTimeout,
     Unavailable,
     Internal,
+    // The A2A protocol's own errors, answered on its JSON-RPC endpoints.
+    /// A JSON-RPC request that is not a valid request object.
+    InvalidRequest,
+    /// A JSON-RPC method this endpoint does not know.
+    MethodNotFound,
+    /// A message names a task this agent does not have (it keeps no tasks).
+    TaskNotFound,
+    /// A push-notification method, on an agent whose card declares no push notifications.
+    PushNotificationNotSupported,
+    /// An A2A method the card does not declare (streaming, subscriptions, extended cards, task lists).
+    UnsupportedOperation,
+    /// A message part of a media type the agent does not accept.
+    ContentTypeNotSupported,
+    /// An A2A protocol version other than 1.0.
+    VersionNotSupported,
 }
 
 impl ErrorCode {
     /// The HTTP status this code is served with on REST paths.
     pub fn status(self) -> StatusCode {
         match self {
-            Self::InvalidJson | Self::InvalidParameter => StatusCode::BAD_REQUEST,
+            Self::InvalidJson
+            | Self::InvalidParameter
+            | Self::InvalidRequest
+            | Self::PushNotificationNotSupported
+            | Self::UnsupportedOperation
+            | Self::ContentTypeNotSupported
+            | Self::VersionNotSupported => StatusCode::BAD_REQUEST,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::ValidationFailed | Self::VerificationFailed => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
@@ -52,7 +73,9 @@ impl ErrorCode {
             | Self::SessionNotFound
             | Self::TokenNotFound
             | Self::ResourceNotFound
-            | Self::NotFound => StatusCode::NOT_FOUND,
+            | Self::NotFound
+            | Self::MethodNotFound
+            | Self::TaskNotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Conflict | Self::InvalidStateTransition => StatusCode::CONFLICT,
             Self::PreconditionFailed => StatusCode::PRECONDITION_FAILED,
@@ -66,18 +89,41 @@ impl ErrorCode {
         }
     }
 
-    /// The JSON-RPC 2.0 error code for the same condition.
+    /// The JSON-RPC 2.0 error code for the same condition: JSON-RPC's own codes, A2A's codes
+    /// (-32001 to -32009), and -32000 for authentication.
     pub fn jsonrpc_code(self) -> i64 {
         match self {
             Self::InvalidJson => -32700,
+            Self::InvalidRequest => -32600,
             Self::InvalidParameter
             | Self::ValidationFailed
             | Self::PayloadTooLarge
             | Self::AgentNotFound
             | Self::ResourceNotFound => -32602,
             Self::Unauthorized | Self::Forbidden => -32000,
-            Self::NotFound | Self::MethodNotAllowed => -32601,
+            Self::NotFound | Self::MethodNotAllowed | Self::MethodNotFound => -32601,
+            Self::TaskNotFound => -32001,
+            Self::PushNotificationNotSupported => -32003,
+            Self::UnsupportedOperation => -32004,
+            Self::ContentTypeNotSupported | Self::UnsupportedMediaType => -32005,
+            Self::VersionNotSupported => -32009,
             _ => -32603,
+        }
+    }
+
+    /// The A2A error type's reason for a `google.rpc.ErrorInfo` in domain `a2a-protocol.org`
+    /// (the type's name in UPPER_SNAKE_CASE without "Error"); `None` for the registry's own
+    /// errors.
+    pub fn a2a_reason(self) -> Option<&'static str> {
+        match self {
+            Self::TaskNotFound => Some("TASK_NOT_FOUND"),
+            Self::PushNotificationNotSupported => Some("PUSH_NOTIFICATION_NOT_SUPPORTED"),
+            Self::UnsupportedOperation => Some("UNSUPPORTED_OPERATION"),
+            Self::ContentTypeNotSupported | Self::UnsupportedMediaType => {
+                Some("CONTENT_TYPE_NOT_SUPPORTED")
+            }
+            Self::VersionNotSupported => Some("VERSION_NOT_SUPPORTED"),
+            _ => None,
         }
     }
 
@@ -107,6 +153,13 @@ impl ErrorCode {
             Self::RequestTimeout => "request_timeout",
             Self::Unavailable => "unavailable",
             Self::Internal => "internal",
+            Self::InvalidRequest => "invalid_request",
+            Self::MethodNotFound => "method_not_found",
+            Self::TaskNotFound => "task_not_found",
+            Self::PushNotificationNotSupported => "push_notification_not_supported",
+            Self::UnsupportedOperation => "unsupported_operation",
+            Self::ContentTypeNotSupported => "content_type_not_supported",
+            Self::VersionNotSupported => "version_not_supported",
         }
     }
 }

@@ -78,6 +78,7 @@ pub async fn build_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::
         outbound,
         hosted,
         follower: Arc::new(follower),
+        started_at: timestamp::Timestamp::now(),
     };
     let router = router::router(state.clone());
     Ok(App { state, router })

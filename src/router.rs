@@ -122,9 +122,12 @@ pub fn router(state: AppState) -> Router {
             post(playground::execute),
         )
         .route("/a2a/v1", post(a2a::jsonrpc::handle))
+        // HTTP clients that join a path to the card's URL add a slash: the same endpoints.
+        .route("/a2a/v1/", post(a2a::jsonrpc::handle))
         .route("/a2a/discover", post(a2a::legacy::discover))
         .route("/a2a/utility/{name}", post(a2a::utility::invoke))
-        .route("/a2a/utility/{name}/v1", post(a2a::utility::handle));
+        .route("/a2a/utility/{name}/v1", post(a2a::utility::handle))
+        .route("/a2a/utility/{name}/v1/", post(a2a::utility::handle));
 
     // The web interface (src/web): pages for people, not REST paths, so not in `ApiDoc`.
     let pages = Router::new()

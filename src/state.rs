@@ -10,6 +10,7 @@ use crate::follow::AbortOnDrop;
 use crate::outbound::Outbound;
 use crate::search::SearchIndex;
 use crate::store::Store;
+use crate::timestamp::Timestamp;
 
 /// Cheap to clone: every field is shared.
 #[derive(Clone)]
@@ -28,4 +29,7 @@ pub struct AppState {
     pub hosted: HostedAgents,
     /// The change-log follower (`follow`): it stops when the last clone of the state is dropped.
     pub follower: Arc<AbortOnDrop>,
+    /// When this process started: the last time the registry's and hosted agents' cards, which
+    /// are built from the binary and its configuration, can have changed.
+    pub started_at: Timestamp,
 }

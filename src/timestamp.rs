@@ -45,7 +45,32 @@ impl Timestamp {
             .and_then(|t| t.format(&Rfc3339).ok())
             .unwrap_or_else(|| "1970-01-01T00:00:00Z".to_owned())
     }
+
+    /// The IMF-fixdate of HTTP (`Last-Modified`), e.g. `Sun, 22 Nov 2026 10:00:00 GMT`.
+    pub fn to_http_date(self) -> String {
+        let secs = self.0.div_euclid(1_000_000);
+        OffsetDateTime::from_unix_timestamp(secs)
+            .ok()
+            .and_then(|t| t.format(HTTP_DATE).ok())
+            .unwrap_or_else(|| "Thu, 01 Jan 1970 00:00:00 GMT".to_owned())
+    }
+
+    /// Parse an IMF-fixdate (`If-Modified-Since`); `None` for anything else.
+    pub fn from_http_date(text: &str) -> Option<Self> {
+        let parsed = time::PrimitiveDateTime::parse(text.trim(), HTTP_DATE).ok()?;
+        Self::from_unix_secs(parsed.assume_utc().unix_timestamp())
+    }
+
+    /// The same time cut to whole seconds, the precision of HTTP dates.
+    pub fn whole_secs(self) -> Self {
+        Self(self.0 - self.0.rem_euclid(1_000_000))
+    }
 }
+
+/// `Sun, 22 Nov 2026 10:00:00 GMT` (RFC 9110 IMF-fixdate).
+const HTTP_DATE: &[time::format_description::BorrowedFormatItem<'static>] = time::macros::format_description!(
+    "[weekday repr:short], [day] [month repr:short] [year] [hour]:[minute]:[second] GMT"
+);
 
 impl utoipa::PartialSchema for Timestamp {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
@@ -75,6 +100,18 @@ mod tests {
     fn timestamps_render_as_rfc3339_utc_with_whole_seconds() {
         let t = Timestamp::from_micros(1_795_341_600_123_456);
         assert_eq!(t.to_rfc3339(), "2026-11-22T10:00:00Z");
+    }
+
+    #[test]
+    fn http_dates_round_trip_at_whole_seconds() {
+        let t = Timestamp::from_micros(1_795_341_600_123_456);
+        assert_eq!(t.to_http_date(), "Sun, 22 Nov 2026 10:00:00 GMT");
+        assert_eq!(
+            Timestamp::from_http_date("Sun, 22 Nov 2026 10:00:00 GMT"),
+            Some(t.whole_secs())
+        );
+        assert_eq!(Timestamp::from_http_date("yesterday"), None);
+        assert_eq!(Timestamp::from_http_date(""), None);
     }
 
     #[test]

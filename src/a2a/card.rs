@@ -256,8 +256,9 @@ fn registry_skill(skill: &RegistrySkill) -> Value {
 
 /// The registry's own A2A v1.0 card, served at `/.well-known/agent-card.json`.
 ///
-/// Besides the A2A fields it carries `"agent_id": "registry"` and, in a non-required extension
-/// at `{site_url}/extensions/registry-capabilities/v1`, the registry's own capability list.
+/// It carries only A2A v1.0 AgentCard fields, so strict parsers accept it; the registry's
+/// `agent_id` and its own capability list travel in a non-required extension at
+/// `{site_url}/extensions/registry-capabilities/v1`.
 pub fn registry_card(site_url: &str, base_url: &str, version: &str) -> Value {
     let site_url = site_url.trim_end_matches('/');
     let base_url = base_url.trim_end_matches('/');
@@ -274,7 +275,6 @@ pub fn registry_card(site_url: &str, base_url: &str, version: &str) -> Value {
         "required": false,
         "params": {"agent_id": REGISTRY_AGENT_ID, "capabilities": registry_capabilities()}
     });
-    card.insert("agent_id".to_owned(), json!(REGISTRY_AGENT_ID));
     card.insert(
         "capabilities".to_owned(),
         capabilities_object(vec![extension]),
@@ -465,7 +465,8 @@ mod tests {
         {
             assert_eq!(skill["description"], json!(capability.description));
         }
-        assert_eq!(card["agent_id"], legacy["agent_id"]);
+        assert!(card.get("agent_id").is_none(), "not an AgentCard field");
+        assert_eq!(extension["params"]["agent_id"], legacy["agent_id"]);
         assert_eq!(card["name"], legacy["name"]);
         assert_eq!(card["description"], legacy["description"]);
     }

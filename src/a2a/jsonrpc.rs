@@ -14,47 +14,80 @@ use serde_json::{Map, Value, json};
 
 use crate::agents::HostedAgent;
 use crate::auth::{self, Scope};
+use crate::domain::FieldError;
 use crate::error::{ApiError, ErrorCode};
 use crate::search::request::{self, SEARCH_LIMITS};
 use crate::state::AppState;
 
 use super::skills;
 
-/// JSON-RPC error codes used here.
-pub mod codes {
-    pub const PARSE_ERROR: i64 = -32700;
-    pub const INVALID_REQUEST: i64 = -32600;
-    pub const METHOD_NOT_FOUND: i64 = -32601;
-    pub const INVALID_PARAMS: i64 = -32602;
-    pub const INTERNAL: i64 = -32603;
-    pub const UNAUTHORIZED: i64 = -32000;
-    pub const TASK_NOT_FOUND: i64 = -32001;
-    pub const VERSION_NOT_SUPPORTED: i64 = -32009;
-}
+/// The domain of the `google.rpc.ErrorInfo` of the registry's own errors (A2A's errors use
+/// `a2a-protocol.org`).
+pub const REGISTRY_ERROR_DOMAIN: &str = "agent-registry";
 
-/// A JSON-RPC error object.
+/// A JSON-RPC error: one of the registry's error codes (which knows its JSON-RPC code and, for
+/// A2A's errors, its ErrorInfo reason), a message, and details for `error.data`.
 #[derive(Debug, Clone)]
 pub struct RpcError {
-    pub code: i64,
+    pub code: ErrorCode,
     pub message: String,
-    pub data: Option<Value>,
+    /// `ErrorInfo.metadata`: string values only, as the type requires.
+    pub metadata: Vec<(&'static str, String)>,
+    /// Field violations, sent as a `google.rpc.BadRequest`.
+    pub field_errors: Vec<FieldError>,
 }
 
 impl RpcError {
-    pub fn new(code: i64, message: impl Into<String>) -> Self {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
             code,
             message: message.into(),
-            data: None,
+            metadata: Vec::new(),
+            field_errors: Vec::new(),
         }
     }
 
-    fn to_json(&self) -> Value {
-        let mut error = json!({"code": self.code, "message": self.message});
-        if let (Some(data), Value::Object(map)) = (&self.data, &mut error) {
-            map.insert("data".to_owned(), data.clone());
+    /// The same error with one more ErrorInfo metadata entry.
+    pub fn with(mut self, key: &'static str, value: impl Into<String>) -> Self {
+        self.metadata.push((key, value.into()));
+        self
+    }
+
+    /// The JSON-RPC error object: `{code, message, data}`, where `data` is an array of typed
+    /// details: always a `google.rpc.ErrorInfo` (A2A's reason and domain for A2A's errors, the
+    /// registry's otherwise, with the registry's snake_case code in its metadata), and a
+    /// `google.rpc.BadRequest` when fields are invalid.
+    pub fn to_json(&self) -> Value {
+        let (reason, domain) = match self.code.a2a_reason() {
+            Some(reason) => (reason.to_owned(), "a2a-protocol.org"),
+            None => (
+                self.code.as_str().to_ascii_uppercase(),
+                REGISTRY_ERROR_DOMAIN,
+            ),
+        };
+        let mut metadata = Map::new();
+        metadata.insert("code".to_owned(), json!(self.code.as_str()));
+        for (key, value) in &self.metadata {
+            metadata.insert((*key).to_owned(), json!(value));
         }
-        error
+        let mut data = vec![json!({
+            "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+            "reason": reason,
+            "domain": domain,
+            "metadata": metadata,
+        })];
+        if !self.field_errors.is_empty() {
+            let violations: Vec<Value> = self
+                .field_errors
+                .iter()
+                .map(|e| json!({"field": e.field, "description": e.message}))
+                .collect();
+            data.push(json!({
+                "@type": "type.googleapis.com/google.rpc.BadRequest",
+                "fieldViolations": violations,
+            }));
+        }
+        json!({"code": self.code.jsonrpc_code(), "message": self.message, "data": data})
     }
 }
 
@@ -65,9 +98,8 @@ impl From<ApiError> for RpcError {
             _ => err.detail.clone(),
         };
         Self {
-            code: err.code.jsonrpc_code(),
-            message,
-            data: Some(json!({"code": err.code.as_str()})),
+            field_errors: err.errors,
+            ..Self::new(err.code, message)
         }
     }
 }
@@ -104,20 +136,24 @@ fn version_supported(headers: &HeaderMap, query: Option<&str>) -> Result<(), Rpc
     match from_header.or(from_query) {
         None => Ok(()),
         Some(version) if matches!(version.trim(), "" | "1.0" | "1.0.0") => Ok(()),
-        Some(version) => Err(RpcError {
-            data: Some(json!({"supported": ["1.0"]})),
-            ..RpcError::new(
-                codes::VERSION_NOT_SUPPORTED,
-                format!(
-                    "A2A version '{}' is not supported; this endpoint serves 1.0",
-                    crate::error::truncate(&version, 20)
-                ),
-            )
-        }),
+        Some(version) => Err(RpcError::new(
+            ErrorCode::VersionNotSupported,
+            format!(
+                "A2A version '{}' is not supported; this endpoint serves 1.0",
+                crate::error::truncate(&version, 20)
+            ),
+        )
+        .with("supportedVersions", "1.0")),
     }
 }
 
-/// `POST /a2a/v1`: authenticate, then answer a request or a batch.
+/// The registry's A2A JSON-RPC endpoint (also at `/a2a/v1/`).
+///
+/// `SendMessage` runs the skills `search_agents` and `resolve_package`. Task methods answer
+/// TaskNotFoundError (-32001), push-notification methods PushNotificationNotSupportedError
+/// (-32003), streaming, subscriptions, the extended card and task lists
+/// UnsupportedOperationError (-32004); a part the agent cannot read is
+/// ContentTypeNotSupportedError (-32005). `error.data` carries a `google.rpc.ErrorInfo`.
 #[utoipa::path(post, path = "/a2a/v1", tag = "a2a",
     request_body(content = serde_json::Value, description = "JSON-RPC 2.0 request or batch; method `SendMessage`"),
     responses((status = 200, description = "JSON-RPC response (errors too)", body = serde_json::Value),
@@ -150,11 +186,17 @@ pub async fn serve(
     if let Err(response) = authorize(state, parts).await {
         return response;
     }
+    if let Err(error) = json_content_type(&parts.headers) {
+        return http_json(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            &error_response(Value::Null, &error),
+        );
+    }
     let body = match body {
         Ok(body) => body,
         Err(rejection) => {
             let error = RpcError::new(
-                codes::INVALID_REQUEST,
+                ErrorCode::InvalidRequest,
                 format!("cannot read the request body: {}", rejection.body_text()),
             );
             return http_json(rejection.status(), &error_response(Value::Null, &error));
@@ -163,7 +205,7 @@ pub async fn serve(
     let parsed: Value = match serde_json::from_slice(&body) {
         Ok(value) => value,
         Err(err) => {
-            let error = RpcError::new(codes::PARSE_ERROR, format!("parse error: {err}"));
+            let error = RpcError::new(ErrorCode::InvalidJson, format!("parse error: {err}"));
             return http_json(StatusCode::OK, &error_response(Value::Null, &error));
         }
     };
@@ -171,7 +213,7 @@ pub async fn serve(
     let answer = match parsed {
         Value::Array(batch) if batch.is_empty() => Some(error_response(
             Value::Null,
-            &RpcError::new(codes::INVALID_REQUEST, "empty batch"),
+            &RpcError::new(ErrorCode::InvalidRequest, "empty batch"),
         )),
         Value::Array(batch) => {
             let mut answers = Vec::with_capacity(batch.len());
@@ -190,28 +232,37 @@ pub async fn serve(
     }
 }
 
+/// A request body declared as anything but JSON is ContentTypeNotSupportedError (HTTP 415); a
+/// request without a `Content-Type` is read as JSON.
+fn json_content_type(headers: &HeaderMap) -> Result<(), RpcError> {
+    let Some(value) = headers.get(header::CONTENT_TYPE) else {
+        return Ok(());
+    };
+    match value.to_str() {
+        Ok(media_type) if is_json_media_type(media_type) => Ok(()),
+        other => Err(RpcError::new(
+            ErrorCode::UnsupportedMediaType,
+            format!(
+                "Content-Type {} is not supported; JSON-RPC requests are application/json",
+                crate::error::truncate(other.unwrap_or("?"), 60)
+            ),
+        )),
+    }
+}
+
 /// Missing or invalid token → 401, missing scope → 403, both with a JSON-RPC error body.
 async fn authorize(state: &AppState, parts: &Parts) -> Result<(), Response> {
     let caller = match auth::bearer_secret(parts) {
         Ok(secret) => auth::authenticate(state, secret).await,
         Err(err) => Err(err),
     };
-    let denied = |status: StatusCode, message: &str, detail: String| {
-        let error = RpcError {
-            data: Some(json!({"detail": detail})),
-            ..RpcError::new(codes::UNAUTHORIZED, message)
-        };
-        http_json(status, &error_response(Value::Null, &error))
+    let denied = |err: ApiError| {
+        let status = err.code.status();
+        http_json(status, &error_response(Value::Null, &RpcError::from(err)))
     };
-    match caller {
-        Err(err) if err.code == ErrorCode::Unauthorized => {
-            Err(denied(StatusCode::UNAUTHORIZED, "unauthorized", err.detail))
-        }
-        Err(err) => Err(denied(err.code.status(), "unavailable", err.detail)),
-        Ok(caller) => caller
-            .require(Scope::A2a)
-            .map_err(|err| denied(StatusCode::FORBIDDEN, "forbidden", err.detail)),
-    }
+    caller
+        .and_then(|caller| caller.require(Scope::A2a))
+        .map_err(denied)
 }
 
 /// One call of a request or batch; `None` for a notification (no `id`).
@@ -224,7 +275,7 @@ async fn answer_call(
     let Value::Object(call) = call else {
         return Some(error_response(
             Value::Null,
-            &RpcError::new(codes::INVALID_REQUEST, "a request must be a JSON object"),
+            &RpcError::new(ErrorCode::InvalidRequest, "a request must be a JSON object"),
         ));
     };
     let id = call.get("id").cloned();
@@ -239,7 +290,7 @@ async fn answer_call(
     };
     let outcome = match (call.get("jsonrpc"), call.get("method")) {
         _ if !valid_id => Err(RpcError::new(
-            codes::INVALID_REQUEST,
+            ErrorCode::InvalidRequest,
             "id must be a string, a number or null",
         )),
         (Some(Value::String(v)), Some(Value::String(method))) if v == "2.0" => match version {
@@ -247,11 +298,11 @@ async fn answer_call(
             Ok(()) => dispatch(state, target, method, call.get("params")).await,
         },
         (Some(Value::String(v)), _) if v == "2.0" => Err(RpcError::new(
-            codes::INVALID_REQUEST,
+            ErrorCode::InvalidRequest,
             "method must be a string",
         )),
         _ => Err(RpcError::new(
-            codes::INVALID_REQUEST,
+            ErrorCode::InvalidRequest,
             "jsonrpc must be \"2.0\"",
         )),
     };
@@ -275,17 +326,131 @@ async fn dispatch(
             Target::Registry => send_message(state, params).await,
             Target::Hosted(agent) => super::utility::send_message(agent.as_ref(), params).await,
         },
-        "GetTask" | "CancelTask" | "tasks/get" | "tasks/cancel" => Err(RpcError::new(
-            codes::TASK_NOT_FOUND,
-            "task not found: the registry answers every message at once and keeps no tasks",
+        // The registry and its hosted agents answer every message at once and keep no tasks.
+        "GetTask" | "CancelTask" | "tasks/get" | "tasks/cancel" => {
+            Err(task_not_found(params.and_then(|p| p.get("id"))))
+        }
+        // The cards declare `pushNotifications: false`.
+        "CreateTaskPushNotificationConfig"
+        | "GetTaskPushNotificationConfig"
+        | "ListTaskPushNotificationConfigs"
+        | "DeleteTaskPushNotificationConfig"
+        | "tasks/pushNotificationConfig/set"
+        | "tasks/pushNotificationConfig/get"
+        | "tasks/pushNotificationConfig/list"
+        | "tasks/pushNotificationConfig/delete" => Err(RpcError::new(
+            ErrorCode::PushNotificationNotSupported,
+            "push notifications are not supported: the agent card declares pushNotifications false",
+        )),
+        // No card flag opts out of listing tasks: the list is always empty.
+        "ListTasks" | "tasks/list" => list_tasks(params),
+        // The cards declare `streaming: false` and `extendedAgentCard: false`.
+        "SendStreamingMessage"
+        | "SubscribeToTask"
+        | "GetExtendedAgentCard"
+        | "message/stream"
+        | "tasks/resubscribe"
+        | "agent/getAuthenticatedExtendedCard" => Err(RpcError::new(
+            ErrorCode::UnsupportedOperation,
+            format!(
+                "{method} is not supported: the agent card declares no streaming and no extended \
+                 card; use SendMessage"
+            ),
         )),
         other => Err(RpcError::new(
-            codes::METHOD_NOT_FOUND,
+            ErrorCode::MethodNotFound,
             format!(
                 "method '{}' not found; this agent serves SendMessage",
                 crate::error::truncate(other, 60)
             ),
         )),
+    }
+}
+
+/// The task states a `ListTasks` filter may name.
+const TASK_STATES: [&str; 8] = [
+    "TASK_STATE_SUBMITTED",
+    "TASK_STATE_WORKING",
+    "TASK_STATE_COMPLETED",
+    "TASK_STATE_FAILED",
+    "TASK_STATE_CANCELED",
+    "TASK_STATE_REJECTED",
+    "TASK_STATE_INPUT_REQUIRED",
+    "TASK_STATE_AUTH_REQUIRED",
+];
+
+/// `ListTasks`: the parameters are checked as A2A defines them (camelCase or the proto's
+/// snake_case names), and the answer is an empty final page, since no tasks are kept.
+fn list_tasks(params: Option<&Value>) -> Result<Value, RpcError> {
+    let empty = Map::new();
+    let params = match params {
+        None | Some(Value::Null) => &empty,
+        Some(Value::Object(params)) => params,
+        Some(_) => return Err(invalid_params("params must be an object")),
+    };
+    let get = |camel: &str, snake: &str| {
+        params
+            .get(camel)
+            .or_else(|| params.get(snake))
+            .filter(|v| !v.is_null())
+    };
+    let mut errors = Vec::new();
+    let page_size = match get("pageSize", "page_size") {
+        None => 50,
+        Some(value) => match value.as_i64() {
+            Some(size @ 1..=100) => size,
+            _ => {
+                errors.push(FieldError::new(
+                    "pageSize",
+                    "must be an integer between 1 and 100 inclusive",
+                ));
+                50
+            }
+        },
+    };
+    if let Some(value) = get("historyLength", "history_length") {
+        if value.as_i64().is_none_or(|n| n < 0) {
+            errors.push(FieldError::new(
+                "historyLength",
+                "must be a non-negative integer",
+            ));
+        }
+    }
+    if let Some(value) = get("status", "status") {
+        let known = value.as_str().is_some_and(|s| {
+            s.is_empty() || s == "TASK_STATE_UNSPECIFIED" || TASK_STATES.contains(&s)
+        });
+        if !known {
+            errors.push(FieldError::new(
+                "status",
+                format!("must be one of {}", TASK_STATES.join(", ")),
+            ));
+        }
+    }
+    // There is never a next page, so no token can name one.
+    if let Some(value) = get("pageToken", "page_token") {
+        if value.as_str() != Some("") {
+            errors.push(FieldError::new("pageToken", "names no page of this list"));
+        }
+    }
+    if !errors.is_empty() {
+        return Err(RpcError {
+            field_errors: errors,
+            ..invalid_params("invalid ListTasks parameters")
+        });
+    }
+    Ok(json!({"tasks": [], "nextPageToken": "", "pageSize": page_size, "totalSize": 0}))
+}
+
+/// TaskNotFoundError for a task id a client named (none exist: no tasks are kept).
+fn task_not_found(task_id: Option<&Value>) -> RpcError {
+    let error = RpcError::new(
+        ErrorCode::TaskNotFound,
+        "task not found: this agent answers every message at once and keeps no tasks",
+    );
+    match task_id.and_then(Value::as_str) {
+        Some(id) => error.with("taskId", crate::error::truncate(id, 100)),
+        None => error,
     }
 }
 
@@ -300,10 +465,14 @@ pub struct Incoming {
 }
 
 fn invalid_params(message: impl Into<String>) -> RpcError {
-    RpcError::new(codes::INVALID_PARAMS, message)
+    RpcError::new(ErrorCode::InvalidParameter, message)
 }
 
-/// Parse `SendMessage` params: `{message: {parts, metadata?, contextId?}, metadata?, skill_id?}`.
+/// Parse `SendMessage` params: `{message: {parts, metadata?, contextId?, taskId?}, metadata?,
+/// skill_id?, configuration?}`. Everything is checked here, before any agent or upstream is
+/// called: a `taskId` is TaskNotFoundError (no tasks are kept), a part this agent cannot read
+/// (`raw`, `url`, a v0.3 `file`, or a media type other than text or JSON) or output modes it
+/// cannot produce are ContentTypeNotSupportedError.
 pub fn parse_send_message(params: Option<&Value>) -> Result<Incoming, RpcError> {
     let params = params
         .and_then(Value::as_object)
@@ -316,16 +485,34 @@ pub fn parse_send_message(params: Option<&Value>) -> Result<Incoming, RpcError> 
         .get("parts")
         .and_then(Value::as_array)
         .ok_or_else(|| invalid_params("params.message.parts must be an array"))?;
+    match message.get("taskId") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(id)) if id.is_empty() => {}
+        Some(task_id) => return Err(task_not_found(Some(task_id))),
+    }
+    check_output_modes(params.get("configuration"))?;
     let mut texts = Vec::new();
     let mut data = Map::new();
     for (index, part) in parts.iter().enumerate() {
         let part = part
             .as_object()
             .ok_or_else(|| invalid_params(format!("parts[{index}] must be an object")))?;
+        if let Some(kind) = ["raw", "url", "file"]
+            .into_iter()
+            .find(|kind| part.contains_key(*kind))
+        {
+            return Err(unsupported_content(index, &format!("a {kind} part")));
+        }
         // v0.3 parts carry `kind`; v1.0 parts are told apart by their member.
         match (part.get("text"), part.get("data")) {
-            (Some(Value::String(text)), None) => texts.push(text.trim().to_owned()),
-            (None, Some(Value::Object(map))) => data.extend(map.clone()),
+            (Some(Value::String(text)), None) => {
+                check_media_type(index, part, is_text_media_type)?;
+                texts.push(text.trim().to_owned());
+            }
+            (None, Some(Value::Object(map))) => {
+                check_media_type(index, part, is_json_media_type)?;
+                data.extend(map.clone());
+            }
             (Some(_), None) => {
                 return Err(invalid_params(format!(
                     "parts[{index}].text must be a string"
@@ -343,6 +530,11 @@ pub fn parse_send_message(params: Option<&Value>) -> Result<Incoming, RpcError> 
             }
         }
     }
+    let context_id = match message.get("contextId") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) => Some(Value::String(id.clone())),
+        Some(_) => return Err(invalid_params("params.message.contextId must be a string")),
+    };
     let skill_from = |metadata: Option<&Value>| {
         metadata
             .and_then(|m| m.get("skill_id").or_else(|| m.get("skillId")))
@@ -364,8 +556,90 @@ pub fn parse_send_message(params: Option<&Value>) -> Result<Incoming, RpcError> 
             .collect::<Vec<_>>()
             .join(" "),
         data,
-        context_id: message.get("contextId").cloned(),
+        context_id,
     })
+}
+
+/// The media types every agent here reads and writes: the cards' input and output modes.
+pub const MEDIA_TYPES: [&str; 2] = ["application/json", "text/plain"];
+
+fn unsupported_content(index: usize, what: &str) -> RpcError {
+    RpcError::new(
+        ErrorCode::ContentTypeNotSupported,
+        format!(
+            "parts[{index}]: {} is not supported; this agent reads text and JSON data parts",
+            crate::error::truncate(what, 80)
+        ),
+    )
+}
+
+/// The part's `mediaType` (v0.3: `mimeType` in its metadata is not consulted), checked by `fits`.
+fn check_media_type(
+    index: usize,
+    part: &Map<String, Value>,
+    fits: fn(&str) -> bool,
+) -> Result<(), RpcError> {
+    match part.get("mediaType") {
+        None | Some(Value::Null) => Ok(()),
+        Some(Value::String(media_type)) if media_type.is_empty() || fits(media_type) => Ok(()),
+        Some(Value::String(media_type)) => Err(unsupported_content(
+            index,
+            &format!("media type {media_type}"),
+        )),
+        Some(_) => Err(invalid_params(format!(
+            "parts[{index}].mediaType must be a string"
+        ))),
+    }
+}
+
+/// The essence of a media type: `Text/Plain; charset=utf-8` → `text/plain`.
+fn essence(media_type: &str) -> String {
+    media_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// A text part's content is read as text, whatever its text subtype.
+fn is_text_media_type(media_type: &str) -> bool {
+    essence(media_type).starts_with("text/")
+}
+
+fn is_json_media_type(media_type: &str) -> bool {
+    let essence = essence(media_type);
+    essence == "application/json" || essence.ends_with("+json")
+}
+
+/// `configuration.acceptedOutputModes`, when given, must include a mode the agent answers in.
+fn check_output_modes(configuration: Option<&Value>) -> Result<(), RpcError> {
+    let Some(modes) = configuration.and_then(|c| c.get("acceptedOutputModes")) else {
+        return Ok(());
+    };
+    let modes = match modes {
+        Value::Null => return Ok(()),
+        Value::Array(modes) => modes,
+        _ => {
+            return Err(invalid_params(
+                "configuration.acceptedOutputModes must be an array of media types",
+            ));
+        }
+    };
+    let answerable = modes.is_empty()
+        || modes.iter().filter_map(Value::as_str).any(|mode| {
+            let mode = essence(mode);
+            mode == "*/*" || mode == "text/*" || MEDIA_TYPES.contains(&mode.as_str())
+        });
+    if answerable {
+        Ok(())
+    } else {
+        Err(RpcError::new(
+            ErrorCode::ContentTypeNotSupported,
+            "configuration.acceptedOutputModes: this agent answers in application/json and \
+             text/plain only",
+        ))
+    }
 }
 
 async fn send_message(state: &AppState, params: Option<&Value>) -> Result<Value, RpcError> {
@@ -412,21 +686,21 @@ async fn send_message(state: &AppState, params: Option<&Value>) -> Result<Value,
     Ok(agent_message(data, text, incoming.context_id))
 }
 
-/// A `SendMessage` result: `{"message": {messageId, role: ROLE_AGENT, parts: [data, text]}}`,
-/// in the caller's context when it named one.
+/// A `SendMessage` result: `{"message": {messageId, contextId, role: ROLE_AGENT, parts: [data,
+/// text]}}`, in the caller's context when it named one, else in a new one.
 pub fn agent_message(data: Value, text: String, context_id: Option<Value>) -> Value {
-    let mut message = json!({
+    let context_id = context_id
+        .filter(|id| id.as_str().is_some_and(|id| !id.is_empty()))
+        .unwrap_or_else(|| Value::String(format!("ctx_{}", ulid::Ulid::new())));
+    json!({"message": {
         "messageId": format!("msg_{}", ulid::Ulid::new()),
+        "contextId": context_id,
         "role": "ROLE_AGENT",
         "parts": [
             {"data": data, "mediaType": "application/json"},
             {"text": text},
         ],
-    });
-    if let (Some(context), Value::Object(map)) = (context_id, &mut message) {
-        map.insert("contextId".to_owned(), context);
-    }
-    json!({"message": message})
+    }})
 }
 
 #[cfg(test)]
@@ -476,13 +750,77 @@ mod tests {
             json!({"message": {"parts": [1]}}),
             json!({"message": {"parts": [{"text": 1}]}}),
             json!({"message": {"parts": [{"data": "x"}]}}),
-            json!({"message": {"parts": [{"file": {}}]}}),
+            json!({"message": {"parts": [{}]}}),
+            json!({"message": {"parts": [{"text": "x", "mediaType": 3}]}}),
+            json!({"message": {"parts": []}, "configuration": {"acceptedOutputModes": "x"}}),
         ] {
             let err = parse_send_message(Some(&params))
                 .map(|_| ())
                 .expect_err("invalid");
-            assert_eq!(err.code, codes::INVALID_PARAMS, "{params}");
+            assert_eq!(err.code.jsonrpc_code(), -32602, "{params}");
         }
+    }
+
+    #[test]
+    fn parts_of_other_media_types_are_content_type_not_supported() {
+        for params in [
+            json!({"message": {"parts": [{"raw": "aGVsbG8=", "mediaType": "image/png"}]}}),
+            json!({"message": {"parts": [{"url": "https://x.example/a.pdf"}]}}),
+            json!({"message": {"parts": [{"kind": "file", "file": {"uri": "https://x.example"}}]}}),
+            json!({"message": {"parts": [{"text": "x", "mediaType": "image/png"}]}}),
+            json!({"message": {"parts": [{"data": {}, "mediaType": "text/csv"}]}}),
+            json!({"message": {"parts": [{"text": "x"}]},
+                   "configuration": {"acceptedOutputModes": ["image/png", "audio/ogg"]}}),
+        ] {
+            let err = parse_send_message(Some(&params))
+                .map(|_| ())
+                .expect_err("unsupported");
+            assert_eq!(err.code.jsonrpc_code(), -32005, "{params}");
+            assert_eq!(err.code.a2a_reason(), Some("CONTENT_TYPE_NOT_SUPPORTED"));
+        }
+        for params in [
+            json!({"message": {"parts": [{"text": "x", "mediaType": "text/markdown"}]}}),
+            json!({"message": {"parts": [{"data": {}, "mediaType": "application/ld+json"}]}}),
+            json!({"message": {"parts": [{"text": "x"}]},
+                   "configuration": {"acceptedOutputModes": ["text/plain; charset=utf-8"]}}),
+            json!({"message": {"parts": [{"text": "x"}]},
+                   "configuration": {"acceptedOutputModes": []}}),
+        ] {
+            assert!(parse_send_message(Some(&params)).is_ok(), "{params}");
+        }
+    }
+
+    #[test]
+    fn a_message_for_a_task_is_task_not_found() {
+        let params = json!({"message": {"taskId": "t-1", "parts": [{"text": "x"}]}});
+        let err = parse_send_message(Some(&params))
+            .map(|_| ())
+            .expect_err("no tasks");
+        assert_eq!(err.code.jsonrpc_code(), -32001);
+        let error = err.to_json();
+        assert_eq!(error["data"][0]["reason"], "TASK_NOT_FOUND");
+        assert_eq!(error["data"][0]["domain"], "a2a-protocol.org");
+        assert_eq!(error["data"][0]["metadata"]["taskId"], "t-1");
+    }
+
+    #[test]
+    fn registry_errors_carry_an_error_info_in_the_registry_domain_and_field_violations() {
+        let err = RpcError::from(ApiError::validation(vec![FieldError::new(
+            "limit",
+            "must be at most 50",
+        )]));
+        let error = err.to_json();
+        assert_eq!(error["code"], -32602);
+        let data = error["data"].as_array().expect("data is an array");
+        assert_eq!(data[0]["@type"], "type.googleapis.com/google.rpc.ErrorInfo");
+        assert_eq!(data[0]["reason"], "VALIDATION_FAILED");
+        assert_eq!(data[0]["domain"], REGISTRY_ERROR_DOMAIN);
+        assert_eq!(data[0]["metadata"]["code"], "validation_failed");
+        assert_eq!(
+            data[1]["@type"],
+            "type.googleapis.com/google.rpc.BadRequest"
+        );
+        assert_eq!(data[1]["fieldViolations"][0]["field"], "limit");
     }
 
     #[test]
@@ -493,7 +831,7 @@ mod tests {
         assert!(version_supported(&headers, None).is_ok());
         headers.insert("a2a-version", HeaderValue::from_static("0.3"));
         let err = version_supported(&headers, None).expect_err("refused");
-        assert_eq!(err.code, codes::VERSION_NOT_SUPPORTED);
+        assert_eq!(err.code.jsonrpc_code(), -32009);
         let query = version_supported(&HeaderMap::new(), Some("A2A-Version=2.0"));
         assert!(query.is_err());
     }

@@ -7,6 +7,7 @@ use sha2::{Digest, Sha256};
 
 use crate::domain::AgentDraft;
 use crate::store::Agent;
+use crate::timestamp::Timestamp;
 
 pub mod card;
 pub mod fetch;
@@ -42,20 +43,35 @@ pub fn card_of_draft(draft: &AgentDraft) -> Value {
     })
 }
 
-/// A JSON document clients may cache: `ETag` from its content, `Cache-Control`, and 304 when
-/// `If-None-Match` already names it.
-pub fn cacheable_json(request_headers: &HeaderMap, value: &Value) -> Response {
+/// A JSON document clients may cache: `ETag` from its content, `Last-Modified` when the time of
+/// its last change is known, `Cache-Control`, and 304 when `If-None-Match` already names it (or,
+/// without `If-None-Match`, when `If-Modified-Since` is not older than the last change).
+pub fn cacheable_json(
+    request_headers: &HeaderMap,
+    value: &Value,
+    last_modified: Option<Timestamp>,
+) -> Response {
     let body = serde_json::to_vec(value).unwrap_or_default();
     let etag = format!("\"{}\"", &hex::encode(Sha256::digest(&body))[..32]);
     let cache_control = format!("public, max-age={CARD_MAX_AGE_SECS}");
-    let matches = request_headers
+    let last_modified = last_modified.map(Timestamp::whole_secs);
+    let if_none_match: Vec<&str> = request_headers
         .get_all(header::IF_NONE_MATCH)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .map(|tag| tag.trim().trim_start_matches("W/"))
-        .any(|tag| tag == etag || tag == "*");
-    let mut response = if matches {
+        .collect();
+    let not_modified = if if_none_match.is_empty() {
+        let since = request_headers
+            .get(header::IF_MODIFIED_SINCE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(Timestamp::from_http_date);
+        matches!((last_modified, since), (Some(changed), Some(since)) if changed <= since)
+    } else {
+        if_none_match.iter().any(|tag| *tag == etag || *tag == "*")
+    };
+    let mut response = if not_modified {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
         ([(header::CONTENT_TYPE, "application/json")], body).into_response()
@@ -63,6 +79,9 @@ pub fn cacheable_json(request_headers: &HeaderMap, value: &Value) -> Response {
     let headers = response.headers_mut();
     if let Ok(value) = HeaderValue::from_str(&etag) {
         headers.insert(header::ETAG, value);
+    }
+    if let Some(value) = last_modified.and_then(|t| HeaderValue::from_str(&t.to_http_date()).ok()) {
+        headers.insert(header::LAST_MODIFIED, value);
     }
     if let Ok(value) = HeaderValue::from_str(&cache_control) {
         headers.insert(header::CACHE_CONTROL, value);
@@ -95,7 +114,7 @@ pub async fn registry_card(
             )));
         }
     };
-    Ok(cacheable_json(&headers, &card))
+    Ok(cacheable_json(&headers, &card, Some(state.started_at)))
 }
 
 /// The card of a hosted utility agent.
@@ -115,5 +134,5 @@ pub async fn utility_card(
     let card = hosted.card(&state.base_url).map_err(|errors| {
         crate::error::ApiError::internal(format!("hosted agent card is invalid: {errors:?}"))
     })?;
-    Ok(cacheable_json(&headers, &card))
+    Ok(cacheable_json(&headers, &card, Some(state.started_at)))
 }

@@ -45,7 +45,10 @@ pub async fn invoke(
     )))
 }
 
-/// A2A JSON-RPC of a hosted agent (scope `a2a`): `SendMessage` runs one of its capabilities.
+/// A2A JSON-RPC of a hosted agent (scope `a2a`; also at `/a2a/utility/{name}/v1/`).
+///
+/// `SendMessage` runs one of its capabilities; every other A2A method and error is answered as on
+/// `/a2a/v1`.
 #[utoipa::path(post, path = "/a2a/utility/{name}/v1", tag = "a2a",
     params(("name" = String, Path, description = "`wiki`, `finance` or `reader`")),
     request_body(content = serde_json::Value, description = "JSON-RPC 2.0 `SendMessage`: data parts carry the input, `metadata.skill_id` names the capability, a text part alone is the natural input"),

@@ -75,7 +75,11 @@ pub async fn resolve_card(
     PathParam(package_name): PathParam,
 ) -> ApiResult<Response> {
     let agent = find_active(&state, &package_name).await?;
-    Ok(a2a::cacheable_json(&headers, &a2a::card_of(&agent)))
+    Ok(a2a::cacheable_json(
+        &headers,
+        &a2a::card_of(&agent),
+        Some(agent.updated_at),
+    ))
 }
 
 /// An ACTIVE agent by id or package name, else 404.

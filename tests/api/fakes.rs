@@ -103,6 +103,11 @@ impl Fake {
         hits.get(path_and_query).copied().unwrap_or(0)
     }
 
+    /// How many requests reached the fake at all.
+    pub fn total_hits(&self) -> usize {
+        self.shared.hits.lock().expect("hits").values().sum()
+    }
+
     /// The User-Agent of the last request whose path starts with `prefix`.
     pub fn user_agent(&self, prefix: &str) -> Option<String> {
         let agents = self.shared.user_agents.lock().expect("user agents");

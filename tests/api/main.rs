@@ -3,6 +3,7 @@
 mod fakes;
 mod helpers;
 
+mod a2a_conformance;
 mod card_fetch;
 mod cards;
 mod changes;

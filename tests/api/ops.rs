@@ -31,6 +31,18 @@ fn routes_in_router_source() -> BTreeMap<String, BTreeSet<String>> {
     }
     // Web pages share the route table but are not REST paths (src/web).
     routes.retain(|path, _| !agent_registry::web::ROUTES.contains(&path.as_str()));
+    // A path with a trailing slash is an alias of the same path without it (the JSON-RPC
+    // endpoints), documented with it.
+    let aliases: Vec<String> = routes
+        .keys()
+        .filter(|path| path.len() > 1 && path.ends_with('/'))
+        .cloned()
+        .collect();
+    for alias in aliases {
+        let methods = routes.remove(&alias);
+        let twin = alias.trim_end_matches('/');
+        assert_eq!(routes.get(twin), methods.as_ref(), "{alias} aliases {twin}");
+    }
     routes
 }
 

@@ -64,7 +64,7 @@ fn assert_rpc_error(response: &TestResponse, code: i64, data_code: &str) {
     assert_eq!(response.status, 200, "{}", response.text);
     assert_eq!(response.body["error"]["code"], code, "{}", response.text);
     assert_eq!(
-        response.body["error"]["data"]["code"], data_code,
+        response.body["error"]["data"][0]["metadata"]["code"], data_code,
         "{}",
         response.text
     );

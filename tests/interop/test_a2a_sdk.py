@@ -272,3 +272,41 @@ def test_the_utility_card_of_every_hosted_agent_parses_in_the_sdk(registry: str)
                 assert "bearer" in card.security_schemes
 
     asyncio.run(scenario())
+
+
+def test_the_sdk_maps_each_a2a_error_to_its_own_type(registry: str) -> None:
+    from a2a.types import (
+        GetTaskPushNotificationConfigRequest,
+        GetTaskRequest,
+        ListTasksRequest,
+    )
+    from a2a.utils.errors import (
+        PushNotificationNotSupportedError,
+        TaskNotFoundError,
+    )
+
+    async def scenario() -> None:
+        async with authorised_client() as http:
+            for agent_url in (registry, f"{registry}/a2a/utility/finance"):
+                card = await resolve(http, agent_url)
+                client = ClientFactory(ClientConfig(httpx_client=http)).create(card)
+
+                with pytest.raises(TaskNotFoundError) as missing:
+                    await client.get_task(GetTaskRequest(id="no-such-task"))
+                assert missing.value.data == {"code": "task_not_found", "taskId": "no-such-task"}
+
+                continued = user_text("BTC")
+                continued.message.task_id = "no-such-task"
+                with pytest.raises(TaskNotFoundError):
+                    [response async for response in client.send_message(continued)]
+
+                listed = await client.list_tasks(ListTasksRequest(page_size=5))
+                assert list(listed.tasks) == [] and listed.next_page_token == ""
+                assert listed.page_size == 5
+
+                with pytest.raises(PushNotificationNotSupportedError):
+                    await client.get_task_push_notification_config(
+                        GetTaskPushNotificationConfigRequest(task_id="t-1", id="c-1")
+                    )
+
+    asyncio.run(scenario())

@@ -182,16 +182,74 @@ pub async fn authenticate(state: &AppState, secret: &str) -> ApiResult<Caller> {
     // The lookup is by hash, so timing reveals nothing about the secret itself.
     let token = state.store.find_token_by_hash(&hash).await?;
     match token {
-        Some(token) if token.is_live(Timestamp::now()) => Ok(Caller {
-            owner: token.owner,
-            scopes: token.scopes,
-            is_master: false,
-        }),
+        Some(token) if token.is_live(Timestamp::now()) => {
+            state.token_limit.check(&token.id)?;
+            Ok(Caller {
+                owner: token.owner,
+                scopes: token.scopes,
+                is_master: false,
+            })
+        }
         Some(token) if token.revoked_at.is_some() => {
             Err(ApiError::unauthorized("this token has been revoked"))
         }
         Some(_) => Err(ApiError::unauthorized("this token has expired")),
         None => Err(ApiError::unauthorized("unknown token")),
+    }
+}
+
+/// Per-token token bucket for authenticated paths (the master key is not limited).
+pub struct TokenRateLimit {
+    limiter: Option<governor::DefaultKeyedRateLimiter<String>>,
+}
+
+impl TokenRateLimit {
+    pub fn new(per_minute: u32, burst: u32) -> Self {
+        let limiter = std::num::NonZeroU32::new(per_minute).map(|per_minute| {
+            let burst = std::num::NonZeroU32::new(burst).unwrap_or(per_minute);
+            governor::RateLimiter::keyed(governor::Quota::per_minute(per_minute).allow_burst(burst))
+        });
+        Self { limiter }
+    }
+
+    /// 429 `rate_limited` with the seconds to wait when token `id` is over its limit.
+    pub fn check(&self, id: &str) -> ApiResult<()> {
+        use governor::clock::{Clock, DefaultClock};
+        let Some(limiter) = &self.limiter else {
+            return Ok(());
+        };
+        limiter.check_key(&id.to_owned()).map_err(|not_until| {
+            let wait = not_until
+                .wait_time_from(DefaultClock::default().now())
+                .as_secs()
+                .max(1);
+            let mut error = ApiError::new(
+                crate::error::ErrorCode::RateLimited,
+                format!("too many requests with this token; retry in {wait} s"),
+            );
+            error.retry_after_secs = Some(wait);
+            error
+        })
+    }
+
+    /// Forget tokens whose buckets are full again, every minute until the limiter is dropped.
+    pub fn prune_periodically(limit: &std::sync::Arc<Self>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let weak = std::sync::Arc::downgrade(limit);
+        runtime.spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let Some(limit) = weak.upgrade() else { break };
+                if let Some(limiter) = &limit.limiter {
+                    limiter.retain_recent();
+                    limiter.shrink_to_fit();
+                }
+            }
+        });
     }
 }
 

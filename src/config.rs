@@ -37,6 +37,12 @@ pub struct Config {
     #[command(flatten)]
     pub playground: PlaygroundConfig,
 
+    #[command(flatten)]
+    pub connections: ConnectionConfig,
+
+    #[command(flatten)]
+    pub limits: RequestLimits,
+
     /// A bearer secret accepted with every scope, for operators. Unset: only CLI-made tokens exist.
     #[arg(long, env = "REGISTRY_MASTER_KEY", hide_env_values = true)]
     pub master_key: Option<String>,
@@ -62,9 +68,28 @@ pub struct Config {
     #[arg(long, env = "REGISTRY_RATE_LIMIT_EXEMPT_LOOPBACK", default_value_t = true, action = clap::ArgAction::Set)]
     pub rate_limit_exempt_loopback: bool,
 
-    /// Take the client IP from the first `X-Forwarded-For` entry (only behind a trusted proxy).
+    /// How many reverse proxies in front of the registry append to `X-Forwarded-For`: the client
+    /// IP is the entry that many places from the right (what the nearest trusted proxy saw).
+    /// 0 ignores the header.
+    #[arg(long, env = "REGISTRY_TRUSTED_PROXY_HOPS", default_value_t = 0)]
+    pub trusted_proxy_hops: u8,
+
+    /// Older spelling of `--trusted-proxy-hops 1`.
     #[arg(long, env = "REGISTRY_TRUST_FORWARDED_FOR", default_value_t = false, action = clap::ArgAction::Set)]
     pub trust_forwarded_for: bool,
+
+    /// Requests per minute one token may make on authenticated paths (0 disables the limit; the
+    /// master key is not limited).
+    #[arg(
+        long,
+        env = "REGISTRY_TOKEN_RATE_LIMIT_PER_MINUTE",
+        default_value_t = 1200
+    )]
+    pub token_rate_limit_per_minute: u32,
+
+    /// How many requests one token may send in a burst above the steady rate.
+    #[arg(long, env = "REGISTRY_TOKEN_RATE_LIMIT_BURST", default_value_t = 200)]
+    pub token_rate_limit_burst: u32,
 
     /// Seconds before a request is answered with 408/504 and abandoned.
     #[arg(long, env = "REGISTRY_REQUEST_TIMEOUT_SECS", default_value_t = 60)]
@@ -89,6 +114,42 @@ pub struct PlaygroundConfig {
     pub playground_call_timeout_secs: u64,
 }
 
+/// Limits on connections, so one client cannot hold the server.
+#[derive(Args, Clone, Debug)]
+pub struct ConnectionConfig {
+    /// Seconds a client has to send a request's whole head (request line and headers).
+    #[arg(long, env = "REGISTRY_HEADER_READ_TIMEOUT_SECS", default_value_t = 15,
+          value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub header_read_timeout_secs: u64,
+
+    /// Seconds a connection may stay open with no bytes moving (never less than the request
+    /// timeout plus 5 s, so a running request is not cut).
+    #[arg(long, env = "REGISTRY_IDLE_TIMEOUT_SECS", default_value_t = 75)]
+    pub idle_timeout_secs: u64,
+
+    /// Most header fields in one request (more: 431).
+    #[arg(long, env = "REGISTRY_MAX_HEADERS", default_value_t = 100)]
+    pub max_headers: usize,
+
+    /// Most bytes in one request's head (more: 431).
+    #[arg(long, env = "REGISTRY_MAX_HEADER_BYTES", default_value_t = 65_536)]
+    pub max_header_bytes: usize,
+
+    /// Most connections open at once; more wait to be accepted. 0: three quarters of the
+    /// process's open-file limit, at most 10,000 (a configured value is also held below it).
+    #[arg(long, env = "REGISTRY_MAX_CONNECTIONS", default_value_t = 0)]
+    pub max_connections: usize,
+}
+
+/// Limits on what one request may ask for.
+#[derive(Args, Clone, Debug)]
+pub struct RequestLimits {
+    /// Most calls in one JSON-RPC batch (more: a -32600 error for the whole batch).
+    #[arg(long, env = "REGISTRY_JSONRPC_MAX_BATCH", default_value_t = 20,
+          value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub jsonrpc_max_batch: u64,
+}
+
 /// How logs are written.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LogFormat {
@@ -107,6 +168,11 @@ impl Config {
         .expect("defaults parse");
         config.storage.data_dir = data_dir.into();
         config
+    }
+
+    /// How many trusted proxies append to `X-Forwarded-For` (the older boolean flag means one).
+    pub fn proxy_hops(&self) -> usize {
+        usize::from(self.trusted_proxy_hops).max(usize::from(self.trust_forwarded_for))
     }
 
     /// The public root URL without a trailing slash.

@@ -14,6 +14,12 @@ use crate::domain::FieldError;
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     InvalidJson,
+    /// A request that is not valid HTTP (answered before any handler runs).
+    MalformedRequest,
+    /// A request target longer than the server reads.
+    UriTooLong,
+    /// More header fields, or larger ones, than the server reads.
+    HeadersTooLarge,
     UnsupportedMediaType,
     InvalidParameter,
     ValidationFailed,
@@ -60,6 +66,7 @@ impl ErrorCode {
         match self {
             Self::InvalidJson
             | Self::InvalidParameter
+            | Self::MalformedRequest
             | Self::InvalidRequest
             | Self::PushNotificationNotSupported
             | Self::UnsupportedOperation
@@ -80,6 +87,8 @@ impl ErrorCode {
             Self::Conflict | Self::InvalidStateTransition => StatusCode::CONFLICT,
             Self::PreconditionFailed => StatusCode::PRECONDITION_FAILED,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UriTooLong => StatusCode::URI_TOO_LONG,
+            Self::HeadersTooLarge => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             Self::RateLimited => StatusCode::TOO_MANY_REQUESTS,
             Self::UpstreamError => StatusCode::BAD_GATEWAY,
             Self::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
@@ -94,13 +103,16 @@ impl ErrorCode {
     pub fn jsonrpc_code(self) -> i64 {
         match self {
             Self::InvalidJson => -32700,
-            Self::InvalidRequest => -32600,
+            Self::InvalidRequest
+            | Self::MalformedRequest
+            | Self::UriTooLong
+            | Self::HeadersTooLarge => -32600,
             Self::InvalidParameter
             | Self::ValidationFailed
             | Self::PayloadTooLarge
             | Self::AgentNotFound
             | Self::ResourceNotFound => -32602,
-            Self::Unauthorized | Self::Forbidden => -32000,
+            Self::Unauthorized | Self::Forbidden | Self::RateLimited => -32000,
             Self::NotFound | Self::MethodNotAllowed | Self::MethodNotFound => -32601,
             Self::TaskNotFound => -32001,
             Self::PushNotificationNotSupported => -32003,
@@ -131,6 +143,9 @@ impl ErrorCode {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::InvalidJson => "invalid_json",
+            Self::MalformedRequest => "malformed_request",
+            Self::UriTooLong => "uri_too_long",
+            Self::HeadersTooLarge => "headers_too_large",
             Self::UnsupportedMediaType => "unsupported_media_type",
             Self::InvalidParameter => "invalid_parameter",
             Self::ValidationFailed => "validation_failed",

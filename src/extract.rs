@@ -38,13 +38,31 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(Self(Value::Null));
         }
-        serde_json::from_slice(&bytes).map(Self).map_err(|err| {
-            ApiError::new(
-                ErrorCode::InvalidJson,
-                format!("the request body is not valid JSON: {err}"),
-            )
-        })
+        serde_json::from_slice(&bytes).map(Self).map_err(json_error)
     }
+}
+
+/// Most levels of arrays and objects nested in a body (serde_json's own limit).
+pub const MAX_JSON_DEPTH: usize = 128;
+
+/// A body that does not parse: invalid JSON is 400, JSON that nests deeper than the reader goes
+/// is 422 (it may be valid JSON; it is more than the registry reads).
+pub fn json_error(err: serde_json::Error) -> ApiError {
+    if err.to_string().starts_with("recursion limit exceeded") {
+        return ApiError::validation(vec![crate::domain::FieldError::new(
+            "",
+            format!(
+                "arrays and objects nest more than {MAX_JSON_DEPTH} levels deep (line {}, column \
+                 {}); at most {MAX_JSON_DEPTH} are read",
+                err.line(),
+                err.column()
+            ),
+        )]);
+    }
+    ApiError::new(
+        ErrorCode::InvalidJson,
+        format!("the request body is not valid JSON: {err}"),
+    )
 }
 
 fn is_json(content_type: &str) -> bool {
@@ -91,6 +109,13 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryPairs {
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
         let query = parts.uri.query().unwrap_or_default();
+        // Bounded before any pair is decoded: no path takes more than a handful of parameters.
+        let count = query.split('&').filter(|pair| !pair.is_empty()).count();
+        if count > MAX_QUERY_PAIRS {
+            return Err(ApiError::invalid_parameter(format!(
+                "{count} query parameters; at most {MAX_QUERY_PAIRS} are read"
+            )));
+        }
         Ok(Self(
             url::form_urlencoded::parse(query.as_bytes())
                 .into_owned()
@@ -98,3 +123,6 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryPairs {
         ))
     }
 }
+
+/// Most `key=value` pairs a query string may have.
+pub const MAX_QUERY_PAIRS: usize = 64;

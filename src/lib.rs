@@ -15,6 +15,7 @@ pub mod outbound;
 pub mod playground;
 pub mod router;
 pub mod search;
+pub mod server;
 pub mod state;
 pub mod store;
 pub mod timestamp;
@@ -64,6 +65,11 @@ pub async fn build_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::
         "search index loaded"
     );
     let follower = follow::spawn(Arc::clone(&store), Arc::clone(&index), cursor);
+    let token_limit = Arc::new(auth::TokenRateLimit::new(
+        config.token_rate_limit_per_minute,
+        config.token_rate_limit_burst,
+    ));
+    auth::TokenRateLimit::prune_periodically(&token_limit);
     let state = AppState {
         master_key_hash: config
             .master_key
@@ -79,6 +85,7 @@ pub async fn build_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::
         hosted,
         follower: Arc::new(follower),
         started_at: timestamp::Timestamp::now(),
+        token_limit,
     };
     let router = router::router(state.clone());
     Ok(App { state, router })
@@ -92,14 +99,15 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(bind)
         .await
         .map_err(|err| anyhow::anyhow!("cannot listen on {bind}: {err}"))?;
-    tracing::info!(address = %listener.local_addr()?, base_url = %app.state.base_url, "serving");
-    axum::serve(
-        listener,
-        app.router
-            .into_make_service_with_connect_info::<std::net::SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown_signal())
-    .await?;
+    let request_timeout = std::time::Duration::from_secs(app.state.config.request_timeout_secs);
+    let limits = server::Limits::resolve(&app.state.config.connections, request_timeout);
+    tracing::info!(
+        address = %listener.local_addr()?,
+        base_url = %app.state.base_url,
+        max_connections = limits.max_connections,
+        "serving"
+    );
+    server::serve(listener, app.router, limits, shutdown_signal()).await?;
     tracing::info!("stopped");
     Ok(())
 }

@@ -60,7 +60,8 @@ pub async fn track_metrics(request: Request, next: Next) -> Response {
 pub struct RateLimit {
     limiter: Option<DefaultKeyedRateLimiter<IpAddr>>,
     exempt_loopback: bool,
-    trust_forwarded_for: bool,
+    /// How many trusted proxies append to `X-Forwarded-For` (0: the header is ignored).
+    proxy_hops: usize,
 }
 
 impl RateLimit {
@@ -72,7 +73,7 @@ impl RateLimit {
         Self {
             limiter,
             exempt_loopback: config.rate_limit_exempt_loopback,
-            trust_forwarded_for: config.trust_forwarded_for,
+            proxy_hops: config.proxy_hops(),
         }
     }
 
@@ -97,30 +98,26 @@ impl RateLimit {
         });
     }
 
-    fn client_ip(&self, request: &Request) -> Option<IpAddr> {
-        if self.trust_forwarded_for {
-            let forwarded = request
-                .headers()
-                .get("x-forwarded-for")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.split(',').next())
-                .and_then(|ip| ip.trim().parse().ok());
-            if forwarded.is_some() {
-                return forwarded;
-            }
+    /// The client's address, and whether it is the connection's own peer (not taken from a
+    /// header).
+    fn client_ip(&self, request: &Request) -> Option<(IpAddr, bool)> {
+        if let Some(ip) = forwarded_client(request.headers(), self.proxy_hops) {
+            return Some((ip, false));
         }
         request
             .extensions()
             .get::<ConnectInfo<SocketAddr>>()
-            .map(|ConnectInfo(addr)| addr.ip())
+            .map(|ConnectInfo(addr)| (addr.ip(), true))
     }
 
     /// `Err(seconds to wait)` when `request` is over the limit.
     fn check(&self, request: &Request) -> Result<(), u64> {
-        let (Some(limiter), Some(ip)) = (&self.limiter, self.client_ip(request)) else {
+        let (Some(limiter), Some((ip, from_peer))) = (&self.limiter, self.client_ip(request))
+        else {
             return Ok(());
         };
-        if self.exempt_loopback && ip.is_loopback() {
+        // Only the connection itself can prove a loopback client: a header cannot.
+        if self.exempt_loopback && from_peer && ip.is_loopback() {
             return Ok(());
         }
         limiter.check_key(&ip).map_err(|not_until| {
@@ -128,6 +125,27 @@ impl RateLimit {
             wait.as_secs().max(1)
         })
     }
+}
+
+/// The client address that the nearest of `hops` trusted proxies saw: each proxy appends the
+/// address it received the request from, so that is the entry `hops` places from the right.
+/// Entries to its left were written by the client and are never trusted. `None` when `hops` is
+/// 0, or when the header has fewer entries than `hops` (the request did not come through every
+/// proxy) or the entry is not an IP address.
+pub fn forwarded_client(headers: &axum::http::HeaderMap, hops: usize) -> Option<IpAddr> {
+    if hops == 0 {
+        return None;
+    }
+    // Proxies may add several header lines: together they are one list, in order.
+    let entries: Vec<&str> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .collect();
+    let entry = entries.len().checked_sub(hops).map(|i| entries[i])?;
+    entry.parse().ok()
 }
 
 pub async fn rate_limit(
@@ -146,6 +164,42 @@ pub async fn rate_limit(
             error.into_response()
         }
     }
+}
+
+/// Longest request target read (path and query); longer ones are 414.
+pub const MAX_URI_BYTES: usize = 8 * 1024;
+
+/// Refuse at once what is too large to read: a request target over 8 KiB (414), and a body whose
+/// declared `Content-Length` is over the body limit (413), before a byte of it is read.
+pub async fn early_limits(
+    State(body_limit): State<usize>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let target = request
+        .uri()
+        .path_and_query()
+        .map_or(0, |pq| pq.as_str().len());
+    if target > MAX_URI_BYTES {
+        return ApiError::new(
+            ErrorCode::UriTooLong,
+            format!("the request target is {target} bytes; at most {MAX_URI_BYTES} are read"),
+        )
+        .into_response();
+    }
+    let declared = request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if let Some(length) = declared.filter(|&length| length > body_limit as u64) {
+        return ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("the body is {length} bytes; at most {body_limit} are read"),
+        )
+        .into_response();
+    }
+    next.run(request).await
 }
 
 /// Abandon a request that runs longer than the configured timeout.
@@ -184,4 +238,40 @@ pub async fn method_not_allowed(request: Request) -> ApiError {
             crate::error::truncate(request.uri().path(), 200)
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::{HeaderMap, HeaderValue};
+
+    fn headers(values: &[&str]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for value in values {
+            headers.append(
+                "x-forwarded-for",
+                HeaderValue::from_str(value).expect("value"),
+            );
+        }
+        headers
+    }
+
+    #[test]
+    fn the_client_is_the_entry_the_nearest_trusted_proxy_appended() {
+        let ip = |text: &str| Some(text.parse::<IpAddr>().expect("ip"));
+        let chain = headers(&["6.6.6.6, 203.0.113.9, 10.0.0.2"]);
+        assert_eq!(forwarded_client(&chain, 0), None, "0 hops: ignored");
+        assert_eq!(forwarded_client(&chain, 1), ip("10.0.0.2"));
+        assert_eq!(forwarded_client(&chain, 2), ip("203.0.113.9"));
+        assert_eq!(
+            forwarded_client(&chain, 4),
+            None,
+            "fewer entries than proxies"
+        );
+        let split = headers(&["6.6.6.6", "203.0.113.9, 2001:db8::1"]);
+        assert_eq!(forwarded_client(&split, 1), ip("2001:db8::1"));
+        assert_eq!(forwarded_client(&split, 2), ip("203.0.113.9"));
+        assert_eq!(forwarded_client(&headers(&["not-an-ip"]), 1), None);
+        assert_eq!(forwarded_client(&HeaderMap::new(), 1), None);
+    }
 }

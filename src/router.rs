@@ -160,6 +160,10 @@ pub fn router(state: AppState) -> Router {
             timeout,
             middleware::timeout,
         ))
+        .layer(axum::middleware::from_fn_with_state(
+            BODY_LIMIT_BYTES,
+            middleware::early_limits,
+        ))
         .layer(axum::middleware::from_fn(middleware::track_metrics))
         .layer(CorsLayer::permissive())
         .layer(TraceLayer::new_for_http())

@@ -32,4 +32,6 @@ pub struct AppState {
     /// When this process started: the last time the registry's and hosted agents' cards, which
     /// are built from the binary and its configuration, can have changed.
     pub started_at: Timestamp,
+    /// Requests per token on authenticated paths.
+    pub token_limit: Arc<crate::auth::TokenRateLimit>,
 }

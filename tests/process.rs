@@ -617,3 +617,165 @@ async fn racing_publishes_of_one_name_on_two_servers_get_one_201_and_one_409() {
         assert_eq!(statuses, [201, 409], "round {round}");
     }
 }
+
+// ---- Hostile clients at the connection level (hyper and the accept loop, not the router) ----
+
+/// Write `request` on a new connection to `base` and read one answer: status, headers (lowercase
+/// names) and body, within `wait`.
+async fn raw_exchange(base: &str, request: &[u8], wait: Duration) -> (u16, String, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let address = base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .expect("connect");
+    // A server may answer (and close) before it has read everything: that is the point.
+    let _ = stream.write_all(request).await;
+    let mut received = Vec::new();
+    let read = async {
+        let mut buffer = [0u8; 8192];
+        loop {
+            let n = stream.read(&mut buffer).await.unwrap_or(0);
+            if n == 0 {
+                break;
+            }
+            received.extend_from_slice(&buffer[..n]);
+            let text = String::from_utf8_lossy(&received);
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let length = head
+                    .lines()
+                    .find_map(|line| {
+                        line.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().to_owned())
+                    })
+                    .and_then(|v| v.parse::<usize>().ok());
+                if length.is_some_and(|length| body.len() >= length) {
+                    break;
+                }
+            }
+        }
+    };
+    tokio::time::timeout(wait, read)
+        .await
+        .expect("an answer in time");
+    let text = String::from_utf8_lossy(&received).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP answer");
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status");
+    (status, head.to_ascii_lowercase(), body.to_owned())
+}
+
+#[track_caller]
+fn assert_problem_answer(answer: &(u16, String, String), status: u16, code: &str) {
+    let (got, head, body) = answer;
+    assert_eq!(*got, status, "{head}\n{body}");
+    assert!(
+        head.contains("content-type: application/problem+json"),
+        "{head}"
+    );
+    let problem: Value = serde_json::from_str(body).expect("a JSON body");
+    assert_eq!(problem["status"], status);
+    assert_eq!(problem["code"], code, "{body}");
+    assert!(problem["detail"].is_string());
+}
+
+#[tokio::test]
+async fn stalled_connections_are_closed_and_healthz_keeps_answering() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let port = free_port();
+    let child = serve_command(dir.path(), port)
+        .args(["--header-read-timeout-secs", "1", "--max-connections", "64"])
+        .env("REGISTRY_MASTER_KEY", MASTER_KEY)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("binary starts");
+    let server = Server::ready(child, port).await;
+
+    // Three times the connection cap, each stopping in the middle of its headers.
+    let mut stalled = Vec::new();
+    for _ in 0..192 {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .expect("connect");
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-a: ")
+            .await
+            .expect("write");
+        stalled.push(stream);
+    }
+
+    let healthz = reqwest::Client::builder()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .expect("client")
+        .get(format!("{}/healthz", server.base))
+        .send()
+        .await
+        .expect("healthz answers while stalled connections are held");
+    assert_eq!(healthz.status(), 200);
+
+    // Every stalled connection is closed by the server (end of stream, or a reset).
+    let closed_all = async {
+        for stream in &mut stalled {
+            let mut buffer = [0u8; 64];
+            loop {
+                match stream.read(&mut buffer).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), closed_all)
+        .await
+        .expect("the server closed every stalled connection");
+}
+
+#[tokio::test]
+async fn requests_hyper_refuses_get_problem_bodies_too() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::start(dir.path()).await;
+    let wait = Duration::from_secs(10);
+
+    let mut many = String::from("GET /healthz HTTP/1.1\r\nHost: x\r\n");
+    for i in 0..150 {
+        many.push_str(&format!("X-h{i}: v\r\n"));
+    }
+    many.push_str("\r\n");
+    let answer = raw_exchange(&server.base, many.as_bytes(), wait).await;
+    assert_problem_answer(&answer, 431, "headers_too_large");
+
+    let huge = format!(
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nX-big: {}\r\n\r\n",
+        "a".repeat(100_000)
+    );
+    let answer = raw_exchange(&server.base, huge.as_bytes(), wait).await;
+    assert_problem_answer(&answer, 431, "headers_too_large");
+
+    let answer = raw_exchange(&server.base, b"\x01\x02\x03 nonsense\r\n\r\n", wait).await;
+    assert_problem_answer(&answer, 400, "malformed_request");
+
+    let long = format!(
+        "GET /public/agents?q={} HTTP/1.1\r\nHost: x\r\n\r\n",
+        "a".repeat(10_000)
+    );
+    let answer = raw_exchange(&server.base, long.as_bytes(), wait).await;
+    assert_problem_answer(&answer, 414, "uri_too_long");
+}
+
+#[tokio::test]
+async fn a_declared_oversized_body_is_refused_before_it_is_sent() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::start(dir.path()).await;
+    // Only the head is sent: a server that waited for the body would never answer.
+    let head = format!(
+        "POST /api/agents/publish HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {MASTER_KEY}\r\n\
+         Content-Type: application/json\r\nContent-Length: 52428800\r\n\r\n"
+    );
+    let answer = raw_exchange(&server.base, head.as_bytes(), Duration::from_secs(5)).await;
+    assert_problem_answer(&answer, 413, "payload_too_large");
+}

@@ -205,7 +205,17 @@ pub async fn serve(
     let parsed: Value = match serde_json::from_slice(&body) {
         Ok(value) => value,
         Err(err) => {
-            let error = RpcError::new(ErrorCode::InvalidJson, format!("parse error: {err}"));
+            let error = if err.to_string().starts_with("recursion limit exceeded") {
+                RpcError::new(
+                    ErrorCode::InvalidRequest,
+                    format!(
+                        "arrays and objects nest more than {} levels deep; at most that many are read",
+                        crate::extract::MAX_JSON_DEPTH
+                    ),
+                )
+            } else {
+                RpcError::new(ErrorCode::InvalidJson, format!("parse error: {err}"))
+            };
             return http_json(StatusCode::OK, &error_response(Value::Null, &error));
         }
     };
@@ -215,10 +225,37 @@ pub async fn serve(
             Value::Null,
             &RpcError::new(ErrorCode::InvalidRequest, "empty batch"),
         )),
+        Value::Array(batch) if batch.len() as u64 > state.config.limits.jsonrpc_max_batch => {
+            Some(error_response(
+                Value::Null,
+                &RpcError::new(
+                    ErrorCode::InvalidRequest,
+                    format!(
+                        "a batch of {} calls is over the limit of {}; send fewer calls per request",
+                        batch.len(),
+                        state.config.limits.jsonrpc_max_batch
+                    ),
+                )
+                .with(
+                    "maxBatch",
+                    state.config.limits.jsonrpc_max_batch.to_string(),
+                ),
+            ))
+        }
         Value::Array(batch) => {
             let mut answers = Vec::with_capacity(batch.len());
+            let mut bytes = 0;
             for call in batch {
+                let id = call.get("id").cloned().unwrap_or(Value::Null);
+                if bytes > BATCH_ANSWER_BYTES {
+                    // Later calls are not run once the answers are this large.
+                    if call.get("id").is_some() {
+                        answers.push(error_response(id, &batch_too_large()));
+                    }
+                    continue;
+                }
                 if let Some(answer) = answer_call(state, target, call, &version).await {
+                    bytes += serde_json::to_vec(&answer).map_or(0, |b| b.len());
                     answers.push(answer);
                 }
             }
@@ -250,6 +287,16 @@ fn json_content_type(headers: &HeaderMap) -> Result<(), RpcError> {
     }
 }
 
+/// Once a batch's answers pass this size, its remaining calls are not run.
+const BATCH_ANSWER_BYTES: usize = 4 * 1024 * 1024;
+
+fn batch_too_large() -> RpcError {
+    RpcError::new(
+        ErrorCode::InvalidRequest,
+        "not run: the batch's earlier answers already exceed 4 MiB; send this call again alone",
+    )
+}
+
 /// Missing or invalid token → 401, missing scope → 403, both with a JSON-RPC error body.
 async fn authorize(state: &AppState, parts: &Parts) -> Result<(), Response> {
     let caller = match auth::bearer_secret(parts) {
@@ -258,7 +305,18 @@ async fn authorize(state: &AppState, parts: &Parts) -> Result<(), Response> {
     };
     let denied = |err: ApiError| {
         let status = err.code.status();
-        http_json(status, &error_response(Value::Null, &RpcError::from(err)))
+        let retry_after = err.retry_after_secs;
+        let mut rpc = RpcError::from(err);
+        if let Some(secs) = retry_after {
+            rpc = rpc.with("retryAfterSeconds", secs.to_string());
+        }
+        let mut response = http_json(status, &error_response(Value::Null, &rpc));
+        if let Some(secs) = retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        response
     };
     caller
         .and_then(|caller| caller.require(Scope::A2a))

@@ -278,6 +278,11 @@ fn parse_tags(value: Option<&Value>, errors: &mut Vec<FieldError>) -> Vec<String
         errors.push(FieldError::new("tags", "must be an array of strings"));
         return tags;
     };
+    let Some(items) = super::bounded_items("tags", items, MAX_TAGS * super::LIST_SLACK, errors)
+    else {
+        return tags;
+    };
+    let mut seen = HashSet::new();
     for (index, item) in items.iter().enumerate() {
         let field = format!("tags[{index}]");
         let Some(tag) = text(&field, Some(item), errors) else {
@@ -290,7 +295,7 @@ fn parse_tags(value: Option<&Value>, errors: &mut Vec<FieldError>) -> Vec<String
         let Some(tag) = within(&field, tag.to_lowercase(), MAX_TAG_CHARS, errors) else {
             continue;
         };
-        if !tags.contains(&tag) {
+        if seen.insert(tag.clone()) {
             tags.push(tag);
         }
     }
@@ -324,6 +329,7 @@ fn parse_capabilities(value: Option<&Value>, errors: &mut Vec<FieldError>) -> Ve
                 items.len()
             ),
         ));
+        return capabilities;
     }
     let mut names = HashSet::new();
     for (index, item) in items.iter().enumerate() {

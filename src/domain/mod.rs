@@ -28,3 +28,25 @@ impl FieldError {
         }
     }
 }
+
+/// A list that may repeat items (repeats collapse) is still refused whole, before any item is
+/// read, when it is longer than this many times its limit: the work per request stays bounded.
+pub const LIST_SLACK: usize = 4;
+
+/// `items`, unless there are more than `max` of them: then one error for `field` and `None`,
+/// so that no per-item work (or per-item error) follows.
+pub fn bounded_items<'a>(
+    field: &str,
+    items: &'a [serde_json::Value],
+    max: usize,
+    errors: &mut Vec<FieldError>,
+) -> Option<&'a [serde_json::Value]> {
+    if items.len() > max {
+        errors.push(FieldError::new(
+            field,
+            format!("at most {max} items (got {})", items.len()),
+        ));
+        return None;
+    }
+    Some(items)
+}

@@ -328,6 +328,7 @@ fn parse_protocols(
         errors.push(FieldError::new(field, "must be an array of strings"));
         return None;
     };
+    let items = super::bounded_items(field, items, MAX_PROTOCOLS * super::LIST_SLACK, errors)?;
     let before = errors.len();
     let mut protocols = BTreeSet::new();
     for (index, item) in items.iter().enumerate() {
@@ -527,6 +528,10 @@ fn parse_rails(
             field,
             "must be an array of rails ({network, asset} objects or \"network:asset\" strings)",
         ));
+        return rails;
+    };
+    let Some(items) = super::bounded_items(field, items, MAX_RAILS * super::LIST_SLACK, errors)
+    else {
         return rails;
     };
     for (index, item) in items.iter().enumerate() {

@@ -16,6 +16,9 @@ pub struct RawFilters {
     pub payment: PaymentFilterInput,
 }
 
+/// Most values one filter may list.
+pub const MAX_FILTER_TERMS: usize = 32;
+
 /// Parsed filters. Empty lists are filters not applied.
 #[derive(Debug, Default, Clone)]
 pub struct Filters {
@@ -39,6 +42,28 @@ impl Filters {
     }
 
     pub fn parse(raw: &RawFilters) -> Result<Self, SearchError> {
+        // Every list is bounded before any term is read: each term costs work per agent.
+        let lists = [
+            ("target", &raw.target),
+            ("category", &raw.category),
+            ("tags", &raw.tags),
+            ("verification_level", &raw.verification_level),
+            ("payment_model", &raw.payment.model),
+            ("payment_protocol", &raw.payment.protocol),
+            ("payment_rail", &raw.payment.rail),
+            ("payment_direction", &raw.payment.direction),
+        ];
+        for (parameter, value) in lists {
+            let terms = value.as_deref().map_or(0, |v| v.split(',').count());
+            if terms > MAX_FILTER_TERMS {
+                return Err(SearchError::InvalidParameter {
+                    parameter: parameter.to_owned(),
+                    message: format!(
+                        "{parameter}: {terms} values; at most {MAX_FILTER_TERMS} are accepted"
+                    ),
+                });
+            }
+        }
         let payment =
             PaymentFilter::parse(&raw.payment).map_err(|err| SearchError::InvalidParameter {
                 parameter: err.parameter.to_owned(),

@@ -607,7 +607,7 @@ fn shown(value: &Value) -> String {
 }
 
 #[tokio::test]
-async fn deeply_nested_json_is_invalid_json() {
+async fn json_nested_deeper_than_the_reader_goes_is_unprocessable_and_says_why() {
     let app = TestApp::spawn().await;
     let alice = app.token("alice", &[]).await;
     let deep_array = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
@@ -619,15 +619,26 @@ async fn deeply_nested_json_is_invalid_json() {
             "/public/agents/search",
             "/api/tokens",
         ] {
-            app.raw(
-                Method::POST,
-                path,
-                Some(MASTER_KEY),
-                Some("application/json"),
-                raw.clone(),
-            )
-            .await
-            .assert_problem(400, "invalid_json");
+            let response = app
+                .raw(
+                    Method::POST,
+                    path,
+                    Some(MASTER_KEY),
+                    Some("application/json"),
+                    raw.clone(),
+                )
+                .await;
+            response.assert_problem(422, "validation_failed");
+            let message = response.body["errors"][0]["message"].as_str().unwrap_or("");
+            assert!(
+                message.contains("nest more than 128 levels"),
+                "{path}: {message}"
+            );
+            assert!(
+                !response.text.contains("not valid JSON"),
+                "{}",
+                response.text
+            );
         }
     }
     assert_eq!(app.get_as("/api/agents", &alice).await.status, 200);

@@ -8,6 +8,7 @@ mod card_fetch;
 mod cards;
 mod changes;
 mod errors;
+mod hostile;
 mod interop;
 mod lifecycle;
 mod ops;

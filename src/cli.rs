@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::auth::{self, Scope};
 use crate::config::{Config, StorageConfig};
-use crate::domain::AgentDraft;
+use crate::domain::{AgentDraft, FieldError};
 use crate::store::{self, Agent, AgentState, Store};
 use crate::timestamp::Timestamp;
 
@@ -81,9 +81,16 @@ pub struct ImportArgs {
     /// Owner of the imported agents.
     #[arg(long)]
     pub owner: String,
-    /// Make the imported agents ACTIVE at once.
+    /// Make the imported agents ACTIVE at once (created and updated ones alike).
     #[arg(long)]
     pub go_live: bool,
+    /// Update agents that exist (same owner) instead of rejecting their lines, so an import can
+    /// be run again over the same or a newer file.
+    #[arg(long)]
+    pub update: bool,
+    /// Write every rejected line here as JSON Lines: `{"line": N, "errors": [{field, message}]}`.
+    #[arg(long)]
+    pub rejects: Option<PathBuf>,
     #[command(flatten)]
     pub storage: StorageConfig,
 }
@@ -181,13 +188,50 @@ fn scope_list(scopes: &[Scope]) -> String {
 /// Why one line of an import file was not loaded.
 struct Rejected {
     line: usize,
-    reason: String,
+    errors: Vec<FieldError>,
 }
+
+/// What importing one line did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Imported {
+    Created,
+    Updated,
+    Unchanged,
+}
+
+/// The counts `import` ends with.
+#[derive(Debug, Default)]
+struct ImportCounts {
+    created: usize,
+    updated: usize,
+    unchanged: usize,
+    rejected: usize,
+}
+
+impl std::fmt::Display for ImportCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "created {}, updated {}, unchanged {}, rejected {}",
+            self.created, self.updated, self.unchanged, self.rejected
+        )
+    }
+}
+
+/// Rejected lines shown on the terminal; `--rejects` keeps every one.
+const REJECTS_SHOWN: usize = 50;
 
 async fn import(args: ImportArgs) -> anyhow::Result<()> {
     let owner = auth::parse_owner(&args.owner).map_err(anyhow::Error::msg)?;
     let file = std::fs::File::open(&args.file)
         .with_context(|| format!("cannot open {}", args.file.display()))?;
+    let mut rejects_file = match &args.rejects {
+        Some(path) => Some(BufWriter::new(
+            std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?,
+        )),
+        None => None,
+    };
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let store = store::open(&args.storage).await?;
     let progress = indicatif::ProgressBar::new(size);
@@ -197,64 +241,137 @@ async fn import(args: ImportArgs) -> anyhow::Result<()> {
         )
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    let mut imported = 0usize;
-    let mut rejected = Vec::new();
+    let mut counts = ImportCounts::default();
+    let mut shown = Vec::new();
     for (index, line) in BufReader::new(file).lines().enumerate() {
         let line = line.with_context(|| format!("cannot read line {}", index + 1))?;
         progress.inc(line.len() as u64 + 1);
         if line.trim().is_empty() {
             continue;
         }
-        match import_line(store.as_ref(), &line, &owner, args.go_live).await {
-            Ok(()) => imported += 1,
-            Err(reason) => rejected.push(Rejected {
-                line: index + 1,
-                reason,
-            }),
+        match import_line(store.as_ref(), &line, &owner, &args).await {
+            Ok(Imported::Created) => counts.created += 1,
+            Ok(Imported::Updated) => counts.updated += 1,
+            Ok(Imported::Unchanged) => counts.unchanged += 1,
+            Err(errors) => {
+                counts.rejected += 1;
+                let rejected = Rejected {
+                    line: index + 1,
+                    errors,
+                };
+                if let Some(out) = &mut rejects_file {
+                    let errors: Vec<Value> = rejected
+                        .errors
+                        .iter()
+                        .map(|e| serde_json::json!({"field": e.field, "message": e.message}))
+                        .collect();
+                    let record = serde_json::json!({"line": rejected.line, "errors": errors});
+                    serde_json::to_writer(&mut *out, &record)?;
+                    out.write_all(b"\n")?;
+                }
+                if shown.len() < REJECTS_SHOWN {
+                    shown.push(rejected);
+                }
+            }
         }
-        progress.set_message(format!("{imported} imported, {} rejected", rejected.len()));
+        progress.set_message(counts.to_string());
     }
     progress.finish_and_clear();
-    eprintln!(
-        "imported {imported} agents, rejected {} lines",
-        rejected.len()
-    );
-    for rejection in rejected.iter().take(50) {
-        eprintln!("  line {}: {}", rejection.line, rejection.reason);
+    if let Some(out) = &mut rejects_file {
+        out.flush()?;
     }
-    if rejected.len() > 50 {
-        eprintln!("  … and {} more", rejected.len() - 50);
+    for rejection in &shown {
+        let reasons: Vec<String> = rejection
+            .errors
+            .iter()
+            .map(|e| match e.field.as_str() {
+                "" => e.message.clone(),
+                field => format!("{field}: {}", e.message),
+            })
+            .collect();
+        eprintln!("  line {}: {}", rejection.line, reasons.join("; "));
     }
+    if counts.rejected > shown.len() {
+        let more = counts.rejected - shown.len();
+        match &args.rejects {
+            Some(path) => eprintln!("  … and {more} more, all in {}", path.display()),
+            None => eprintln!("  … and {more} more (--rejects FILE keeps every one)"),
+        }
+    }
+    eprintln!("import: {counts}");
     Ok(())
+}
+
+fn reject(message: impl Into<String>) -> Vec<FieldError> {
+    vec![FieldError::new("", message)]
 }
 
 async fn import_line(
     store: &dyn Store,
     line: &str,
     owner: &str,
-    go_live: bool,
-) -> Result<(), String> {
-    let body: Value = serde_json::from_str(line).map_err(|err| format!("invalid JSON: {err}"))?;
-    let draft = AgentDraft::parse(&body).map_err(|errors| {
-        errors
-            .iter()
-            .map(|e| format!("{}: {}", e.field, e.message))
-            .collect::<Vec<_>>()
-            .join("; ")
-    })?;
+    args: &ImportArgs,
+) -> Result<Imported, Vec<FieldError>> {
+    let body: Value =
+        serde_json::from_str(line).map_err(|err| reject(format!("invalid JSON: {err}")))?;
+    let draft = AgentDraft::parse(&body)?;
     if draft.package_name.as_str().starts_with("registry.") {
-        return Err("the 'registry.' namespace is reserved".to_owned());
+        return Err(vec![FieldError::new(
+            "package_name",
+            "the 'registry.' namespace is reserved",
+        )]);
     }
+    let stored = |err: crate::store::StoreError| reject(err.to_string());
     let now = Timestamp::now();
-    let mut agent = Agent::new(draft, owner, now);
-    if go_live {
-        agent.state = AgentState::Active;
-        agent.published_at = Some(now);
-    }
-    store
-        .insert_agent(&agent)
+    let existing = store
+        .find_agent(draft.package_name.as_str())
         .await
-        .map_err(|err| err.to_string())
+        .map_err(stored)?;
+    let (agent, outcome) = match existing {
+        None => {
+            let mut agent = Agent::new(draft, owner, now);
+            if args.go_live {
+                agent.state = AgentState::Active;
+                agent.published_at = Some(now);
+            }
+            store.insert_agent(&agent).await.map_err(stored)?;
+            return Ok(Imported::Created);
+        }
+        Some(existing) if existing.owner != owner => {
+            return Err(vec![FieldError::new(
+                "package_name",
+                format!(
+                    "'{}' is registered to another owner",
+                    existing.package_name()
+                ),
+            )]);
+        }
+        Some(existing) if !args.update => {
+            return Err(vec![FieldError::new(
+                "package_name",
+                format!(
+                    "'{}' is already registered (--update updates it)",
+                    existing.package_name()
+                ),
+            )]);
+        }
+        Some(existing) if existing.draft == draft => (existing, Imported::Unchanged),
+        Some(existing) => {
+            let updated = store
+                .update_agent(&existing.id, &draft, Some(existing.revision), now)
+                .await
+                .map_err(stored)?;
+            (updated, Imported::Updated)
+        }
+    };
+    if args.go_live && agent.state == AgentState::Stage {
+        store
+            .transition(&agent.id, AgentState::Stage, AgentState::Active, now)
+            .await
+            .map_err(stored)?;
+        return Ok(Imported::Updated);
+    }
+    Ok(outcome)
 }
 
 async fn export(args: ExportArgs) -> anyhow::Result<()> {

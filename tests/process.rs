@@ -260,7 +260,9 @@ async fn import_loads_a_jsonl_file_and_reports_rejected_lines() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "{stderr}");
     assert!(
-        stderr.contains("imported 2 agents, rejected 2 lines"),
+        stderr
+            .trim_end()
+            .ends_with("import: created 2, updated 0, unchanged 0, rejected 2"),
         "{stderr}"
     );
     assert!(stderr.contains("line 2:"), "{stderr}");
@@ -279,6 +281,121 @@ async fn import_loads_a_jsonl_file_and_reports_rejected_lines() {
     let imported: Vec<&Value> = lines.iter().filter(|l| l["owner"] == "importer").collect();
     assert_eq!(imported.len(), 2);
     assert!(imported.iter().all(|l| l["state"] == "ACTIVE"));
+}
+
+/// `agent-registry import FILE --owner OWNER ARGS… --data-dir DIR`: its stderr, after checking
+/// that it succeeded.
+fn run_import(file: &Path, data_dir: &Path, owner: &str, args: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_agent-registry"))
+        .arg("import")
+        .arg(file)
+        .args(["--owner", owner])
+        .args(args)
+        .arg("--data-dir")
+        .arg(data_dir)
+        .output()
+        .expect("import runs");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{stderr}");
+    stderr
+}
+
+#[tokio::test]
+async fn import_runs_again_with_update_and_keeps_every_reject() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("agents.jsonl");
+    let data_dir = dir.path().join("data");
+    let one = r#"{"package_name": "io.github.a.one", "name": "One", "description": "First."}"#;
+    let two = r#"{"package_name": "io.github.a.two", "name": "Two", "description": "Second."}"#;
+    let mut lines = vec![one.to_owned(), two.to_owned()];
+    lines.extend((0..60).map(|i| format!(r#"{{"package_name": "bad{i}", "name": ""}}"#)));
+    std::fs::write(&file, lines.join("\n")).expect("write");
+
+    let first = run_import(&file, &data_dir, "importer", &[]);
+    assert!(
+        first
+            .trim_end()
+            .ends_with("import: created 2, updated 0, unchanged 0, rejected 60"),
+        "{first}"
+    );
+    assert!(
+        first.contains("(--rejects FILE keeps every one)"),
+        "{first}"
+    );
+
+    // Without --update, a second run rejects what exists; with it, nothing changes.
+    let again = run_import(&file, &data_dir, "importer", &[]);
+    assert!(
+        again.contains("already registered (--update updates it)"),
+        "{again}"
+    );
+    let rejects = dir.path().join("rejects.jsonl");
+    let rejects_arg = rejects.to_str().expect("utf-8 path");
+    let same = run_import(
+        &file,
+        &data_dir,
+        "importer",
+        &["--update", "--rejects", rejects_arg],
+    );
+    assert!(
+        same.trim_end()
+            .ends_with("import: created 0, updated 0, unchanged 2, rejected 60"),
+        "{same}"
+    );
+    let kept: Vec<Value> = std::fs::read_to_string(&rejects)
+        .expect("rejects file")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("JSON line"))
+        .collect();
+    assert_eq!(kept.len(), 60, "every reject, not the first 50");
+    assert_eq!(kept[0]["line"], 3);
+    assert!(
+        kept[0]["errors"].as_array().is_some_and(|e| !e.is_empty()),
+        "{}",
+        kept[0]
+    );
+
+    // A changed line updates its agent, a new one is created, and --go-live applies to both.
+    let changed = one.replace("First.", "First, and better.");
+    let three =
+        r#"{"package_name": "io.github.a.three", "name": "Three", "description": "Third."}"#;
+    std::fs::write(&file, [changed.as_str(), two, three].join("\n")).expect("write");
+    let newer = run_import(&file, &data_dir, "importer", &["--update", "--go-live"]);
+    assert!(
+        newer
+            .trim_end()
+            .ends_with("import: created 1, updated 2, unchanged 0, rejected 0"),
+        "{newer}"
+    );
+
+    // Another owner's agents are never touched.
+    let stranger = run_import(&file, &data_dir, "mallory", &["--update"]);
+    assert!(stranger.trim_end().ends_with("rejected 3"), "{stranger}");
+    assert!(
+        stranger.contains("registered to another owner"),
+        "{stranger}"
+    );
+
+    let exported = Command::new(env!("CARGO_BIN_EXE_agent-registry"))
+        .args(["export", "--data-dir"])
+        .arg(&data_dir)
+        .output()
+        .expect("export runs");
+    let records: Vec<Value> = String::from_utf8_lossy(&exported.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("JSON"))
+        .filter(|record: &Value| record["owner"] == "importer")
+        .collect();
+    assert_eq!(records.len(), 3);
+    assert!(
+        records.iter().all(|r| r["state"] == "ACTIVE"),
+        "{records:?}"
+    );
+    let one = records
+        .iter()
+        .find(|r| r["package_name"] == "io.github.a.one")
+        .expect("one");
+    assert_eq!(one["description"], "First, and better.");
 }
 
 #[tokio::test]

@@ -34,7 +34,7 @@ bin=target/release/agent-registry
 psql "$db" -qc "CREATE SCHEMA $schema"
 
 head -n "$agents" "$data" > "$work/agents.jsonl"
-$bin import "$work/agents.jsonl" --owner load --go-live --database-url "$url" 2>&1 | grep -E '^imported'
+$bin import "$work/agents.jsonl" --owner load --go-live --database-url "$url" 2>&1 | grep -E '^import(ed)?[: ]'
 copies=${LOAD_COPIES:-1}
 if [ "$copies" -gt 1 ]; then
   psql "$url" -qc "INSERT INTO agents (id, package_name, owner, state, verification_level,
@@ -84,8 +84,9 @@ start() {
   REGISTRY_EMBEDDER=$embedder REGISTRY_MASTER_KEY=load-master-key RUST_LOG=warn \
     $bin --bind "127.0.0.1:$port" --database-url "$url" >"$work/server-$port.log" 2>&1 &
   pids+=($!)
+  # Ready, and with every vector loaded (until then searches rank by keywords alone).
   for _ in $(seq 2400); do
-    curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break
+    curl -sf "http://127.0.0.1:$port/readyz" | grep -qE '"vectors":"(ready|none)"' && break
     sleep 0.05
   done
   curl -sf "http://127.0.0.1:$port/readyz" >/dev/null || {

@@ -25,7 +25,7 @@ binary=${LOAD_BINARY:-target/release/agent-registry}
 
 head -n "$agents" "$data" > "$work/agents.jsonl"
 "$binary" import "$work/agents.jsonl" --owner load --go-live \
-  --data-dir "$work/data" 2>&1 | grep -E '^imported'
+  --data-dir "$work/data" 2>&1 | grep -E '^import(ed)?[: ]'
 
 python3 - "$work/agents.jsonl" "$work/queries.txt" <<'PY'
 import json, random, sys, urllib.parse
@@ -60,8 +60,9 @@ LUA
 REGISTRY_EMBEDDER=$embedder RUST_LOG=warn "$binary" \
   --bind "127.0.0.1:$port" --data-dir "$work/data" &
 server_pid=$!
-for _ in $(seq 100); do
-  curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break
+# Ready, and with every vector loaded (until then searches rank by keywords alone).
+for _ in $(seq 600); do
+  curl -sf "http://127.0.0.1:$port/readyz" | grep -qE '"vectors":"(ready|none)"' && break
   sleep 0.2
 done
 

@@ -35,7 +35,17 @@ pub struct App {
     pub router: axum::Router,
 }
 
-/// Open storage, load the search index, register the hosted agents, and build the router.
+/// When a starting index gets its vectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Vectors {
+    /// Before `build` returns (tests and tools want the finished index).
+    Wait,
+    /// In the background: searches rank by keywords until every agent has its vector.
+    Background,
+}
+
+/// Open storage, load the search index (vectors included), register the hosted agents, and
+/// build the router.
 pub async fn build(config: Config) -> anyhow::Result<App> {
     let store = store::open(&config.storage).await?;
     build_with_store(config, store).await
@@ -43,6 +53,10 @@ pub async fn build(config: Config) -> anyhow::Result<App> {
 
 /// `build` over a store that is already open.
 pub async fn build_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::Result<App> {
+    build_app(config, store, Vectors::Wait).await
+}
+
+async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> anyhow::Result<App> {
     let base_url: Arc<str> = config.base_url().into();
     let embedder = search::embed::from_config(&config.embedder)?;
     let index = Arc::new(SearchIndex::new(&base_url, Arc::clone(&store), embedder)?);
@@ -51,8 +65,24 @@ pub async fn build_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::
     // the follower rather than missed.
     let cursor = store.latest_change().await?;
     index
-        .rebuild(&store.all_agents(Some(AgentState::Active)).await?)
+        .rebuild_keyword(&store.all_agents(Some(AgentState::Active)).await?)
         .await?;
+    let vector_fill = match vectors {
+        Vectors::Wait => {
+            index.fill_vectors().await?;
+            None
+        }
+        Vectors::Background => {
+            let index = Arc::clone(&index);
+            Some(Arc::new(follow::AbortOnDrop::new(tokio::spawn(
+                async move {
+                    if let Err(err) = index.fill_vectors().await {
+                        tracing::error!(error = %err, "cannot load the agents' vectors; keyword ranking only");
+                    }
+                },
+            ))))
+        }
+    };
     let outbound = Arc::new(outbound::Outbound::new(
         outbound::OutboundSettings::for_user_urls(&config.upstreams, &base_url),
     )?);
@@ -86,28 +116,42 @@ pub async fn build_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::
         follower: Arc::new(follower),
         started_at: timestamp::Timestamp::now(),
         token_limit,
+        vector_fill,
     };
     let router = router::router(state.clone());
     Ok(App { state, router })
 }
 
 /// Serve `config` until SIGTERM or SIGINT, then finish in-flight requests and return.
+///
+/// The server listens at once: while storage opens and the keyword index loads, `/healthz`
+/// answers 200 and everything else 503 (`/readyz` too); then the whole API serves, ranking by
+/// keywords until every agent's vector is loaded or computed in the background.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
     let bind = config.bind;
-    let app = build(config).await?;
-    first_run_token(&app.state).await?;
     let listener = tokio::net::TcpListener::bind(bind)
         .await
         .map_err(|err| anyhow::anyhow!("cannot listen on {bind}: {err}"))?;
-    let request_timeout = std::time::Duration::from_secs(app.state.config.request_timeout_secs);
-    let limits = server::Limits::resolve(&app.state.config.connections, request_timeout);
+    let request_timeout = std::time::Duration::from_secs(config.request_timeout_secs);
+    let limits = server::Limits::resolve(&config.connections, request_timeout);
     tracing::info!(
         address = %listener.local_addr()?,
-        base_url = %app.state.base_url,
         max_connections = limits.max_connections,
+        "listening; starting"
+    );
+    let (routers, current) = tokio::sync::watch::channel(router::starting());
+    let server = tokio::spawn(server::serve(listener, current, limits, shutdown_signal()));
+    let started = std::time::Instant::now();
+    let store = store::open(&config.storage).await?;
+    let app = build_app(config, store, Vectors::Background).await?;
+    first_run_token(&app.state).await?;
+    let _ = routers.send(app.router);
+    tracing::info!(
+        base_url = %app.state.base_url,
+        elapsed_ms = started.elapsed().as_millis() as u64,
         "serving"
     );
-    server::serve(listener, app.router, limits, shutdown_signal()).await?;
+    server.await??;
     tracing::info!("stopped");
     Ok(())
 }

@@ -23,10 +23,18 @@ async fn serve(config: Config) -> anyhow::Result<()> {
 }
 
 fn init_tracing(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| EnvFilter::new("info,sqlx=warn,tantivy=warn,tower_http=info"));
+    // Libraries log at `warn`, so the log says what the registry did. tantivy's segment manager
+    // warns each time a background merge finishes after a newer commit already replaced the
+    // segments it merged; the merge is dropped and nothing is lost, so that one is `error`.
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        EnvFilter::new(
+            "info,sqlx=warn,tantivy=warn,tantivy::indexer::segment_manager=error,hyper=warn,\
+             tower_http=info",
+        )
+    });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),

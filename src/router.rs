@@ -62,6 +62,23 @@ impl utoipa::Modify for BearerAuth {
     }
 }
 
+/// What answers while the server starts (storage opening, the keyword index loading): the
+/// process is alive, and nothing else is ready yet.
+pub fn starting() -> Router {
+    async fn not_yet() -> axum::response::Response {
+        use axum::response::IntoResponse;
+        let mut error = crate::error::ApiError::new(
+            crate::error::ErrorCode::Unavailable,
+            "the registry is starting: storage is opening and the search index is loading",
+        );
+        error.retry_after_secs = Some(1);
+        error.into_response()
+    }
+    Router::new()
+        .route("/healthz", get(ops::healthz))
+        .fallback(not_yet)
+}
+
 /// The whole HTTP surface.
 pub fn router(state: AppState) -> Router {
     let rate_limit = Arc::new(RateLimit::from_config(&state.config));

@@ -21,6 +21,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio::time::{Instant, Sleep};
+use tower::ServiceExt;
 
 use crate::config::ConnectionConfig;
 use crate::error::{ApiError, ErrorCode};
@@ -76,11 +77,11 @@ fn open_file_limit() -> Option<usize> {
     }
 }
 
-/// Serve `router` on `listener` within `limits` until `shutdown` completes, then let in-flight
-/// requests finish (up to 30 s).
+/// Serve the current router of `routers` on `listener` within `limits` until `shutdown`
+/// completes, then let in-flight requests finish (up to 30 s).
 pub async fn serve(
     listener: TcpListener,
-    router: Router,
+    routers: tokio::sync::watch::Receiver<Router>,
     limits: Limits,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
@@ -118,11 +119,18 @@ pub async fn serve(
             },
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(
-            router
-                .clone()
-                .layer(axum::Extension(ConnectInfo::<SocketAddr>(peer))),
-        );
+        // Each request goes to the router current when it arrives: a connection opened while
+        // the server was starting sees the whole API once it is up.
+        let routers = routers.clone();
+        let service = TowerToHyperService::new(tower::service_fn(
+            move |mut request: axum::http::Request<hyper::body::Incoming>| {
+                request
+                    .extensions_mut()
+                    .insert(ConnectInfo::<SocketAddr>(peer));
+                let router = routers.borrow().clone();
+                router.oneshot(request.map(axum::body::Body::new))
+            },
+        ));
         let io = TokioIo::new(GuardedIo::new(stream, limits.idle_timeout));
         let connection = builder.serve_connection(io, service);
         let connection = graceful.watch(connection);

@@ -34,4 +34,6 @@ pub struct AppState {
     pub started_at: Timestamp,
     /// Requests per token on authenticated paths.
     pub token_limit: Arc<crate::auth::TokenRateLimit>,
+    /// The background task giving a starting index its vectors, if one runs.
+    pub vector_fill: Option<Arc<AbortOnDrop>>,
 }

@@ -896,3 +896,63 @@ async fn a_declared_oversized_body_is_refused_before_it_is_sent() {
     let answer = raw_exchange(&server.base, head.as_bytes(), Duration::from_secs(5)).await;
     assert_problem_answer(&answer, 413, "payload_too_large");
 }
+
+#[tokio::test]
+async fn the_server_answers_healthz_at_once_and_readyz_reports_the_vectors() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("agents.jsonl");
+    let lines: Vec<String> = (0..3_000)
+        .map(|i| {
+            format!(
+                r#"{{"package_name": "com.example.a{i}", "name": "Agent {i}", "description": "Forecasts and prices, number {i}."}}"#
+            )
+        })
+        .collect();
+    std::fs::write(&file, lines.join("\n")).expect("write");
+    let data_dir = dir.path().join("data");
+    run_import(&file, &data_dir, "importer", &["--go-live"]);
+
+    let port = free_port();
+    let mut child = serve_command(&data_dir, port)
+        .env("REGISTRY_MASTER_KEY", MASTER_KEY)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("binary starts");
+    let base = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seen = Vec::new();
+    loop {
+        assert!(Instant::now() < deadline, "never ready: {seen:?}");
+        if let Ok(health) = client.get(format!("{base}/healthz")).send().await {
+            assert_eq!(
+                health.status(),
+                200,
+                "healthz answers whenever the port does"
+            );
+            let ready = client
+                .get(format!("{base}/readyz"))
+                .send()
+                .await
+                .expect("readyz answers");
+            let status = ready.status().as_u16();
+            let body: Value = ready.json().await.expect("JSON");
+            if status == 503 {
+                assert_eq!(body["code"], "unavailable", "{body}");
+            } else {
+                assert_eq!(status, 200, "{body}");
+                assert_eq!(body["total"], 3_003, "{body}");
+                let vectors = body["vectors"].as_str().unwrap_or_default().to_owned();
+                assert!(["loading", "ready"].contains(&vectors.as_str()), "{body}");
+                if vectors == "ready" {
+                    assert_eq!(body["embedded"], 3_003);
+                    break;
+                }
+            }
+            seen.push(status);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}

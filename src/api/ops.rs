@@ -16,7 +16,11 @@ pub async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-/// Readiness: storage answers and the search index is loaded.
+/// Readiness: storage answers and the keyword index is loaded (while the server starts, 503).
+///
+/// `vectors` says whether intent ranking is on: `loading` while agents' vectors are loaded or
+/// computed in the background (`embedded` of `total` so far; searches rank by keywords), `ready`,
+/// or `none` without an embedder.
 #[utoipa::path(get, path = "/readyz", tag = "operations",
     responses((status = 200, description = "Ready"), (status = 503, body = crate::error::Problem)))]
 pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Value>> {
@@ -24,10 +28,20 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Value>> {
         tracing::warn!(error = %err, "storage not ready");
         ApiError::new(ErrorCode::Unavailable, "storage is not reachable")
     })?;
+    let total = state.index.len();
+    let progress = state.index.vector_progress();
+    let (vectors, embedded) = match (progress.none, progress.ready) {
+        (true, _) => ("none", 0),
+        (false, true) => ("ready", total),
+        (false, false) => ("loading", progress.embedded.min(total)),
+    };
     Ok(Json(json!({
         "status": "ready",
         "storage": "ok",
-        "indexed_agents": state.index.len(),
+        "indexed_agents": total,
+        "vectors": vectors,
+        "embedded": embedded,
+        "total": total,
     })))
 }
 
@@ -36,6 +50,9 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Value>> {
     responses((status = 200, description = "Prometheus text exposition format")))]
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     metrics::gauge!("registry_indexed_agents").set(state.index.len() as f64);
+    let progress = state.index.vector_progress();
+    metrics::gauge!("registry_vectors_ready").set(if progress.ready { 1.0 } else { 0.0 });
+    metrics::gauge!("registry_embedded_agents").set(progress.embedded as f64);
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics.render(),

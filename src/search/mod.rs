@@ -244,6 +244,23 @@ pub struct SearchIndex {
     text: TextIndex,
     /// Serialises index writes so the text index and the catalog change together.
     writes: tokio::sync::Mutex<()>,
+    /// Whether every indexed agent has its vector: until then searches rank by keywords alone,
+    /// and `fill_vectors` is loading or computing them.
+    vectors_ready: std::sync::atomic::AtomicBool,
+    /// Agents given a vector so far by `fill_vectors`, of how many.
+    vectors_filled: std::sync::atomic::AtomicUsize,
+    vectors_total: std::sync::atomic::AtomicUsize,
+}
+
+/// How far the vectors of a starting index are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VectorProgress {
+    /// No embedder: keyword ranking only.
+    pub none: bool,
+    pub ready: bool,
+    /// Agents with their vector, and how many the index held when loading began.
+    pub embedded: usize,
+    pub total: usize,
 }
 
 /// Where the previous page ended: the last hit's sort key and id.
@@ -332,7 +349,27 @@ impl SearchIndex {
             catalog: RwLock::new(catalog),
             text: TextIndex::new()?,
             writes: tokio::sync::Mutex::new(()),
+            vectors_ready: std::sync::atomic::AtomicBool::new(true),
+            vectors_filled: std::sync::atomic::AtomicUsize::new(0),
+            vectors_total: std::sync::atomic::AtomicUsize::new(0),
         })
+    }
+
+    /// How far the vectors are (for readiness and metrics).
+    pub fn vector_progress(&self) -> VectorProgress {
+        use std::sync::atomic::Ordering::Relaxed;
+        let ready = self.vectors_ready.load(Relaxed);
+        let total = self.vectors_total.load(Relaxed);
+        VectorProgress {
+            none: self.embedder.is_none(),
+            ready,
+            embedded: if ready {
+                total.max(self.vectors_filled.load(Relaxed))
+            } else {
+                self.vectors_filled.load(Relaxed)
+            },
+            total,
+        }
     }
 
     pub fn mode(&self) -> Mode {
@@ -354,44 +391,53 @@ impl SearchIndex {
         self.embedder.as_deref().map(|e| e.id())
     }
 
-    /// Replace the whole index with the ACTIVE agents among `agents` (start-up). Vectors come
-    /// from the store when their content hash still matches; the rest are embedded and saved.
+    /// Replace the whole index with the ACTIVE agents among `agents`, vectors included: vectors
+    /// come from the store when their content hash still matches; the rest are embedded and
+    /// saved. (The server instead calls `rebuild_keyword` and fills vectors in the background.)
     pub async fn rebuild(&self, agents: &[Agent]) -> anyhow::Result<()> {
+        self.rebuild_keyword(agents).await?;
+        self.fill_vectors().await
+    }
+
+    /// Replace the whole index with the ACTIVE agents among `agents`, without vectors: searches
+    /// rank by keywords until `fill_vectors` has given every agent its vector.
+    pub async fn rebuild_keyword(&self, agents: &[Agent]) -> anyhow::Result<()> {
+        use std::sync::atomic::Ordering::Relaxed;
         let _guard = self.writes.lock().await;
         let docs: Vec<Arc<Doc>> = agents
             .iter()
             .filter(|agent| agent.state == AgentState::Active)
             .map(|agent| Arc::new(self.doc(agent)))
             .collect();
-        let vectors = match &self.embedder {
-            Some(embedder) => Some(self.load_vectors(embedder.as_ref(), &docs).await?),
-            None => None,
-        };
         let mut catalog = Catalog {
             vectors: self.embedder.as_ref().map(|e| VectorStore::new(e.dim())),
             ..Catalog::default()
         };
         for doc in &docs {
             let slot = catalog.slot_for(&doc.id);
-            let vector = vectors
-                .as_ref()
-                .and_then(|v| v.get(&doc.id))
-                .map(Vec::as_slice);
-            catalog.put(slot, Arc::clone(doc), vector);
+            catalog.put(slot, Arc::clone(doc), None);
         }
         self.text
             .replace_all(docs.iter().map(|doc| (catalog.slots[&doc.id], &doc.text)))?;
+        self.vectors_total.store(docs.len(), Relaxed);
+        self.vectors_filled.store(0, Relaxed);
+        self.vectors_ready
+            .store(self.embedder.is_none() || docs.is_empty(), Relaxed);
         *self.write_catalog() = catalog;
         Ok(())
     }
 
-    /// Stored vectors that are still current, plus fresh ones for the rest (saved back).
-    async fn load_vectors(
-        &self,
-        embedder: &dyn Embedder,
-        docs: &[Arc<Doc>],
-    ) -> anyhow::Result<HashMap<String, Vec<f32>>> {
-        let mut current: HashMap<String, Vec<f32>> = HashMap::new();
+    /// Give every indexed agent its vector: stored ones whose content hash still matches, the
+    /// rest embedded (in batches) and saved. Writes that land meanwhile keep their own vectors;
+    /// a vector is only set on a slot whose text is the text it was made from. Then intent
+    /// ranking joins.
+    pub async fn fill_vectors(&self) -> anyhow::Result<()> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Some(embedder) = self.embedder.clone() else {
+            self.vectors_ready.store(true, Relaxed);
+            return Ok(());
+        };
+        let docs: Vec<Arc<Doc>> = self.read_catalog().docs.iter().flatten().cloned().collect();
         let stored: HashMap<String, StoredEmbedding> = self
             .store
             .load_embeddings(embedder.id())
@@ -399,6 +445,7 @@ impl SearchIndex {
             .into_iter()
             .map(|e| (e.agent_id.clone(), e))
             .collect();
+        let mut current = Vec::new();
         let mut missing = Vec::new();
         for doc in docs {
             match stored.get(&doc.id) {
@@ -406,20 +453,24 @@ impl SearchIndex {
                     if e.content_hash == doc.content_hash
                         && (embedder.dim() == 0 || e.vector.len() == embedder.dim()) =>
                 {
-                    current.insert(doc.id.clone(), e.vector.clone());
+                    current.push(e.clone());
                 }
-                _ => missing.push(Arc::clone(doc)),
+                _ => missing.push(doc),
             }
         }
+        drop(stored);
+        self.put_vectors(&current);
         if !missing.is_empty() {
             tracing::info!(
                 embedder = embedder.id(),
                 stored = current.len(),
                 to_embed = missing.len(),
-                "embedding agents"
+                "embedding agents; keyword ranking until they are done"
             );
         }
-        for batch in missing.chunks(EMBED_BATCH) {
+        let started = std::time::Instant::now();
+        let mut reported = started;
+        for (done, batch) in missing.chunks(EMBED_BATCH).enumerate() {
             let texts: Vec<String> = batch.iter().map(|doc| embedding_text(&doc.text)).collect();
             let vectors = embedder.embed(&texts).await?;
             let fresh: Vec<StoredEmbedding> = batch
@@ -432,9 +483,43 @@ impl SearchIndex {
                 })
                 .collect();
             self.store.save_embeddings(embedder.id(), &fresh).await?;
-            current.extend(fresh.into_iter().map(|e| (e.agent_id, e.vector)));
+            self.put_vectors(&fresh);
+            if reported.elapsed() >= std::time::Duration::from_secs(10) {
+                reported = std::time::Instant::now();
+                tracing::info!(
+                    embedded = (done + 1) * EMBED_BATCH,
+                    of = missing.len(),
+                    "embedding agents"
+                );
+            }
         }
-        Ok(current)
+        self.vectors_ready.store(true, Relaxed);
+        if !missing.is_empty() {
+            tracing::info!(
+                embedded = missing.len(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "every agent has its vector; intent ranking is on"
+            );
+        }
+        Ok(())
+    }
+
+    /// Set the vectors of the agents whose indexed text is still the text they were made from.
+    fn put_vectors(&self, embeddings: &[StoredEmbedding]) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut catalog = self.write_catalog();
+        for embedding in embeddings {
+            let Some(slot) = catalog.slots.get(&embedding.agent_id).copied() else {
+                continue;
+            };
+            let current = catalog
+                .doc(slot)
+                .is_some_and(|doc| doc.content_hash == embedding.content_hash);
+            if let (true, Some(vectors)) = (current, catalog.vectors.as_mut()) {
+                vectors.set(slot, &embedding.vector);
+            }
+        }
+        self.vectors_filled.fetch_add(embeddings.len(), Relaxed);
     }
 
     /// Make the index reflect `agent` as just written: indexed when ACTIVE, absent otherwise.
@@ -553,7 +638,11 @@ impl SearchIndex {
 
     /// Run one search: embed the query (when there is text and an embedder), then rank.
     pub async fn search(&self, request: &SearchRequest) -> Result<AgentPage, SearchError> {
-        let wants_vector = self.mode != Mode::Keyword && request.has_text();
+        let wants_vector = self.mode != Mode::Keyword
+            && request.has_text()
+            && self
+                .vectors_ready
+                .load(std::sync::atomic::Ordering::Relaxed);
         let query_vector = match (&self.embedder, wants_vector) {
             (Some(embedder), true) => {
                 let text = if embedder.is_bag_of_words() {
@@ -1098,5 +1187,96 @@ mod tests {
             }
             assert_eq!(served, expected, "round {round}, limit {limit}");
         }
+    }
+
+    /// Counts the texts it embeds; every vector is the same unit vector.
+    #[derive(Default)]
+    struct CountingEmbedder {
+        embedded: std::sync::atomic::AtomicUsize,
+    }
+
+    #[async_trait::async_trait]
+    impl embed::Embedder for CountingEmbedder {
+        fn id(&self) -> &str {
+            "counting@1"
+        }
+
+        fn dim(&self) -> usize {
+            2
+        }
+
+        async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, embed::EmbedError> {
+            self.embedded
+                .fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
+            Ok(texts.iter().map(|_| vec![0.6, 0.8]).collect())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_starting_index_ranks_by_keywords_until_its_vectors_are_filled() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store: Arc<dyn Store> = Arc::new(
+            crate::store::sqlite::SqliteStore::open_dir(dir.path())
+                .await
+                .expect("store"),
+        );
+        let mut agents = Vec::new();
+        for i in 0..70 {
+            let draft = crate::domain::AgentDraft::parse(&serde_json::json!({
+                "package_name": format!("com.example.weather{i}"),
+                "name": format!("Weather {i}"),
+                "description": "Forecasts for any city.",
+            }))
+            .expect("draft");
+            let mut agent = Agent::new(draft, "alice", crate::timestamp::Timestamp::now());
+            agent.state = AgentState::Active;
+            store.insert_agent(&agent).await.expect("insert");
+            agents.push(agent);
+        }
+        let embedder = Arc::new(CountingEmbedder::default());
+        let index = SearchIndex::new(
+            "http://registry.test",
+            Arc::clone(&store),
+            Some(Arc::clone(&embedder) as Arc<dyn embed::Embedder>),
+        )
+        .expect("index");
+
+        index.rebuild_keyword(&agents).await.expect("keyword index");
+        let loading = index.vector_progress();
+        assert!(!loading.ready && !loading.none, "{loading:?}");
+        assert_eq!((loading.embedded, loading.total), (0, 70));
+        let request = request::from_query_pairs(
+            &[("q".to_owned(), "weather".to_owned())],
+            request::LIST_LIMITS,
+        )
+        .expect("request");
+        let page = index.search(&request).await.expect("search");
+        assert_eq!(page.total, 70, "keyword search serves at once");
+        assert_eq!(embedder.embedded.load(SeqCst), 0, "no query embedded yet");
+
+        index.fill_vectors().await.expect("vectors");
+        let ready = index.vector_progress();
+        assert!(ready.ready, "{ready:?}");
+        assert_eq!(ready.embedded, 70);
+        assert_eq!(embedder.embedded.load(SeqCst), 70, "each agent once");
+        index.search(&request).await.expect("search");
+        assert_eq!(
+            embedder.embedded.load(SeqCst),
+            71,
+            "the query, now that vectors are in"
+        );
+
+        // A restart finds every vector stored: nothing is embedded again.
+        let again = Arc::new(CountingEmbedder::default());
+        let restarted = SearchIndex::new(
+            "http://registry.test",
+            Arc::clone(&store),
+            Some(Arc::clone(&again) as Arc<dyn embed::Embedder>),
+        )
+        .expect("index");
+        restarted.rebuild(&agents).await.expect("rebuild");
+        assert_eq!(again.embedded.load(SeqCst), 0);
+        assert!(restarted.vector_progress().ready);
     }
 }

@@ -65,6 +65,42 @@ async fn readyz_says_ready_once_storage_and_index_are_up() {
     assert_eq!(response.status, 200, "{}", response.text);
     assert_eq!(response.body["status"], "ready");
     assert_eq!(response.body["indexed_agents"], 3, "the hosted agents");
+    assert_eq!(response.body["total"], 3);
+    match response.body["vectors"].as_str() {
+        Some("ready") => assert_eq!(response.body["embedded"], 3),
+        Some("none") => assert_eq!(response.body["embedded"], 0),
+        other => panic!("a built app has its vectors: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn while_the_server_starts_only_healthz_answers() {
+    use tower::ServiceExt;
+    let starting = agent_registry::router::starting();
+    let get = |path: &'static str| {
+        let router = starting.clone();
+        async move {
+            let request = axum::http::Request::builder()
+                .uri(path)
+                .body(axum::body::Body::empty())
+                .expect("request");
+            router.oneshot(request).await.expect("infallible")
+        }
+    };
+    assert_eq!(get("/healthz").await.status(), 200);
+    for path in [
+        "/readyz",
+        "/public/agents?q=x",
+        "/.well-known/agent-card.json",
+    ] {
+        let response = get(path).await;
+        assert_eq!(response.status(), 503, "{path}");
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/problem+json"
+        );
+        assert_eq!(response.headers()["retry-after"], "1");
+    }
 }
 
 #[tokio::test]

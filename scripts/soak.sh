@@ -9,9 +9,9 @@
 #   1. builds the release binary (`cargo build --release --locked`), unless SOAK_BINARY names
 #      one already built;
 #   2. imports AGENTS agents, live, into a fresh temporary data directory: the first AGENTS
-#      lines of the real data set (REGISTRY_BENCH_DATA, by default agents-real.jsonl in
-#      ../shared/data beside the checkout) when that file exists, otherwise AGENTS synthetic
-#      agents made here, so the script also works from a clone of the repository alone;
+#      lines of a JSON Lines file of real agents (REGISTRY_BENCH_DATA; the same default as
+#      scripts/load.sh) when that file exists, otherwise AGENTS synthetic agents made here, so
+#      the script also works from a clone of the repository alone;
 #   3. starts the server on a free loopback port with a random master key, RUST_LOG=warn and
 #      the per-token rate limit switched off (--token-rate-limit-per-minute 0): the soak
 #      measures the server, not the limiter, and every worker shares a few tokens. The per-IP
@@ -139,7 +139,8 @@ fi
 echo "== import"
 "$binary" import "$work/agents.jsonl" --owner soak --go-live --data-dir "$work/data" \
   > "$out/import.log" 2>&1 || { cat "$out/import.log" >&2; exit 1; }
-grep -E '^imported' "$out/import.log"
+# The import's closing line ("import: created N, …"; older builds: "imported N agents, …").
+grep -E '^import(ed |: )' "$out/import.log" || tail -n 1 "$out/import.log"
 # What was actually imported (lines breaking the contract's limits are not) is what the driver
 # searches for and resolves.
 "$binary" export --output "$work/imported.jsonl" --data-dir "$work/data" 2>>"$out/import.log"
@@ -152,7 +153,8 @@ RUST_LOG=warn "$binary" --bind "127.0.0.1:$port" --data-dir "$work/data" \
   > "$out/server.log" 2>&1 &
 server_pid=$!
 started=$(date +%s)
-until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do
+# Ready, and with every vector loaded (until then searches rank by keywords alone).
+until curl -sf "http://127.0.0.1:$port/readyz" | grep -qE '"vectors":"(ready|none)"'; do
   if ! kill -0 "$server_pid" 2>/dev/null; then
     server_pid=
     echo "soak: the server exited during start-up; the end of its log:" >&2

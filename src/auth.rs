@@ -234,22 +234,7 @@ impl TokenRateLimit {
 
     /// Forget tokens whose buckets are full again, every minute until the limiter is dropped.
     pub fn prune_periodically(limit: &std::sync::Arc<Self>) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let weak = std::sync::Arc::downgrade(limit);
-        runtime.spawn(async move {
-            let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
-            tick.tick().await;
-            loop {
-                tick.tick().await;
-                let Some(limit) = weak.upgrade() else { break };
-                if let Some(limiter) = &limit.limiter {
-                    limiter.retain_recent();
-                    limiter.shrink_to_fit();
-                }
-            }
-        });
+        crate::middleware::prune_every_minute(limit, |limit| limit.limiter.as_ref());
     }
 }
 

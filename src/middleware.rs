@@ -80,22 +80,7 @@ impl RateLimit {
     /// Forget clients whose buckets are full again, so memory follows the active clients rather
     /// than every IP ever seen. Runs every minute until the limiter is dropped.
     pub fn prune_periodically(limit: &Arc<Self>) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let weak = Arc::downgrade(limit);
-        runtime.spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(60));
-            tick.tick().await;
-            loop {
-                tick.tick().await;
-                let Some(limit) = weak.upgrade() else { break };
-                if let Some(limiter) = &limit.limiter {
-                    limiter.retain_recent();
-                    limiter.shrink_to_fit();
-                }
-            }
-        });
+        prune_every_minute(limit, |limit| limit.limiter.as_ref());
     }
 
     /// The client's address, and whether it is the connection's own peer (not taken from a
@@ -125,6 +110,33 @@ impl RateLimit {
             wait.as_secs().max(1)
         })
     }
+}
+
+/// Every minute until `owner` is dropped, forget the keys of its limiter whose buckets are full
+/// again (shared by the per-IP and per-token limits).
+pub fn prune_every_minute<T, K>(
+    owner: &Arc<T>,
+    limiter: fn(&T) -> Option<&DefaultKeyedRateLimiter<K>>,
+) where
+    T: Send + Sync + 'static,
+    K: std::hash::Hash + Eq + Clone + Send + Sync + 'static,
+{
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let weak = Arc::downgrade(owner);
+    runtime.spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(60));
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            let Some(owner) = weak.upgrade() else { break };
+            if let Some(limiter) = limiter(&owner) {
+                limiter.retain_recent();
+                limiter.shrink_to_fit();
+            }
+        }
+    });
 }
 
 /// The client address that the nearest of `hops` trusted proxies saw: each proxy appends the

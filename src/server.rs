@@ -193,6 +193,22 @@ impl<T: AsyncWrite + Unpin> GuardedIo<T> {
         }
         Poll::Ready(Ok(()))
     }
+
+    /// Owe `answer` in place of a write of `taken` bytes: report those as written, and write
+    /// the answer now or on the next flush.
+    fn answer_instead(
+        &mut self,
+        cx: &mut Context<'_>,
+        answer: Vec<u8>,
+        taken: usize,
+    ) -> Poll<io::Result<usize>> {
+        self.pending = Some((answer, 0));
+        self.touch();
+        if let Poll::Ready(Err(err)) = self.drain(cx) {
+            return Poll::Ready(Err(err));
+        }
+        Poll::Ready(Ok(taken))
+    }
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for GuardedIo<T> {
@@ -227,11 +243,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for GuardedIo<T> {
         let this = &mut *self;
         ready!(this.drain(cx))?;
         if let Some(answer) = automatic_error_answer(buf) {
-            this.pending = Some((answer, 0));
-            this.touch();
-            // The replacement is owed; report the original as taken and write it on flush.
-            let _ = this.drain(cx)?;
-            return Poll::Ready(Ok(buf.len()));
+            return this.answer_instead(cx, answer, buf.len());
         }
         let n = ready!(Pin::new(&mut this.inner).poll_write(cx, buf))?;
         this.touch();
@@ -248,10 +260,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for GuardedIo<T> {
         let non_empty: Vec<&io::IoSlice<'_>> = bufs.iter().filter(|b| !b.is_empty()).collect();
         if let [only] = non_empty.as_slice() {
             if let Some(answer) = automatic_error_answer(only) {
-                this.pending = Some((answer, 0));
-                this.touch();
-                let _ = this.drain(cx)?;
-                return Poll::Ready(Ok(only.len()));
+                return this.answer_instead(cx, answer, only.len());
             }
         }
         let n = ready!(Pin::new(&mut this.inner).poll_write_vectored(cx, bufs))?;

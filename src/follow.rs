@@ -62,15 +62,20 @@ async fn catch_up(store: &dyn Store, index: &SearchIndex, cursor: i64) -> StoreR
         return Ok((cursor, false));
     };
     let mut seen = HashSet::new();
+    let mut changed = Vec::new();
+    let mut deleted = Vec::new();
     for change in &changes {
         if !seen.insert(change.agent_id.as_str()) {
             continue;
         }
         match store.find_agent(&change.agent_id).await? {
             Some(agent) if index.holds(&agent) => {}
-            Some(agent) => index.apply(&agent).await,
-            None => index.delete(&change.agent_id).await,
+            Some(agent) => changed.push(agent),
+            None => deleted.push(change.agent_id.clone()),
         }
     }
+    // One index commit for the whole batch: a bulk import elsewhere is searchable here in
+    // seconds, not one commit per agent.
+    index.apply_batch(&changed, &deleted).await;
     Ok((last, changes.len() == BATCH as usize))
 }

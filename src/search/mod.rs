@@ -525,24 +525,119 @@ impl SearchIndex {
     /// Make the index reflect `agent` as just written: indexed when ACTIVE, absent otherwise.
     /// A write older than one already applied (a lower revision) is ignored.
     pub async fn apply(&self, agent: &Agent) {
-        if agent.state != AgentState::Active {
-            self.unindex(&agent.id, agent.revision).await;
+        self.apply_batch(std::slice::from_ref(agent), &[]).await;
+    }
+
+    /// Make the index reflect many agents as they now are (ACTIVE ones indexed, others and the
+    /// ids in `deleted` removed) with one text-index commit: the change-log follower applies a
+    /// whole batch of changes this way. Vectors are embedded together; stale writes lose.
+    pub async fn apply_batch(&self, agents: &[Agent], deleted: &[String]) {
+        let docs: Vec<Arc<Doc>> = agents
+            .iter()
+            .filter(|agent| agent.state == AgentState::Active)
+            .map(|agent| Arc::new(self.doc(agent)))
+            .collect();
+        let vectors = self.vectors_for(&docs).await;
+        let _guard = self.writes.lock().await;
+        let mut catalog = self.write_catalog();
+        let mut text_changes: Vec<(u32, Option<Arc<Doc>>)> = Vec::new();
+        for (doc, vector) in docs.iter().zip(vectors) {
+            if catalog.is_stale(&doc.id, doc.revision) {
+                continue;
+            }
+            let slot = catalog.slot_for(&doc.id);
+            catalog.put(slot, Arc::clone(doc), vector.as_deref());
+            text_changes.push((slot, Some(Arc::clone(doc))));
+        }
+        let gone = agents
+            .iter()
+            .filter(|agent| agent.state != AgentState::Active)
+            .map(|agent| (agent.id.as_str(), agent.revision))
+            .chain(deleted.iter().map(|id| (id.as_str(), i64::MAX)));
+        for (id, revision) in gone {
+            if catalog.is_stale(id, revision) {
+                continue;
+            }
+            catalog.revisions.insert(id.to_owned(), revision);
+            if let Some(slot) = catalog.slots.get(id).copied() {
+                if catalog.take(slot) {
+                    text_changes.push((slot, None));
+                }
+            }
+        }
+        drop(catalog);
+        if text_changes.is_empty() {
             return;
         }
-        let doc = Arc::new(self.doc(agent));
-        let vector = self.vector_for(&doc).await;
-        let _guard = self.writes.lock().await;
-        let slot = {
-            let mut catalog = self.write_catalog();
-            if catalog.is_stale(&doc.id, doc.revision) {
-                return;
-            }
-            catalog.slot_for(&doc.id)
-        };
-        if let Err(err) = self.text.upsert(slot, &doc.text) {
-            tracing::error!(error = %err, agent.id = %doc.id, "cannot index agent text");
+        let changes = text_changes
+            .iter()
+            .map(|(slot, doc)| (*slot, doc.as_ref().map(|doc| &doc.text)));
+        if let Err(err) = self.text.apply_batch(changes) {
+            tracing::error!(error = %err, "cannot index a batch of agents");
         }
-        self.write_catalog().put(slot, doc, vector.as_deref());
+    }
+
+    /// The vectors of `docs` (see `vector_for`), the missing ones embedded in batches.
+    async fn vectors_for(&self, docs: &[Arc<Doc>]) -> Vec<Option<Vec<f32>>> {
+        let Some(embedder) = self.embedder.clone() else {
+            return vec![None; docs.len()];
+        };
+        let mut vectors = Vec::with_capacity(docs.len());
+        let mut missing = Vec::new();
+        for (i, doc) in docs.iter().enumerate() {
+            let known = {
+                let catalog = self.read_catalog();
+                catalog.slots.get(&doc.id).and_then(|slot| {
+                    let same = catalog
+                        .doc(*slot)
+                        .is_some_and(|d| d.content_hash == doc.content_hash);
+                    same.then(|| catalog.vectors.as_ref()?.get(*slot)).flatten()
+                })
+            };
+            let known = match known {
+                Some(vector) => Some(vector),
+                None => match self.store.find_embedding(&doc.id, embedder.id()).await {
+                    Ok(Some(stored)) if stored.content_hash == doc.content_hash => {
+                        Some(stored.vector)
+                    }
+                    _ => None,
+                },
+            };
+            if known.is_none() {
+                missing.push(i);
+            }
+            vectors.push(known);
+        }
+        for chunk in missing.chunks(EMBED_BATCH) {
+            let texts: Vec<String> = chunk
+                .iter()
+                .map(|&i| embedding_text(&docs[i].text))
+                .collect();
+            let embedded = match embedder.embed(&texts).await {
+                Ok(embedded) if embedded.len() == chunk.len() => embedded,
+                Ok(_) => continue,
+                Err(err) => {
+                    tracing::warn!(error = %err, "cannot embed agents; keyword search only");
+                    continue;
+                }
+            };
+            let fresh: Vec<StoredEmbedding> = chunk
+                .iter()
+                .zip(embedded)
+                .map(|(&i, vector)| StoredEmbedding {
+                    agent_id: docs[i].id.clone(),
+                    content_hash: docs[i].content_hash.clone(),
+                    vector,
+                })
+                .collect();
+            if let Err(err) = self.store.save_embeddings(embedder.id(), &fresh).await {
+                tracing::warn!(error = %err, "cannot store embeddings");
+            }
+            for (&i, stored) in chunk.iter().zip(fresh) {
+                vectors[i] = Some(stored.vector);
+            }
+        }
+        vectors
     }
 
     /// Whether `agent` (ACTIVE) is indexed at exactly its revision, so applying it again would
@@ -559,72 +654,7 @@ impl SearchIndex {
 
     /// Forget a deleted agent for good.
     pub async fn delete(&self, id: &str) {
-        self.unindex(id, i64::MAX).await;
-    }
-
-    async fn unindex(&self, id: &str, revision: i64) {
-        let _guard = self.writes.lock().await;
-        let slot = {
-            let mut catalog = self.write_catalog();
-            if catalog.is_stale(id, revision) {
-                return;
-            }
-            catalog.revisions.insert(id.to_owned(), revision);
-            match catalog.slots.get(id).copied() {
-                Some(slot) if catalog.take(slot) => slot,
-                _ => return,
-            }
-        };
-        if let Err(err) = self.text.remove(slot) {
-            tracing::error!(error = %err, agent.id = %id, "cannot remove agent text");
-        }
-    }
-
-    /// The vector of `doc`: reused when its text is unchanged, else made and stored. `None`
-    /// without an embedder, or when embedding fails (the agent is then found by keywords only).
-    async fn vector_for(&self, doc: &Doc) -> Option<Vec<f32>> {
-        let embedder = self.embedder.as_ref()?;
-        let indexed = {
-            let catalog = self.read_catalog();
-            catalog.slots.get(&doc.id).and_then(|slot| {
-                let same = catalog
-                    .doc(*slot)
-                    .is_some_and(|d| d.content_hash == doc.content_hash);
-                same.then(|| catalog.vectors.as_ref()?.get(*slot)).flatten()
-            })
-        };
-        if indexed.is_some() {
-            return indexed;
-        }
-        match self.store.find_embedding(&doc.id, embedder.id()).await {
-            Ok(Some(stored)) if stored.content_hash == doc.content_hash => {
-                return Some(stored.vector);
-            }
-            Ok(_) => {}
-            Err(err) => tracing::warn!(error = %err, "cannot read stored embedding"),
-        }
-        let texts = [embedding_text(&doc.text)];
-        let vector = match embedder.embed(&texts).await {
-            Ok(mut vectors) if vectors.len() == 1 => vectors.pop()?,
-            Ok(_) => return None,
-            Err(err) => {
-                tracing::warn!(error = %err, agent.id = %doc.id, "cannot embed agent; keyword search only");
-                return None;
-            }
-        };
-        let stored = StoredEmbedding {
-            agent_id: doc.id.clone(),
-            content_hash: doc.content_hash.clone(),
-            vector,
-        };
-        if let Err(err) = self
-            .store
-            .save_embeddings(embedder.id(), std::slice::from_ref(&stored))
-            .await
-        {
-            tracing::warn!(error = %err, "cannot store embedding");
-        }
-        Some(stored.vector)
+        self.apply_batch(&[], &[id.to_owned()]).await;
     }
 
     /// The number of ACTIVE agents indexed.

@@ -126,16 +126,27 @@ impl TextIndex {
 
     /// Index (or re-index) one document; searchable when this returns.
     pub fn upsert(&self, slot: u32, text: &DocText) -> Result<(), TextIndexError> {
+        self.apply_batch(std::iter::once((slot, Some(text))))
+    }
+
+    /// Re-index (`Some`) or remove (`None`) many documents in one commit: a batch of changes
+    /// costs one commit, not one each.
+    pub fn apply_batch<'a>(
+        &self,
+        changes: impl Iterator<Item = (u32, Option<&'a DocText>)>,
+    ) -> Result<(), TextIndexError> {
         let mut writer = self.lock_writer();
-        writer.delete_term(Term::from_field_u64(self.fields.slot, u64::from(slot)));
-        writer.add_document(self.document(slot, text))?;
+        for (slot, text) in changes {
+            writer.delete_term(Term::from_field_u64(self.fields.slot, u64::from(slot)));
+            if let Some(text) = text {
+                writer.add_document(self.document(slot, text))?;
+            }
+        }
         self.commit(&mut writer)
     }
 
     pub fn remove(&self, slot: u32) -> Result<(), TextIndexError> {
-        let mut writer = self.lock_writer();
-        writer.delete_term(Term::from_field_u64(self.fields.slot, u64::from(slot)));
-        self.commit(&mut writer)
+        self.apply_batch(std::iter::once((slot, None)))
     }
 
     fn commit(&self, writer: &mut IndexWriter) -> Result<(), TextIndexError> {

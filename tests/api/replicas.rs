@@ -7,7 +7,7 @@ use serde_json::json;
 
 use crate::helpers::{TestApp, agent_body, package_names};
 
-/// Within this, a write through one process shows in the other's searches (issue #6).
+/// Within this, a write through one process shows in the other's searches.
 const PROPAGATION: Duration = Duration::from_secs(2);
 
 /// Wait until `GET path` on `app` lists exactly `expected`; panics after `PROPAGATION`.

@@ -135,26 +135,26 @@ def registry(upstreams: str) -> Iterator[str]:
         with open(log_path, "w") as log:
             process = subprocess.Popen([str(binary), "serve"], env=env, stdout=log, stderr=log)
             try:
-                wait_until_healthy(base_url, process, log_path)
+                wait_until_ready(base_url, process, log_path)
                 yield base_url
             finally:
                 process.terminate()
                 process.wait(timeout=20)
 
 
-def wait_until_healthy(base_url: str, process: subprocess.Popen, log: Path) -> None:
+def wait_until_ready(base_url: str, process: subprocess.Popen, log: Path) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise AssertionError(f"the registry exited with {process.returncode}:\n{log.read_text()}")
         try:
-            with urllib.request.urlopen(f"{base_url}/healthz", timeout=1) as response:
+            with urllib.request.urlopen(f"{base_url}/readyz", timeout=1) as response:
                 if response.status == 200:
                     return
         except OSError:
             pass
         time.sleep(0.2)
-    raise AssertionError(f"the registry did not become healthy:\n{log.read_text()}")
+    raise AssertionError(f"the registry did not become ready:\n{log.read_text()}")
 
 
 def api(base_url: str, method: str, path: str, body: dict | None = None, token: str = MASTER_KEY) -> tuple[int, dict]:

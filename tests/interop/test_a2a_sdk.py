@@ -118,7 +118,7 @@ def registry(upstreams: str) -> Iterator[str]:
         log = open(Path(data_dir) / "registry.log", "w")  # noqa: SIM115 (closed below)
         process = subprocess.Popen([str(binary), "serve"], env=env, stdout=log, stderr=log)
         try:
-            wait_until_healthy(base_url, process, Path(data_dir) / "registry.log")
+            wait_until_ready(base_url, process, Path(data_dir) / "registry.log")
             yield base_url
         finally:
             process.terminate()
@@ -126,18 +126,18 @@ def registry(upstreams: str) -> Iterator[str]:
             log.close()
 
 
-def wait_until_healthy(base_url: str, process: subprocess.Popen, log: Path) -> None:
+def wait_until_ready(base_url: str, process: subprocess.Popen, log: Path) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise AssertionError(f"the registry exited with {process.returncode}:\n{log.read_text()}")
         try:
-            if httpx.get(f"{base_url}/healthz", timeout=1).status_code == 200:
+            if httpx.get(f"{base_url}/readyz", timeout=1).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.2)
-    raise AssertionError(f"the registry did not become healthy:\n{log.read_text()}")
+    raise AssertionError(f"the registry did not become ready:\n{log.read_text()}")
 
 
 def authorised_client() -> httpx.AsyncClient:

@@ -49,14 +49,13 @@ impl Settings {
     }
 }
 
-/// The optional `name` of a create body (`{}`, `{"name": "…"}`, or no body).
+/// The optional `name` of a create body (`{}` or `{"name": "…"}`); a missing body is refused.
 pub fn parse_name(body: &Value) -> ApiResult<Option<String>> {
     let name = match body {
-        Value::Null => return Ok(None),
         Value::Object(object) => object.get("name"),
         _ => {
             return Err(ApiError::invalid_parameter(
-                "the body must be a JSON object such as {\"name\": \"…\"}",
+                "the body must be a JSON object: {} or {\"name\": \"…\"}",
             ));
         }
     };
@@ -255,7 +254,6 @@ mod tests {
 
     #[test]
     fn names_are_optional_trimmed_strings() {
-        assert_eq!(parse_name(&Value::Null).ok(), Some(None));
         assert_eq!(parse_name(&json!({})).ok(), Some(None));
         assert_eq!(parse_name(&json!({"name": "  "})).ok(), Some(None));
         assert_eq!(
@@ -263,6 +261,7 @@ mod tests {
             Some(Some("Weather".to_owned()))
         );
         for bad in [
+            Value::Null,
             json!([]),
             json!("x"),
             json!({"name": 3}),

@@ -95,12 +95,18 @@ pub fn from_query_pairs(
 }
 
 /// From a JSON object: `{"query", "limit", "cursor", "sort", "filters": {…}}`, with filter keys
-/// also accepted at the top level, and payment keys also in camelCase.
+/// also accepted at the top level, and payment keys also in camelCase. A missing body (`null`) is
+/// refused like any other non-object: `{}` is the search without criteria.
 pub fn from_json(body: &Value, limits: Limits) -> Result<SearchRequest, SearchError> {
     let empty = Map::new();
     let object = match body {
         Value::Object(map) => map,
-        Value::Null => &empty,
+        Value::Null => {
+            return Err(invalid(
+                "body",
+                "a JSON object is required (`{}` for no criteria)",
+            ));
+        }
         _ => return Err(invalid("body", "the request body must be a JSON object")),
     };
     let filters = match object.get("filters") {
@@ -228,6 +234,7 @@ mod tests {
             json!({"filters": []}),
             json!({"filters": {"tags": [1]}}),
             json!([1]),
+            json!(null),
         ] {
             assert!(
                 matches!(

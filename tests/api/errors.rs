@@ -830,3 +830,51 @@ async fn hostile_authorization_headers_are_unauthorized() {
     );
     app.send(request).await.assert_problem(401, "unauthorized");
 }
+
+/// The operations whose body is optional in spirit (`{}` means "no criteria" or "no name") still
+/// need one: a request without a body, or with `null`, is a 400 problem, never a default answer.
+#[tokio::test]
+async fn a_missing_body_is_refused_where_a_body_is_required() {
+    let app = TestApp::spawn().await;
+    let alice = app.token("alice", &[]).await;
+    let session = app
+        .post("/api/playground/session", Some(&alice), json!({}))
+        .await;
+    assert_eq!(session.status, 201, "{}", session.text);
+    let discover = format!(
+        "/api/playground/session/{}/discover",
+        str_at(&session.body, "/session_id")
+    );
+
+    for path in [
+        "/public/agents/search",
+        "/a2a/discover",
+        "/api/playground/session",
+        discover.as_str(),
+    ] {
+        let token = (path != "/public/agents/search").then_some(alice.as_str());
+        let missing = app.raw(Method::POST, path, token, None, "").await;
+        missing.assert_problem(400, "invalid_parameter");
+        assert!(
+            str_at(&missing.body, "/detail").contains("JSON object"),
+            "{path}: {}",
+            missing.text
+        );
+        let declared_but_empty = app
+            .raw(Method::POST, path, token, Some("application/json"), "")
+            .await;
+        declared_but_empty.assert_problem(400, "invalid_parameter");
+        app.raw(Method::POST, path, token, Some("application/json"), "null")
+            .await
+            .assert_problem(400, "invalid_parameter");
+        let empty_object = app
+            .raw(Method::POST, path, token, Some("application/json"), "{}")
+            .await;
+        assert!(
+            empty_object.status.is_success(),
+            "{path}: {} {}",
+            empty_object.status,
+            empty_object.text
+        );
+    }
+}

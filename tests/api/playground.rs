@@ -90,10 +90,10 @@ async fn a_session_is_created_read_and_ended_by_its_owner() {
 }
 
 #[tokio::test]
-async fn an_empty_body_creates_an_unnamed_session() {
+async fn an_empty_object_creates_an_unnamed_session() {
     let app = TestApp::spawn().await;
     let alice = app.token("alice", &[]).await;
-    let response = app.post_empty(SESSION, &alice).await;
+    let response = app.post(SESSION, Some(&alice), json!({})).await;
     assert_eq!(response.status, 201, "{}", response.text);
     assert_eq!(response.body["name"], Value::Null);
 }

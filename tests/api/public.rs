@@ -616,17 +616,9 @@ async fn an_empty_search_lists_by_filters_alone() {
         found.sort();
         assert_eq!(found, names(&["weather", "nopay"]));
     }
-    let no_body = app
-        .raw(
-            axum::http::Method::POST,
-            "/public/agents/search",
-            None,
-            None,
-            "",
-        )
-        .await;
-    assert_eq!(no_body.status, 200, "{}", no_body.text);
-    assert_eq!(no_body.body["total"], 8);
+    let no_criteria = app.post("/public/agents/search", None, json!({})).await;
+    assert_eq!(no_criteria.status, 200, "{}", no_criteria.text);
+    assert_eq!(no_criteria.body["total"], 8);
 }
 
 #[tokio::test]

@@ -109,16 +109,19 @@ impl TokenRequest {
         };
         let expires_in_days = match object.get("expires_in_days") {
             None | Some(Value::Null) => None,
-            Some(value) => match value.as_u64().filter(|d| (1..=MAX_EXPIRY_DAYS).contains(d)) {
-                Some(days) => u32::try_from(days).ok(),
-                None => {
-                    errors.push(FieldError::new(
-                        "expires_in_days",
-                        format!("must be a whole number of days from 1 to {MAX_EXPIRY_DAYS}"),
-                    ));
-                    None
+            // A whole number, however written: JSON Schema's `integer` includes `90.0`.
+            Some(value) => {
+                match whole_number(value).filter(|d| (1..=MAX_EXPIRY_DAYS).contains(d)) {
+                    Some(days) => u32::try_from(days).ok(),
+                    None => {
+                        errors.push(FieldError::new(
+                            "expires_in_days",
+                            format!("must be a whole number of days from 1 to {MAX_EXPIRY_DAYS}"),
+                        ));
+                        None
+                    }
                 }
-            },
+            }
         };
         match owner {
             Some(owner) if errors.is_empty() => Ok(Self {
@@ -131,11 +134,22 @@ impl TokenRequest {
     }
 }
 
+/// A JSON number with no fractional part, as a `u64`.
+fn whole_number(value: &Value) -> Option<u64> {
+    value.as_u64().or_else(|| {
+        value
+            .as_f64()
+            .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= u32::MAX as f64)
+            .map(|f| f as u64)
+    })
+}
+
 /// Create a token (master key only).
 #[utoipa::path(post, path = "/api/tokens", tag = "tokens",
-    request_body(content = serde_json::Value, description = r#"{"owner": "alice", "scopes": ["agents:write", "a2a", "playground"], "expires_in_days": 90}"#),
-    responses((status = 201, body = CreatedToken), (status = 403, body = crate::error::Problem),
-              (status = 422, body = crate::error::Problem)),
+    request_body(content = crate::openapi::CreateTokenRequest, description = "The owner, its scopes (none: every scope) and its lifetime"),
+    responses((status = 201, body = CreatedToken, description = "The token with its secret, shown this once"),
+              (status = 403, body = crate::error::Problem, description = "`forbidden`: only the master key creates tokens"),
+              (status = 422, body = crate::error::Problem, description = "`validation_failed`, with every invalid field")),
     security(("bearer" = [])))]
 pub async fn create_token(
     State(state): State<AppState>,
@@ -165,7 +179,7 @@ pub async fn create_token(
 
 /// List tokens: all of them for the master key, the caller's own otherwise.
 #[utoipa::path(get, path = "/api/tokens", tag = "tokens",
-    responses((status = 200, body = TokenList), (status = 401, body = crate::error::Problem)),
+    responses((status = 200, body = TokenList)),
     security(("bearer" = [])))]
 pub async fn list_tokens(
     State(state): State<AppState>,
@@ -181,7 +195,7 @@ pub async fn list_tokens(
 /// Revoke a token, effective immediately.
 #[utoipa::path(delete, path = "/api/tokens/{id}", tag = "tokens",
     params(("id" = String, Path, description = "Token id, `tok_…`")),
-    responses((status = 204, description = "Revoked"), (status = 404, body = crate::error::Problem)),
+    responses((status = 204, description = "Revoked"), (status = 404, body = crate::error::Problem, description = "`token_not_found`: unknown, revoked, or not the caller's")),
     security(("bearer" = [])))]
 pub async fn revoke_token(
     State(state): State<AppState>,
@@ -203,4 +217,31 @@ pub async fn revoke_token(
     }
     tracing::info!(token.id = %id, "token revoked");
     Ok(StatusCode::NO_CONTENT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn expires_in_days_is_a_whole_number_however_written() {
+        let days = |value: Value| {
+            TokenRequest::parse(&json!({"owner": "alice", "expires_in_days": value}))
+                .map(|request| request.expires_in_days)
+        };
+        assert_eq!(days(json!(90)).ok(), Some(Some(90)));
+        assert_eq!(days(json!(904.0)).ok(), Some(Some(904)));
+        assert_eq!(days(json!(3650.0)).ok(), Some(Some(3650)));
+        for refused in [
+            json!(1.5),
+            json!(0),
+            json!(3651.0),
+            json!(-1.0),
+            json!("90"),
+            json!(1e300),
+        ] {
+            assert!(days(refused.clone()).is_err(), "{refused}");
+        }
+    }
 }

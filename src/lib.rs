@@ -11,6 +11,7 @@ pub mod error;
 pub mod extract;
 pub mod follow;
 pub mod middleware;
+pub mod openapi;
 pub mod outbound;
 pub mod playground;
 pub mod router;

@@ -168,7 +168,10 @@ pub fn router(state: AppState) -> Router {
         .merge(authenticated)
         .merge(operations)
         .merge(pages)
-        .merge(SwaggerUi::new("/docs").url("/openapi.json", ApiDoc::openapi()))
+        .merge(SwaggerUi::new("/docs").external_url_unchecked(
+            "/openapi.json",
+            crate::openapi::document(&ApiDoc::openapi()),
+        ))
         .fallback(middleware::not_found)
         .method_not_allowed_fallback(middleware::method_not_allowed)
         .with_state(state)

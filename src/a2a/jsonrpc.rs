@@ -155,10 +155,9 @@ fn version_supported(headers: &HeaderMap, query: Option<&str>) -> Result<(), Rpc
 /// UnsupportedOperationError (-32004); a part the agent cannot read is
 /// ContentTypeNotSupportedError (-32005). `error.data` carries a `google.rpc.ErrorInfo`.
 #[utoipa::path(post, path = "/a2a/v1", tag = "a2a",
-    request_body(content = serde_json::Value, description = "JSON-RPC 2.0 request or batch; method `SendMessage`"),
-    responses((status = 200, description = "JSON-RPC response (errors too)", body = serde_json::Value),
-              (status = 204, description = "Only notifications were sent"),
-              (status = 401, description = "JSON-RPC error -32000 unauthorized")),
+    request_body(content = crate::openapi::JsonRpcRequest, description = "JSON-RPC 2.0 request or batch; method `SendMessage`"),
+    responses((status = 200, description = "JSON-RPC response (errors too)", body = crate::openapi::JsonRpcResponse),
+              (status = 204, description = "Only notifications were sent")),
     security(("bearer" = [])))]
 pub async fn handle(
     State(state): State<AppState>,

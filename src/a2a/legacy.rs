@@ -16,9 +16,8 @@ use super::skills;
 
 /// Semantic discovery from natural-language intent (scope `a2a`).
 #[utoipa::path(post, path = "/a2a/discover", tag = "a2a",
-    request_body(content = serde_json::Value, description = "`{query, limit (default 5, max 20), filters: {target, category, tags, verification_level, payment_*}}`"),
-    responses((status = 200, description = "`{success, agents, summary, total, limit, next_cursor}`", body = serde_json::Value),
-              (status = 400, body = crate::error::Problem), (status = 401, body = crate::error::Problem)),
+    request_body(content = crate::openapi::SearchRequest, description = "`{query, limit (default 5, max 20), cursor, sort, filters: {target, category, tags, verification_level, payment_*}}`"),
+    responses((status = 200, description = "`{success, agents, summary, total, limit, next_cursor}`", body = crate::openapi::DiscoverAnswer)),
     security(("bearer" = [])))]
 pub async fn discover(
     State(state): State<AppState>,
@@ -46,11 +45,14 @@ pub async fn discover(
 /// A message to the registry (`to: "registry"`, no authentication) or to a hosted agent
 /// (`to: "registry.utility.finance"`, scope `a2a`).
 #[utoipa::path(post, path = "/a2a/message", tag = "a2a",
-    request_body(content = serde_json::Value, description = r#"`{"to": "registry", "action": "search", "params": {"query", "limit", payment filters…}}`, `{"to": "registry", "action": "resolve_package", "params": {"package_name"}}`, or to a hosted agent (scope `a2a`): `{"to": "registry.utility.finance", "action": "get_current_price", "params": {"symbol": "BTC"}}`"#),
-    responses((status = 200, description = "`{agents: [...]}`, `{card: {...}}`, or a hosted agent's `{agent, capability, output}`", body = serde_json::Value),
-              (status = 400, body = crate::error::Problem), (status = 401, body = crate::error::Problem),
-              (status = 403, body = crate::error::Problem), (status = 404, body = crate::error::Problem),
-              (status = 502, body = crate::error::Problem), (status = 504, body = crate::error::Problem)))]
+    request_body(content = crate::openapi::LegacyMessage, description = r#"`{"to": "registry", "action": "search", "params": {"query", "limit", payment filters…}}`, `{"to": "registry", "action": "resolve_package", "params": {"package_name"}}`, or to a hosted agent (scope `a2a`): `{"to": "registry.utility.finance", "action": "get_current_price", "params": {"symbol": "BTC"}}`"#),
+    responses((status = 200, description = "A search page, `{card: {...}}`, or a hosted agent's `{agent, capability, output}`", body = crate::openapi::LegacyMessageAnswer),
+              (status = 401, body = crate::error::Problem, description = "`unauthorized`: a message to a hosted agent without a valid token"),
+              (status = 403, body = crate::error::Problem, description = "`forbidden`: the token lacks scope `a2a`"),
+              (status = 404, body = crate::error::Problem, description = "`agent_not_found` or `resource_not_found`"),
+              (status = 502, body = crate::error::Problem, description = "`upstream_error`: the hosted agent's upstream failed"),
+              (status = 504, body = crate::error::Problem, description = "`upstream_timeout`")),
+    security((), ("bearer" = [])))]
 pub async fn message(
     State(state): State<AppState>,
     parts: Parts,

@@ -91,9 +91,13 @@ pub fn cacheable_json(
 
 /// The registry's own card: A2A v1.0, or the registry's own shape with `?format=registry`.
 #[utoipa::path(get, path = "/.well-known/agent-card.json", tag = "a2a",
-    params(("format" = Option<String>, Query, description = "`registry` for the registry's own shape: agent_id, name, description, capabilities")),
-    responses((status = 200, description = "The registry's agent card", body = serde_json::Value),
-              (status = 304, description = "Not modified")))]
+    params(("format" = Option<String>, Query, description = "`registry` for the registry's own shape: agent_id, name, description, capabilities; `a2a` or empty for the A2A card"),
+           ("If-None-Match" = Option<String>, Header, description = "ETags already held; a match is 304"),
+           ("If-Modified-Since" = Option<String>, Header, description = "HTTP date; without If-None-Match, no change since is 304")),
+    responses((status = 200, description = "The registry's agent card", body = crate::openapi::AgentCard,
+                headers(("ETag" = String, description = "Of the card's content"), ("Cache-Control" = String))),
+              (status = 304, description = "Not modified"),
+              (status = 400, body = crate::error::Problem, description = "`invalid_parameter`: an unknown format")))]
 pub async fn registry_card(
     axum::extract::State(state): axum::extract::State<crate::state::AppState>,
     crate::extract::QueryPairs(pairs): crate::extract::QueryPairs,
@@ -119,9 +123,13 @@ pub async fn registry_card(
 
 /// The card of a hosted utility agent.
 #[utoipa::path(get, path = "/a2a/utility/{name}/.well-known/agent-card.json", tag = "a2a",
-    params(("name" = String, Path, description = "`wiki`, `finance` or `reader`")),
-    responses((status = 200, description = "A2A v1.0 AgentCard", body = serde_json::Value),
-              (status = 404, body = crate::error::Problem)))]
+    params(("name" = String, Path, description = "`wiki`, `finance` or `reader`"),
+           ("If-None-Match" = Option<String>, Header, description = "ETags already held; a match is 304"),
+           ("If-Modified-Since" = Option<String>, Header, description = "HTTP date; without If-None-Match, no change since is 304")),
+    responses((status = 200, description = "A2A v1.0 AgentCard", body = crate::openapi::AgentCard,
+                headers(("ETag" = String, description = "Of the card's content"), ("Cache-Control" = String))),
+              (status = 304, description = "Not modified"),
+              (status = 404, body = crate::error::Problem, description = "`agent_not_found`: no hosted agent of that name")))]
 pub async fn utility_card(
     axum::extract::State(state): axum::extract::State<crate::state::AppState>,
     crate::extract::PathParam(slug): crate::extract::PathParam,

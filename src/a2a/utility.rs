@@ -22,11 +22,11 @@ use crate::state::AppState;
 /// Call a hosted agent (scope `a2a`).
 #[utoipa::path(post, path = "/a2a/utility/{name}", tag = "a2a",
     params(("name" = String, Path, description = "`wiki`, `finance` or `reader`")),
-    request_body(content = serde_json::Value, description = r#"`{"input": {"symbol": "BTC"}, "capability"?: "get_current_price"}` or the legacy `{"action": "get_current_price", "params": {"symbol": "BTC"}}`"#),
-    responses((status = 200, description = r#"`{"agent": "registry.utility.finance", "capability", "output": {…}}`"#, body = serde_json::Value),
-              (status = 400, body = crate::error::Problem), (status = 401, body = crate::error::Problem),
-              (status = 403, body = crate::error::Problem), (status = 404, body = crate::error::Problem),
-              (status = 502, body = crate::error::Problem), (status = 504, body = crate::error::Problem)),
+    request_body(content = crate::openapi::HostedAgentRequest, description = r#"`{"input": {"symbol": "BTC"}, "capability"?: "get_current_price"}` or the legacy `{"action": "get_current_price", "params": {"symbol": "BTC"}}`"#),
+    responses((status = 200, description = r#"`{"agent": "registry.utility.finance", "capability", "output": {…}}`"#, body = crate::openapi::HostedAgentAnswer),
+              (status = 404, body = crate::error::Problem, description = "`agent_not_found` (no such hosted agent) or `resource_not_found` (no such symbol or page)"),
+              (status = 502, body = crate::error::Problem, description = "`upstream_error`"),
+              (status = 504, body = crate::error::Problem, description = "`upstream_timeout`")),
     security(("bearer" = [])))]
 pub async fn invoke(
     State(state): State<AppState>,
@@ -51,10 +51,10 @@ pub async fn invoke(
 /// `/a2a/v1`.
 #[utoipa::path(post, path = "/a2a/utility/{name}/v1", tag = "a2a",
     params(("name" = String, Path, description = "`wiki`, `finance` or `reader`")),
-    request_body(content = serde_json::Value, description = "JSON-RPC 2.0 `SendMessage`: data parts carry the input, `metadata.skill_id` names the capability, a text part alone is the natural input"),
-    responses((status = 200, description = "JSON-RPC response (errors too)", body = serde_json::Value),
-              (status = 401, description = "JSON-RPC error -32000 unauthorized"),
-              (status = 404, body = crate::error::Problem)),
+    request_body(content = crate::openapi::JsonRpcRequest, description = "JSON-RPC 2.0 `SendMessage`: data parts carry the input, `metadata.skill_id` names the capability, a text part alone is the natural input"),
+    responses((status = 200, description = "JSON-RPC response (errors too)", body = crate::openapi::JsonRpcResponse),
+              (status = 204, description = "Only notifications were sent"),
+              (status = 404, body = crate::error::Problem, description = "`agent_not_found`: no hosted agent of that name")),
     security(("bearer" = [])))]
 pub async fn handle(
     State(state): State<AppState>,

@@ -32,10 +32,13 @@ pub struct OwnAgentsPage {
 
 /// Create an agent in state STAGE.
 #[utoipa::path(post, path = "/api/agents/publish", tag = "management",
-    request_body(content = serde_json::Value, description = "The writable fields of an agent record, optionally with a full A2A `card`. With a `manifest_url` and no `name`/`description`, the A2A v1.0 card there is fetched and fills the record."),
-    responses((status = 201, body = AgentRecord), (status = 401, body = crate::error::Problem),
-              (status = 403, body = crate::error::Problem), (status = 409, body = crate::error::Problem),
-              (status = 422, body = crate::error::Problem)),
+    request_body(content = crate::openapi::PublishRequest, description = "The writable fields of an agent record, optionally with a full A2A `card`. With a `manifest_url` and no `name`/`description`, the A2A v1.0 card there is fetched and fills the record."),
+    responses((status = 201, body = AgentRecord, description = "Created in STAGE; the owner's view",
+                headers(("Location" = String, description = "The agent's management URL"), ("ETag" = String, description = "The revision, quoted"))),
+              (status = 409, body = crate::error::Problem, description = "`conflict`: the package name is taken"),
+              (status = 422, body = crate::error::Problem, description = "`validation_failed`, with every invalid field"),
+              (status = 502, body = crate::error::Problem, description = "`upstream_error`: the card at `manifest_url` could not be fetched"),
+              (status = 504, body = crate::error::Problem, description = "`upstream_timeout`: fetching the card at `manifest_url` took too long")),
     security(("bearer" = [])))]
 pub async fn publish_agent(
     State(state): State<AppState>,
@@ -60,10 +63,14 @@ pub async fn publish_agent(
 /// Replace the writable fields of an agent; its state is unchanged.
 #[utoipa::path(put, path = "/api/agents/{id}", tag = "management",
     params(("id" = String, Path, description = "Agent id or package name"),
-           ("If-Match" = Option<String>, Header, description = "The `revision` (ETag) last read; a mismatch is 412")),
-    request_body(content = serde_json::Value, description = "Same body as publish"),
-    responses((status = 200, body = AgentRecord), (status = 404, body = crate::error::Problem),
-              (status = 412, body = crate::error::Problem), (status = 422, body = crate::error::Problem)),
+           ("If-Match" = Option<String>, Header, description = "The `revision` (ETag) last read, or `*`; another revision, or a value that is not one, is 412")),
+    request_body(content = crate::openapi::PublishRequest, description = "Same body as publish; `package_name` must be the agent's own"),
+    responses((status = 200, body = AgentRecord, description = "The owner's view", headers(("ETag" = String, description = "The new revision, quoted"))),
+              (status = 404, body = crate::error::Problem, description = "`agent_not_found`"),
+              (status = 412, body = crate::error::Problem, description = "`precondition_failed`: `If-Match` names an older revision"),
+              (status = 422, body = crate::error::Problem, description = "`validation_failed`, with every invalid field"),
+              (status = 502, body = crate::error::Problem, description = "`upstream_error`: the card at `manifest_url` could not be fetched"),
+              (status = 504, body = crate::error::Problem, description = "`upstream_timeout`: fetching the card at `manifest_url` took too long")),
     security(("bearer" = [])))]
 pub async fn update_agent(
     State(state): State<AppState>,
@@ -97,8 +104,9 @@ pub async fn update_agent(
 /// STAGE → ACTIVE.
 #[utoipa::path(post, path = "/api/agents/{id}/go-live", tag = "management",
     params(("id" = String, Path, description = "Agent id or package name")),
-    responses((status = 200, body = AgentRecord), (status = 404, body = crate::error::Problem),
-              (status = 409, body = crate::error::Problem)),
+    responses((status = 200, body = AgentRecord, description = "The owner's view"),
+              (status = 404, body = crate::error::Problem, description = "`agent_not_found`"),
+              (status = 409, body = crate::error::Problem, description = "`invalid_state_transition`: not in STAGE")),
     security(("bearer" = [])))]
 pub async fn go_live(
     State(state): State<AppState>,
@@ -118,8 +126,9 @@ pub async fn go_live(
 /// ACTIVE → STAGE.
 #[utoipa::path(post, path = "/api/agents/{id}/unpublish", tag = "management",
     params(("id" = String, Path, description = "Agent id or package name")),
-    responses((status = 200, body = AgentRecord), (status = 404, body = crate::error::Problem),
-              (status = 409, body = crate::error::Problem)),
+    responses((status = 200, body = AgentRecord, description = "The owner's view"),
+              (status = 404, body = crate::error::Problem, description = "`agent_not_found`"),
+              (status = 409, body = crate::error::Problem, description = "`invalid_state_transition`: not ACTIVE")),
     security(("bearer" = [])))]
 pub async fn unpublish(
     State(state): State<AppState>,
@@ -160,7 +169,7 @@ async fn transition(
 #[utoipa::path(post, path = "/api/agents/{id}/verify", tag = "management",
     params(("id" = String, Path, description = "Agent id or package name")),
     responses((status = 200, description = "Verified: `verification_level` is `domain_verified`", body = AgentRecord),
-              (status = 403, body = crate::error::Problem), (status = 404, body = crate::error::Problem),
+              (status = 404, body = crate::error::Problem, description = "`agent_not_found`"),
               (status = 422, description = "`verification_failed`, saying what was checked", body = crate::error::Problem)),
     security(("bearer" = [])))]
 pub async fn verify_agent(
@@ -193,7 +202,7 @@ pub async fn verify_agent(
 /// Delete an agent in either state; its package name becomes free.
 #[utoipa::path(delete, path = "/api/agents/{id}", tag = "management",
     params(("id" = String, Path, description = "Agent id or package name")),
-    responses((status = 204, description = "Deleted"), (status = 404, body = crate::error::Problem)),
+    responses((status = 204, description = "Deleted"), (status = 404, body = crate::error::Problem, description = "`agent_not_found`")),
     security(("bearer" = [])))]
 pub async fn delete_agent(
     State(state): State<AppState>,
@@ -216,9 +225,9 @@ pub async fn delete_agent(
 
 /// The caller's own agents in every state (the master key sees all).
 #[utoipa::path(get, path = "/api/agents", tag = "management",
-    params(("limit" = Option<i64>, Query, description = "Page size, default 20, max 100"),
+    params(("limit" = Option<i64>, Query, description = "Page size, default 20, max 100; values below 1 are read as 1, above 100 as 100"),
            ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page")),
-    responses((status = 200, body = OwnAgentsPage), (status = 401, body = crate::error::Problem)),
+    responses((status = 200, body = OwnAgentsPage)),
     security(("bearer" = [])))]
 pub async fn list_own_agents(
     State(state): State<AppState>,
@@ -259,7 +268,8 @@ pub async fn list_own_agents(
 /// One of the caller's agents, in any state.
 #[utoipa::path(get, path = "/api/agents/{id}", tag = "management",
     params(("id" = String, Path, description = "Agent id or package name")),
-    responses((status = 200, body = AgentRecord), (status = 404, body = crate::error::Problem)),
+    responses((status = 200, body = AgentRecord, description = "The owner's view", headers(("ETag" = String, description = "The revision, quoted"))),
+              (status = 404, body = crate::error::Problem, description = "`agent_not_found`")),
     security(("bearer" = [])))]
 pub async fn get_own_agent(
     State(state): State<AppState>,

@@ -61,7 +61,7 @@ pub struct ChangePage {
         ("since" = Option<i64>, Query, description = "Sequence number of the last change seen (`next_since`); 0 or absent: from the start"),
         ("limit" = Option<i64>, Query, description = "Page size, default 100, max 1000"),
     ),
-    responses((status = 200, body = ChangePage), (status = 400, body = crate::error::Problem)))]
+    responses((status = 200, body = ChangePage)))]
 pub async fn list_changes(
     State(state): State<AppState>,
     QueryPairs(pairs): QueryPairs,

@@ -11,7 +11,7 @@ use crate::state::AppState;
 
 /// Liveness: the process answers.
 #[utoipa::path(get, path = "/healthz", tag = "operations",
-    responses((status = 200, description = "`{\"status\": \"ok\"}`")))]
+    responses((status = 200, description = "The process answers", body = crate::openapi::Health)))]
 pub async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
@@ -22,7 +22,8 @@ pub async fn healthz() -> Json<Value> {
 /// computed in the background (`embedded` of `total` so far; searches rank by keywords), `ready`,
 /// or `none` without an embedder.
 #[utoipa::path(get, path = "/readyz", tag = "operations",
-    responses((status = 200, description = "Ready"), (status = 503, body = crate::error::Problem)))]
+    responses((status = 200, description = "Ready", body = crate::openapi::Readiness),
+              (status = 503, body = crate::error::Problem, description = "`unavailable`: storage does not answer")))]
 pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Value>> {
     state.store.ping().await.map_err(|err| {
         tracing::warn!(error = %err, "storage not ready");
@@ -47,7 +48,7 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Value>> {
 
 /// Prometheus text format: request counts and latency histograms by route and status.
 #[utoipa::path(get, path = "/metrics", tag = "operations",
-    responses((status = 200, description = "Prometheus text exposition format")))]
+    responses((status = 200, description = "Prometheus text exposition format", body = String, content_type = "text/plain")))]
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     metrics::gauge!("registry_indexed_agents").set(state.index.len() as f64);
     let progress = state.index.vector_progress();

@@ -15,10 +15,9 @@ use crate::state::AppState;
 
 /// Start a session; it expires after 24 h without use (configurable).
 #[utoipa::path(post, path = "/api/playground/session", tag = "playground",
-    request_body(content = serde_json::Value, description = r#"`{}` or `{"name": "…"}` (optional, at most 100 characters)"#),
-    responses((status = 201, body = SessionView, description = "The new session, `Location` names it"),
-              (status = 400, body = crate::error::Problem), (status = 401, body = crate::error::Problem),
-              (status = 403, body = crate::error::Problem)),
+    request_body(content = crate::openapi::CreateSessionRequest, description = r#"`{}` or `{"name": "…"}` (at most 100 characters)"#),
+    responses((status = 201, body = SessionView, description = "The new session",
+                headers(("Location" = String, description = "The session's URL")))),
     security(("bearer" = [])))]
 pub async fn create_session(
     State(state): State<AppState>,
@@ -57,7 +56,7 @@ pub async fn get_session(
 /// End a session and forget its history.
 #[utoipa::path(delete, path = "/api/playground/session/{id}", tag = "playground",
     params(("id" = String, Path, description = "Session id, `pgs_…`")),
-    responses((status = 204, description = "Ended"), (status = 404, body = crate::error::Problem)),
+    responses((status = 204, description = "Ended"), (status = 404, body = crate::error::Problem, description = "`session_not_found`: unknown, expired, or another owner's")),
     security(("bearer" = [])))]
 pub async fn delete_session(
     State(state): State<AppState>,
@@ -74,9 +73,9 @@ pub async fn delete_session(
 /// session records them as a `discover` step.
 #[utoipa::path(post, path = "/api/playground/session/{id}/discover", tag = "playground",
     params(("id" = String, Path, description = "Session id, `pgs_…`")),
-    request_body(content = serde_json::Value, description = "`{query, limit (default 5, max 20), filters: {target, category, tags, verification_level, payment_*}}`"),
-    responses((status = 200, description = "`{step, agents, total, limit, next_cursor, summary}`", body = serde_json::Value),
-              (status = 400, body = crate::error::Problem), (status = 404, body = crate::error::Problem),
+    request_body(content = crate::openapi::SearchRequest, description = "`{query, limit (default 5, max 20), cursor, sort, filters: {target, category, tags, verification_level, payment_*}}`"),
+    responses((status = 200, description = "The page with a summary and the recorded step", body = crate::openapi::PlaygroundDiscoverAnswer),
+              (status = 404, body = crate::error::Problem, description = "`session_not_found`"),
               (status = 409, body = crate::error::Problem, description = "The session is full")),
     security(("bearer" = [])))]
 pub async fn discover(
@@ -103,8 +102,8 @@ pub async fn discover(
 /// `failed` step, not an HTTP error.
 #[utoipa::path(post, path = "/api/playground/session/{id}/execute", tag = "playground",
     params(("id" = String, Path, description = "Session id, `pgs_…`")),
-    request_body(content = serde_json::Value, description = r#"`{"agent": "registry.utility.finance", "capability": "get_current_price", "input": {"symbol": "BTC"}}`; `agent` is an id or package name"#),
-    responses((status = 200, description = "The recorded step: `{seq, type, at, duration_ms, status, output, error, agent, capability, input, summary, transport, endpoint}`", body = serde_json::Value),
+    request_body(content = crate::openapi::ExecuteRequest, description = r#"`{"agent": "registry.utility.finance", "capability": "get_current_price", "input": {"symbol": "BTC"}}`; `agent` is an id or package name"#),
+    responses((status = 200, description = "The recorded step: `{seq, type, at, duration_ms, status, output, error, agent, capability, input, summary, transport, endpoint}`", body = crate::openapi::SessionStep),
               (status = 400, body = crate::error::Problem, description = "Malformed body or unknown capability"),
               (status = 404, body = crate::error::Problem, description = "Unknown session or agent"),
               (status = 409, body = crate::error::Problem, description = "The session is full"),

@@ -27,10 +27,10 @@ use super::wire::{AgentPage, AgentRecord};
         ("payment_rail" = Option<String>, Query, description = "Rails as `network:asset` (asset prefix), `network:`, or a bare prefix of either, comma-separated, e.g. `base:usdc`, `nano:`, `usdc`"),
         ("payment_direction" = Option<String>, Query, description = "`inbound`, `outbound`, `both`"),
         ("sort" = Option<String>, Query, description = "`relevance` (default with q), `newest` (default without), `name`"),
-        ("limit" = Option<i64>, Query, description = "Page size, default 20, max 100"),
+        ("limit" = Option<i64>, Query, description = "Page size, default 20, max 100; values below 1 are read as 1, above 100 as 100"),
         ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
     ),
-    responses((status = 200, body = AgentPage), (status = 400, body = crate::error::Problem)))]
+    responses((status = 200, body = AgentPage)))]
 pub async fn list_agents(
     State(state): State<AppState>,
     QueryPairs(pairs): QueryPairs,
@@ -41,8 +41,8 @@ pub async fn list_agents(
 
 /// Semantic search with filters in a JSON body.
 #[utoipa::path(post, path = "/public/agents/search", tag = "public",
-    request_body(content = serde_json::Value, description = "`{query, limit, cursor, sort, filters: {target, category, tags, verification_level, payment_model, payment_protocol, payment_rail, payment_direction}}`"),
-    responses((status = 200, body = AgentPage), (status = 400, body = crate::error::Problem)))]
+    request_body(content = crate::openapi::SearchRequest, description = "`{query, limit (default 5, max 100), cursor, sort, filters: {target, category, tags, verification_level, payment_model, payment_protocol, payment_rail, payment_direction}}`"),
+    responses((status = 200, body = AgentPage)))]
 pub async fn search_agents(
     State(state): State<AppState>,
     JsonBody(body): JsonBody,
@@ -54,7 +54,7 @@ pub async fn search_agents(
 /// The full record of one ACTIVE agent, by id or package name.
 #[utoipa::path(get, path = "/public/agents/{identifier}", tag = "public",
     params(("identifier" = String, Path, description = "Agent id or package name")),
-    responses((status = 200, body = AgentRecord), (status = 404, body = crate::error::Problem)))]
+    responses((status = 200, body = AgentRecord), (status = 404, body = crate::error::Problem, description = "`agent_not_found`: unknown or not ACTIVE")))]
 pub async fn get_agent(
     State(state): State<AppState>,
     PathParam(identifier): PathParam,
@@ -65,10 +65,13 @@ pub async fn get_agent(
 
 /// The A2A v1.0 card of one ACTIVE agent.
 #[utoipa::path(get, path = "/public/agents/resolve/{package_name}", tag = "public",
-    params(("package_name" = String, Path, description = "Package name (or agent id)")),
-    responses((status = 200, description = "A2A v1.0 AgentCard", body = serde_json::Value),
+    params(("package_name" = String, Path, description = "Package name (or agent id)"),
+           ("If-None-Match" = Option<String>, Header, description = "ETags already held; a match is 304"),
+           ("If-Modified-Since" = Option<String>, Header, description = "HTTP date; without If-None-Match, no change since is 304")),
+    responses((status = 200, description = "A2A v1.0 AgentCard", body = crate::openapi::AgentCard,
+                headers(("ETag" = String, description = "Of the card's content"), ("Cache-Control" = String))),
               (status = 304, description = "Not modified"),
-              (status = 404, body = crate::error::Problem)))]
+              (status = 404, body = crate::error::Problem, description = "`agent_not_found`: unknown or not ACTIVE")))]
 pub async fn resolve_card(
     State(state): State<AppState>,
     headers: HeaderMap,

@@ -14,18 +14,22 @@ pub const REGISTRY_EXTENSION_URI: &str = "https://a2a-registry.org/extensions/re
 /// URI of the card extension carrying capabilities with their input schemas, losslessly.
 pub const CAPABILITIES_EXTENSION_URI: &str = "https://a2a-registry.org/extensions/capabilities/v1";
 
-const MAX_NAME_CHARS: usize = 200;
-const MAX_DESCRIPTION_CHARS: usize = 2_000;
-/// Tool descriptions (MCP, OpenAPI operations) run long; this is ours, not the contract's.
-const MAX_CAPABILITY_DESCRIPTION_CHARS: usize = 8_000;
-const MAX_VERSION_CHARS: usize = 64;
-const MAX_URL_CHARS: usize = 2_048;
-const MAX_LABEL_CHARS: usize = 100;
-const MAX_TAGS: usize = 32;
-const MAX_TAG_CHARS: usize = 40;
-const MAX_CAPABILITIES: usize = 64;
-const MAX_CAPABILITY_NAME_CHARS: usize = 128;
-const MAX_CARD_BYTES: usize = 64 * 1024;
+/// The limits of a publish body, shared with its schema in the OpenAPI document.
+pub mod limits {
+    pub const MAX_NAME_CHARS: usize = 200;
+    pub const MAX_DESCRIPTION_CHARS: usize = 2_000;
+    /// Tool descriptions (MCP, OpenAPI operations) run long; this is ours, not the contract's.
+    pub const MAX_CAPABILITY_DESCRIPTION_CHARS: usize = 8_000;
+    pub const MAX_VERSION_CHARS: usize = 64;
+    pub const MAX_URL_CHARS: usize = 2_048;
+    pub const MAX_LABEL_CHARS: usize = 100;
+    pub const MAX_TAGS: usize = 32;
+    pub const MAX_TAG_CHARS: usize = 40;
+    pub const MAX_CAPABILITIES: usize = 64;
+    pub const MAX_CAPABILITY_NAME_CHARS: usize = 128;
+    pub const MAX_CARD_BYTES: usize = 64 * 1024;
+}
+use limits::*;
 
 /// Something an agent can do, callable by name.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]

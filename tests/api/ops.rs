@@ -192,3 +192,158 @@ async fn docs_serve_an_html_page() {
     );
     assert!(response.text.to_lowercase().contains("<html"));
 }
+
+/// The served OpenAPI document.
+async fn openapi_document() -> serde_json::Value {
+    let app = TestApp::spawn().await;
+    let response = app.get("/openapi.json").await;
+    assert_eq!(response.status, 200);
+    response.body
+}
+
+/// Every `(path, method, operation)` of the document.
+fn operations(openapi: &serde_json::Value) -> Vec<(String, String, serde_json::Value)> {
+    let mut found = Vec::new();
+    for (path, item) in openapi["paths"].as_object().expect("paths") {
+        for (method, operation) in item.as_object().expect("path item") {
+            if ["get", "post", "put", "delete", "patch"].contains(&method.as_str()) {
+                found.push((path.clone(), method.clone(), operation.clone()));
+            }
+        }
+    }
+    found
+}
+
+/// The JSON-RPC endpoints answer errors as JSON-RPC bodies.
+const JSON_RPC_PATHS: [&str; 2] = ["/a2a/v1", "/a2a/utility/{name}/v1"];
+
+#[tokio::test]
+async fn openapi_errors_are_problem_json_except_json_rpc_errors() {
+    let openapi = openapi_document().await;
+
+    for (path, method, operation) in operations(&openapi) {
+        let responses = operation["responses"].as_object().expect("responses");
+        let secured = operation["security"]
+            .as_array()
+            .is_some_and(|all| all.iter().any(|r| r.get("bearer").is_some()));
+        if secured {
+            assert!(responses.contains_key("401"), "{method} {path}: 401");
+            assert!(responses.contains_key("403"), "{method} {path}: 403");
+        }
+        if operation.get("requestBody").is_some() {
+            for status in ["400", "413", "415"] {
+                assert!(responses.contains_key(status), "{method} {path}: {status}");
+            }
+        }
+        for (status, response) in responses {
+            if !(status.starts_with('4') || status.starts_with('5')) {
+                continue;
+            }
+            let content = response["content"]
+                .as_object()
+                .unwrap_or_else(|| panic!("{method} {path} {status}: an error has a body"));
+            let types: Vec<&str> = content.keys().map(String::as_str).collect();
+            let json_rpc_error = JSON_RPC_PATHS.contains(&path.as_str())
+                && ["400", "401", "403", "413", "415"].contains(&status.as_str());
+            if json_rpc_error {
+                assert_eq!(types, ["application/json"], "{method} {path} {status}");
+                assert_eq!(
+                    content["application/json"]["schema"]["$ref"],
+                    "#/components/schemas/JsonRpcErrorResponse",
+                    "{method} {path} {status}"
+                );
+            } else {
+                assert_eq!(
+                    types,
+                    ["application/problem+json"],
+                    "{method} {path} {status}"
+                );
+                assert_eq!(
+                    content["application/problem+json"]["schema"]["$ref"],
+                    "#/components/schemas/Problem",
+                    "{method} {path} {status}"
+                );
+            }
+        }
+    }
+}
+
+/// Whether `schema` constrains anything (after following a `$ref` into the components).
+fn constrains(openapi: &serde_json::Value, schema: &serde_json::Value) -> bool {
+    if let Some(reference) = schema["$ref"].as_str() {
+        let name = reference.trim_start_matches("#/components/schemas/");
+        return constrains(openapi, &openapi["components"]["schemas"][name]);
+    }
+    let Some(object) = schema.as_object() else {
+        return false;
+    };
+    let has = |key: &str| object.get(key).is_some_and(|v| v != &serde_json::json!({}));
+    let typed = |kind: &str| object.get("type") == Some(&serde_json::json!(kind));
+    (typed("object") && (has("properties") || has("required")))
+        || (typed("array") && object.get("items").is_some_and(|s| constrains(openapi, s)))
+        || ["anyOf", "oneOf", "allOf"].iter().any(|key| {
+            object
+                .get(*key)
+                .and_then(|v| v.as_array())
+                .is_some_and(|alternatives| {
+                    !alternatives.is_empty() && alternatives.iter().all(|s| constrains(openapi, s))
+                })
+        })
+}
+
+#[tokio::test]
+async fn openapi_post_and_put_bodies_have_real_schemas() {
+    let openapi = openapi_document().await;
+    // State transitions act on the agent the path names and read no body.
+    let bodiless = [
+        "/api/agents/{id}/go-live",
+        "/api/agents/{id}/unpublish",
+        "/api/agents/{id}/verify",
+    ];
+
+    for (path, method, operation) in operations(&openapi) {
+        if !["post", "put"].contains(&method.as_str()) || bodiless.contains(&path.as_str()) {
+            continue;
+        }
+        let body = &operation["requestBody"];
+        assert_eq!(
+            body["required"], true,
+            "{method} {path}: the body is required"
+        );
+        let schema = &body["content"]["application/json"]["schema"];
+        assert!(
+            constrains(&openapi, schema),
+            "{method} {path}: the body schema is an unconstrained any: {schema}"
+        );
+    }
+    assert!(!constrains(
+        &openapi,
+        &serde_json::json!({"type": "object"})
+    ));
+    assert!(!constrains(&openapi, &serde_json::json!({})));
+}
+
+#[tokio::test]
+async fn openapi_documents_429_on_exactly_the_rate_limited_paths() {
+    let source = include_str!("../../src/router.rs");
+    let public_group = source
+        .split("let public = Router::new()")
+        .nth(1)
+        .and_then(|rest| rest.split(".layer(").next())
+        .expect("the public group of the route table");
+    let limited: BTreeSet<String> = public_group
+        .split(".route(")
+        .skip(1)
+        .map(|chunk| chunk.split('"').nth(1).expect("a quoted path").to_owned())
+        .collect();
+    assert!(limited.contains("/public/agents"), "{limited:?}");
+    let openapi = openapi_document().await;
+
+    let documented: BTreeSet<String> = operations(&openapi)
+        .into_iter()
+        .filter(|(_, _, operation)| operation["responses"].get("429").is_some())
+        .map(|(path, _, _)| path)
+        .collect();
+
+    assert_eq!(documented, limited);
+}

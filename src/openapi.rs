@@ -1,0 +1,1073 @@
+//! The finished OpenAPI document: utoipa's paths (router.rs) plus what annotations cannot say.
+//!
+//! Request bodies are parsed by hand from a JSON `Value` (domain/agent.rs, search/request.rs,
+//! api/*.rs), so their schemas are written here to match those parsers: required fields, types,
+//! lengths, and the leniency the parsers have (surrounding whitespace trimmed, ASCII case folded,
+//! `null` read as absent, unknown fields ignored). Each is a named component; the marker types
+//! below let `#[utoipa::path]` refer to them.
+//!
+//! [`document`] then applies the rules every operation shares, so no annotation can forget them:
+//! errors are `application/problem+json` (`Problem`) on REST paths and JSON-RPC error bodies on
+//! the JSON-RPC endpoints; a bearer-secured operation can answer 401 and 403; one with path or
+//! query parameters or a body can answer 400; one with a body can answer 413 and 415; a path
+//! behind the per-IP rate limit can answer 429.
+
+use std::borrow::Cow;
+
+use serde_json::{Map, Value, json};
+use utoipa::openapi::schema::{Object, Schema};
+use utoipa::openapi::{OpenApi, RefOr};
+
+use crate::domain::agent::limits as agent_limits;
+
+/// The JSON-RPC endpoints: their errors are JSON-RPC bodies, not problem+json.
+pub const JSON_RPC_PATHS: [&str; 2] = ["/a2a/v1", "/a2a/utility/{name}/v1"];
+
+/// Characters Rust's `str::trim` removes (Unicode White_Space), as a regex class body. Spelled
+/// out because `\s` means slightly different sets in different regex dialects.
+const WS: &str = r"\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000";
+
+/// A request-body schema written by hand: a marker type for `#[utoipa::path]`, its component
+/// name, and the schema itself (inserted into the document by [`document`]).
+macro_rules! hand_written_schema {
+    ($(#[$doc:meta])* $ty:ident, $build:path) => {
+        $(#[$doc])*
+        pub struct $ty;
+
+        impl utoipa::PartialSchema for $ty {
+            fn schema() -> RefOr<Schema> {
+                // A placeholder: `document` replaces the component with `$build()`.
+                RefOr::T(Schema::Object(Object::new()))
+            }
+        }
+
+        impl utoipa::ToSchema for $ty {
+            fn name() -> Cow<'static, str> {
+                Cow::Borrowed(stringify!($ty))
+            }
+        }
+    };
+}
+
+hand_written_schema!(
+    /// `POST /api/agents/publish` and `PUT /api/agents/{id}`.
+    PublishRequest,
+    publish_request
+);
+hand_written_schema!(
+    /// `POST /public/agents/search`, `/a2a/discover`, the playground's discover.
+    SearchRequest,
+    search_request
+);
+hand_written_schema!(
+    /// `POST /api/tokens`.
+    CreateTokenRequest,
+    create_token_request
+);
+hand_written_schema!(
+    /// `POST /api/playground/session`.
+    CreateSessionRequest,
+    create_session_request
+);
+hand_written_schema!(
+    /// `POST /api/playground/session/{id}/execute`.
+    ExecuteRequest,
+    execute_request
+);
+hand_written_schema!(
+    /// `POST /a2a/utility/{name}`.
+    HostedAgentRequest,
+    hosted_agent_request
+);
+hand_written_schema!(
+    /// `POST /a2a/message`.
+    LegacyMessage,
+    legacy_message
+);
+hand_written_schema!(
+    /// A JSON-RPC 2.0 request or batch.
+    JsonRpcRequest,
+    json_rpc_request
+);
+hand_written_schema!(
+    /// A JSON-RPC 2.0 response or batch of responses.
+    JsonRpcResponse,
+    json_rpc_response
+);
+hand_written_schema!(
+    /// A JSON-RPC 2.0 error response with a null id (authentication, media type, body size).
+    JsonRpcErrorResponse,
+    json_rpc_error_response
+);
+hand_written_schema!(
+    /// An A2A agent card (or the registry's own shape of its card).
+    AgentCard,
+    agent_card
+);
+hand_written_schema!(
+    /// `/a2a/discover`'s answer.
+    DiscoverAnswer,
+    discover_answer
+);
+hand_written_schema!(
+    /// The playground's discover answer.
+    PlaygroundDiscoverAnswer,
+    playground_discover_answer
+);
+hand_written_schema!(
+    /// One recorded playground step.
+    SessionStep,
+    session_step
+);
+hand_written_schema!(
+    /// A hosted agent's answer over REST.
+    HostedAgentAnswer,
+    hosted_agent_answer
+);
+hand_written_schema!(
+    /// `/a2a/message`'s answer.
+    LegacyMessageAnswer,
+    legacy_message_answer
+);
+hand_written_schema!(
+    /// `/healthz`.
+    Health,
+    health
+);
+hand_written_schema!(
+    /// `/readyz`.
+    Readiness,
+    readiness
+);
+
+/// Every hand-written component.
+fn hand_written() -> Vec<(&'static str, Value)> {
+    vec![
+        ("PublishRequest", publish_request()),
+        ("SearchRequest", search_request()),
+        ("CreateTokenRequest", create_token_request()),
+        ("CreateSessionRequest", create_session_request()),
+        ("ExecuteRequest", execute_request()),
+        ("HostedAgentRequest", hosted_agent_request()),
+        ("LegacyMessage", legacy_message()),
+        ("JsonRpcRequest", json_rpc_request()),
+        ("JsonRpcResponse", json_rpc_response()),
+        ("JsonRpcErrorResponse", json_rpc_error_response()),
+        ("AgentCard", agent_card()),
+        ("DiscoverAnswer", discover_answer()),
+        ("PlaygroundDiscoverAnswer", playground_discover_answer()),
+        ("SessionStep", session_step()),
+        ("HostedAgentAnswer", hosted_agent_answer()),
+        ("LegacyMessageAnswer", legacy_message_answer()),
+        ("Health", health()),
+        ("Readiness", readiness()),
+    ]
+}
+
+// ----- pattern building blocks -----
+
+/// A character that is neither trimmed whitespace nor NUL.
+fn solid() -> String {
+    format!(r"[^{WS}\u0000]")
+}
+
+/// The core of a trimmed text of 1..=max characters without NUL.
+fn text_core(max: usize) -> String {
+    let solid = solid();
+    format!(
+        r"{solid}(?:[^\u0000]{{0,{}}}{solid})?",
+        max.saturating_sub(2)
+    )
+}
+
+/// A string that, trimmed, has 1..=max characters and no NUL anywhere.
+fn required_text(max: usize, description: &str) -> Value {
+    json!({
+        "type": "string",
+        "pattern": format!("^[{WS}]*{}[{WS}]*$", text_core(max)),
+        "description": format!("{description} Trimmed; 1 to {max} characters; no NUL."),
+    })
+}
+
+/// Absent, `null`, blank (read as absent), or a string that trimmed has at most `max`
+/// characters; no NUL anywhere.
+fn optional_text(max: usize, description: &str) -> Value {
+    json!({
+        "type": ["string", "null"],
+        "pattern": format!("^[{WS}]*(?:{})?[{WS}]*$", text_core(max)),
+        "description": format!("{description} Trimmed; at most {max} characters; blank or null means absent; no NUL."),
+    })
+}
+
+/// ASCII letters in either case: `ci("free")` is `[Ff][Rr][Ee][Ee]`.
+fn ci(word: &str) -> String {
+    word.chars()
+        .map(|c| {
+            if c.is_ascii_alphabetic() {
+                format!("[{}{}]", c.to_ascii_uppercase(), c.to_ascii_lowercase())
+            } else if r".^$*+?()[]{}|\".contains(c) {
+                format!(r"\{c}")
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// One of `words`, ASCII case-insensitive, with surrounding whitespace.
+fn lenient_enum(words: &[&str], nullable: bool, description: &str) -> Value {
+    let alternatives: Vec<String> = words.iter().map(|w| ci(w)).collect();
+    let types = if nullable {
+        json!(["string", "null"])
+    } else {
+        json!("string")
+    };
+    json!({
+        "type": types,
+        "pattern": format!("^[{WS}]*(?:{})[{WS}]*$", alternatives.join("|")),
+        "examples": words,
+        "description": format!("{description} One of {}; ASCII case and surrounding whitespace are ignored.", words.join(", ")),
+    })
+}
+
+/// An absolute http(s) URL naming a host (a DNS name whose last label starts with a letter, or
+/// an IPv4 address), at most 2,048 characters.
+fn url(description: &str) -> Value {
+    let label = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
+    let last = "[A-Za-z](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
+    let octet = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])";
+    let port = "(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}|0)";
+    let host = format!(r"(?:(?:{label}\.)*{last}|{octet}(?:\.{octet}){{3}})");
+    json!({
+        "type": ["string", "null"],
+        "maxLength": agent_limits::MAX_URL_CHARS,
+        "pattern": format!(r"^(?:[Hh][Tt][Tt][Pp][Ss]?://{host}(?::{port})?(?:[/?#][^{WS}\u0000]*)?)?$"),
+        "examples": ["https://weather.example.com/a2a/v1"],
+        "description": format!("{description} An absolute http or https URL, at most {} characters; blank or null means absent.", agent_limits::MAX_URL_CHARS),
+    })
+}
+
+// ----- request bodies -----
+
+fn package_name() -> Value {
+    let label = "[A-Za-z0-9](?:[A-Za-z0-9_-]*[A-Za-z0-9])?";
+    json!({
+        "type": "string",
+        "maxLength": 200,
+        "pattern": format!(r"^[{WS}]*{label}(?:\.{label}){{1,15}}[{WS}]*$"),
+        "examples": ["com.example.weather"],
+        "description": "Reverse-domain package name: 2 to 16 dot-separated labels of a-z, 0-9, '-' and '_' ('-' and '_' never first or last in a label), at most 200 characters. Trimmed and lowercased.",
+    })
+}
+
+fn capability() -> Value {
+    json!({
+        "type": "object",
+        "required": ["name"],
+        "properties": {
+            "name": required_text(agent_limits::MAX_CAPABILITY_NAME_CHARS, "Unique among the agent's capabilities (after trimming)."),
+            "description": optional_text(agent_limits::MAX_CAPABILITY_DESCRIPTION_CHARS, "What it does."),
+            "input_schema": {
+                "type": ["object", "null"],
+                "description": "JSON Schema of the input object.",
+            },
+        },
+    })
+}
+
+fn protocol_slug() -> String {
+    format!("[{WS}]*[A-Za-z0-9][A-Za-z0-9.-]{{0,31}}[{WS}]*")
+}
+
+fn network_slug() -> String {
+    let caip = [
+        format!("{}:(?:8453|84532|1|137|42161|10)", ci("eip155")),
+        format!("{}:{}", ci("nano"), ci("mainnet")),
+        format!(
+            "{}:{}",
+            ci("bip122"),
+            ci("000000000019d6689c085ae165831e93")
+        ),
+    ];
+    format!(
+        "[{WS}]*(?:[A-Za-z0-9][A-Za-z0-9-]{{0,63}}|{})[{WS}]*",
+        caip.join("|")
+    )
+}
+
+fn asset_slug() -> String {
+    format!("[{WS}]*(?:[A-Za-z0-9][A-Za-z0-9._-]{{0,31}}|[Uu][Ss][Dd]\u{20ae}0?)[{WS}]*")
+}
+
+fn rail() -> Value {
+    let network = json!({"type": "string", "pattern": format!("^{}$", network_slug()),
+        "description": "Network slug (`base`, `nano`, `lightning`) or a known CAIP-2 id (`eip155:8453`)."});
+    let asset = json!({"type": "string", "pattern": format!("^{}$", asset_slug()),
+        "description": "Asset slug (`usdc`, `xno`, `btc`)."});
+    json!({
+        "oneOf": [
+            {
+                "type": "string",
+                "pattern": format!("^(?:{}):{}$", network_slug(), asset_slug()),
+                "examples": ["base:usdc"],
+                "description": "`network:asset`, split at the last colon.",
+            },
+            {
+                "type": "object",
+                "required": ["network"],
+                "properties": {
+                    "network": network,
+                    "asset": {"anyOf": [asset.clone(), {"type": "null"}]},
+                    "token": {"description": "Synonym of `asset`, read only when `asset` is absent or null."},
+                    "protocol": {
+                        "type": ["string", "null"],
+                        "pattern": format!("^{}$", protocol_slug()),
+                        "description": "The protocol this rail is used with; must also be listed in `protocols`.",
+                    },
+                    "caip2": {
+                        "type": ["string", "null"],
+                        "minLength": 1,
+                        "maxLength": 128,
+                        "pattern": format!("[^{WS}]"),
+                        "description": "CAIP-2 chain id, kept verbatim.",
+                    },
+                },
+                "anyOf": [
+                    {"required": ["asset"], "properties": {"asset": {"type": "string"}}},
+                    {"required": ["token"], "properties": {"asset": {"type": "null"}, "token": asset}},
+                ],
+            },
+        ],
+    })
+}
+
+fn payment() -> Value {
+    let directions = ["inbound", "outbound", "both"];
+    json!({
+        "type": ["object", "null"],
+        "description": "Payment terms. A paid or freemium agent is paid by its callers: its direction defaults to inbound and cannot be outbound.",
+        "required": ["model"],
+        "properties": {
+            "protocols": {
+                "type": ["array", "null"],
+                "items": {"type": "string", "pattern": format!("^{}$", protocol_slug())},
+                "description": "Protocol slugs (`x402`, `l402`, `lightning-invoice`); at most 16 distinct.",
+            },
+            "rails": {
+                "type": ["array", "null"],
+                "items": rail(),
+                "description": "Accepted rails; at most 32 distinct.",
+            },
+        },
+        "anyOf": [
+            {"properties": {
+                "model": lenient_enum(&["free"], false, "How the agent charges."),
+                "direction": lenient_enum(&directions, true, "Which way money flows."),
+            }},
+            {"properties": {
+                "model": lenient_enum(&["paid", "freemium"], false, "How the agent charges."),
+                "direction": lenient_enum(&["inbound", "both"], true, "Which way money flows."),
+            }},
+        ],
+    })
+}
+
+fn publish_request() -> Value {
+    use agent_limits::*;
+    let text_fields = json!({
+        "name": required_text(MAX_NAME_CHARS, "Display name."),
+        "description": required_text(MAX_DESCRIPTION_CHARS, "What the agent does."),
+        "version": optional_text(MAX_VERSION_CHARS, "The agent's version."),
+        "url": url("The agent's A2A JSON-RPC endpoint."),
+    });
+    let mut card_properties = text_fields.clone();
+    if let Value::Object(map) = &mut card_properties {
+        map.insert(
+            "url".to_owned(),
+            json!({"description": "The endpoint of a v0.3 card, used when `supportedInterfaces` gives none."}),
+        );
+    }
+    let mut properties = Map::new();
+    properties.insert("package_name".to_owned(), package_name());
+    if let Value::Object(text) = text_fields {
+        for (key, mut schema) in text {
+            if key == "name" || key == "description" {
+                schema["type"] = json!(["string", "null"]);
+            }
+            properties.insert(key, schema);
+        }
+    }
+    properties.insert(
+        "manifest_url".to_owned(),
+        url("Where the agent's own card lives."),
+    );
+    properties.insert(
+        "target".to_owned(),
+        optional_text(MAX_LABEL_CHARS, "Audience, e.g. `Business`."),
+    );
+    properties.insert(
+        "category".to_owned(),
+        optional_text(MAX_LABEL_CHARS, "Category, e.g. `Weather`."),
+    );
+    properties.insert(
+        "tags".to_owned(),
+        json!({
+            "type": ["array", "null"],
+            "items": required_text(MAX_TAG_CHARS, "A tag, stored lowercase."),
+            "description": format!("At most {MAX_TAGS} distinct tags (compared lowercase)."),
+        }),
+    );
+    properties.insert(
+        "capabilities".to_owned(),
+        json!({
+            "type": ["array", "null"],
+            "maxItems": MAX_CAPABILITIES,
+            "items": capability(),
+            "description": "What the agent can do; names must be distinct.",
+        }),
+    );
+    properties.insert("payment".to_owned(), payment());
+    properties.insert(
+        "card".to_owned(),
+        json!({
+            "type": ["object", "null"],
+            "description": format!("A full A2A agent card, kept as given (at most {} KiB serialized). Fields missing from the body are taken from it: name, description, version, the url of its first `supportedInterfaces` entry, capabilities from its skills, payment from the registry extension; they are checked as if given in the body.", MAX_CARD_BYTES / 1024),
+            "properties": card_properties,
+        }),
+    );
+    // `name` and `description` are required unless the card supplies them.
+    let from_body_or_card = |field: &str| {
+        json!({"anyOf": [
+            {"required": [field], "properties": {field: {"type": "string"}}},
+            {"required": ["card"], "properties": {"card": {"type": "object", "required": [field], "properties": {field: {"type": "string"}}}}},
+        ]})
+    };
+    json!({
+        "type": "object",
+        "description": "The writable fields of an agent. Unknown fields are ignored; null means absent. With a `manifest_url` and neither `card` nor both `name` and `description`, the A2A card at `manifest_url` is fetched and used as `card` (an unreachable host is 502 or 504).",
+        "required": ["package_name"],
+        "properties": properties,
+        "allOf": [from_body_or_card("name"), from_body_or_card("description")],
+        "examples": [{
+            "package_name": "com.example.weather",
+            "name": "Weather Agent",
+            "description": "Forecasts and current conditions for any city.",
+            "url": "https://weather.example.com/a2a/v1",
+            "category": "Weather",
+            "tags": ["forecast", "realtime"],
+            "capabilities": [{"name": "get_forecast", "description": "Forecast for a city",
+                "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}],
+            "payment": {"model": "paid", "protocols": ["x402"], "rails": ["base:usdc"]},
+        }],
+    })
+}
+
+/// A filter: a string of comma-separated values, or an array of strings.
+fn filter(description: &str) -> Value {
+    json!({
+        "anyOf": [
+            {"type": "string"},
+            {"type": "array", "items": {"type": "string"}},
+            {"type": "null"},
+        ],
+        "description": description,
+    })
+}
+
+/// A closed-vocabulary filter: terms separated by commas (and, for payment terms, whitespace).
+fn closed_filter(words: &[&str], whitespace_separates: bool, description: &str) -> Value {
+    let term = words.iter().map(|w| ci(w)).collect::<Vec<_>>().join("|");
+    let pattern = if whitespace_separates {
+        format!("^[,{WS}]*(?:(?:{term})(?:[,{WS}]+(?:{term}))*)?[,{WS}]*$")
+    } else {
+        format!("^[{WS}]*(?:{term})?[{WS}]*(?:,[{WS}]*(?:{term})?[{WS}]*)*$")
+    };
+    let item = json!({"type": "string", "pattern": pattern});
+    json!({
+        "anyOf": [item.clone(), {"type": "array", "items": item}, {"type": "null"}],
+        "description": format!("{description} Any of {} (OR), comma-separated or as an array; ASCII case is ignored.", words.join(", ")),
+    })
+}
+
+/// Query-string and body spellings of the filters.
+pub fn filter_properties() -> Map<String, Value> {
+    let mut map = Map::new();
+    map.insert(
+        "target".to_owned(),
+        filter("Audience (OR), case-insensitive."),
+    );
+    map.insert(
+        "category".to_owned(),
+        filter("Category (OR), case-insensitive."),
+    );
+    map.insert(
+        "tags".to_owned(),
+        filter("Tags (OR); exact, case-insensitive."),
+    );
+    map.insert(
+        "verification_level".to_owned(),
+        closed_filter(
+            &["unverified", "domain_verified"],
+            false,
+            "Verification level.",
+        ),
+    );
+    map.insert(
+        "payment_model".to_owned(),
+        closed_filter(&["free", "paid", "freemium"], true, "Payment model."),
+    );
+    map.insert(
+        "payment_protocol".to_owned(),
+        filter("Payment protocols (OR), e.g. `x402`; unknown ones match nothing."),
+    );
+    map.insert(
+        "payment_rail".to_owned(),
+        filter("Rails as `network:asset` (asset prefix), `network:`, or a bare prefix of either, e.g. `base:usdc`, `nano:`, `usdc`; malformed terms match nothing."),
+    );
+    map.insert(
+        "payment_direction".to_owned(),
+        closed_filter(&["inbound", "outbound", "both"], true, "Payment direction."),
+    );
+    map
+}
+
+/// The `limit` of a search body: a whole number of any size (or a string holding an i64).
+fn body_limit() -> Value {
+    json!({
+        "anyOf": [
+            {"type": "integer"},
+            {"type": "string", "pattern": format!("^[{WS}]*[+-]?[0-9]{{1,18}}[{WS}]*$")},
+            {"type": "null"},
+        ],
+        "description": "Page size; values below 1 are read as 1, above the path's maximum as the maximum.",
+    })
+}
+
+fn sort_value() -> Value {
+    json!({
+        "type": ["string", "null"],
+        "pattern": format!("^[{WS}]*(?:{}|{}|{})?[{WS}]*$", ci("relevance"), ci("newest"), ci("name")),
+        "examples": ["relevance", "newest", "name"],
+        "description": "`relevance` (default with a query), `newest` (default without), `name`; ASCII case is ignored, blank means the default.",
+    })
+}
+
+fn search_request() -> Value {
+    let mut properties = Map::new();
+    properties.insert(
+        "query".to_owned(),
+        json!({"type": ["string", "null"], "description": "Keywords or a sentence."}),
+    );
+    properties.insert("limit".to_owned(), body_limit());
+    properties.insert(
+        "cursor".to_owned(),
+        json!({"type": ["string", "null"], "description": "`next_cursor` of the previous page of the same search."}),
+    );
+    properties.insert("sort".to_owned(), sort_value());
+    properties.insert(
+        "filters".to_owned(),
+        json!({"type": ["object", "null"], "properties": filter_properties(),
+            "description": "Filters, applied before ranking and paging."}),
+    );
+    json!({
+        "type": "object",
+        // The aliases are left out of `properties`: each is read only when its canonical key is
+        // absent, a condition the fuzzer's generator cannot handle.
+        "description": "A search. Every member is optional; unknown members are ignored. For older clients, `q` is read as `query` when `query` is absent, a filter given at the top level is read when `filters` does not name it, and payment filters are also read in camelCase (`paymentModel`).",
+        "properties": properties,
+        "examples": [{"query": "weather forecast", "limit": 5, "filters": {"payment_model": "paid"}}],
+    })
+}
+
+fn create_token_request() -> Value {
+    json!({
+        "type": "object",
+        "required": ["owner"],
+        "properties": {
+            "owner": {
+                "type": "string",
+                "pattern": format!("^[{WS}]*[A-Za-z0-9._@-]{{1,64}}[{WS}]*$"),
+                "not": {"pattern": format!("^[{WS}]*(?:admin|registry)[{WS}]*$")},
+                "description": "The owner the token acts as (trimmed): 1 to 64 of letters, digits, '.', '_', '@', '-'; not `admin` or `registry` (reserved).",
+                "examples": ["alice"],
+            },
+            "scopes": {
+                "type": ["array", "null"],
+                "items": {"type": "string", "enum": ["agents:write", "a2a", "playground"]},
+            },
+            "expires_in_days": {
+                "type": ["integer", "null"],
+                "minimum": 1,
+                "maximum": 3650,
+                "description": "Lifetime in days; absent or null: no expiry.",
+            },
+        },
+        "examples": [{"owner": "alice", "scopes": ["agents:write", "a2a", "playground"], "expires_in_days": 90}],
+    })
+}
+
+fn create_session_request() -> Value {
+    let visible = format!(r"[^{WS}\u0000-\u001f\u007f-\u009f]");
+    json!({
+        "type": "object",
+        "description": "`{}` for an unnamed session.",
+        "properties": {
+            "name": {
+                "type": ["string", "null"],
+                "pattern": format!(r"^[{WS}]*(?:{visible}(?:[^\u0000-\u001f\u007f-\u009f]{{0,98}}{visible})?)?[{WS}]*$"),
+                "description": "A name for the session: trimmed, at most 100 characters, no control characters; blank means none.",
+            },
+        },
+    })
+}
+
+fn execute_request() -> Value {
+    let identifier =
+        json!({"type": "string", "pattern": format!("^[{WS}]*{}[{WS}]*$", text_core(200))});
+    json!({
+        "type": "object",
+        "required": ["agent", "capability"],
+        "properties": {
+            "agent": {"allOf": [identifier.clone()], "description": "Id or package name of an ACTIVE agent.", "examples": ["registry.utility.finance"]},
+            "capability": {"allOf": [identifier], "description": "One of the agent's capabilities.", "examples": ["get_current_price"]},
+            "input": {"type": ["object", "null"], "description": "The capability's input; checked against its `input_schema` (422)."},
+        },
+        "examples": [{"agent": "registry.utility.finance", "capability": "get_current_price", "input": {"symbol": "BTC"}}],
+    })
+}
+
+fn hosted_agent_request() -> Value {
+    json!({
+        "type": "object",
+        "description": "`{input, capability?}`, or the legacy `{action, params}`; a body with neither `input` nor `params` is itself the input. Without a capability the agent picks its default.",
+        "properties": {
+            "input": {"type": ["object", "string", "null"], "description": "The input; a string fills the agent's text field (`query`, `symbol`, `url`)."},
+            "params": {"type": ["object", "string", "null"], "description": "Legacy name of `input`."},
+            "capability": {"type": ["string", "null"], "description": "Capability name."},
+            "action": {"type": ["string", "null"], "description": "Legacy name of `capability`."},
+        },
+        "examples": [{"input": {"symbol": "BTC"}, "capability": "get_current_price"}],
+    })
+}
+
+fn legacy_message() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "to": {"type": ["string", "null"], "description": "`registry` (default) or a hosted agent's package name (scope `a2a`)."},
+            "action": {"type": ["string", "null"], "description": "To the registry: `search` or `resolve_package`; to a hosted agent: a capability."},
+            "params": {"type": ["object", "null"], "description": "`search`: a search body; `resolve_package`: `{package_name}`; a hosted agent: its input."},
+        },
+        "examples": [{"to": "registry", "action": "search", "params": {"query": "weather", "limit": 5}}],
+    })
+}
+
+fn json_rpc_call() -> Value {
+    json!({
+        "type": "object",
+        "required": ["jsonrpc", "method"],
+        "properties": {
+            "jsonrpc": {"const": "2.0"},
+            "method": {"type": "string", "examples": ["SendMessage"]},
+            "params": {"type": ["object", "array", "null"]},
+            "id": {"type": ["string", "number", "null"], "description": "Absent for a notification, which gets no answer."},
+        },
+    })
+}
+
+fn json_rpc_request() -> Value {
+    json!({
+        "description": "A JSON-RPC 2.0 request or a non-empty batch. Anything else is answered with a JSON-RPC error (HTTP 200).",
+        "anyOf": [json_rpc_call(), {"type": "array", "minItems": 1, "items": json_rpc_call()}],
+        "examples": [{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {
+            "messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "weather forecast"}]}}}],
+    })
+}
+
+fn json_rpc_error_object() -> Value {
+    json!({
+        "type": "object",
+        "required": ["code", "message"],
+        "properties": {
+            "code": {"type": "integer"},
+            "message": {"type": "string"},
+            "data": {"type": "array", "items": {"type": "object"}, "description": "A `google.rpc.ErrorInfo` whose metadata `code` is the registry's error code, and a `google.rpc.BadRequest` for invalid fields."},
+        },
+    })
+}
+
+fn json_rpc_single_response() -> Value {
+    json!({
+        "type": "object",
+        "required": ["jsonrpc", "id"],
+        "properties": {
+            "jsonrpc": {"const": "2.0"},
+            "id": {"type": ["string", "number", "null"]},
+            "result": {"type": "object"},
+            "error": json_rpc_error_object(),
+        },
+        "oneOf": [{"required": ["result"]}, {"required": ["error"]}],
+    })
+}
+
+fn json_rpc_response() -> Value {
+    json!({
+        "description": "A response, or an array of responses to a batch.",
+        "anyOf": [json_rpc_single_response(), {"type": "array", "items": json_rpc_single_response()}],
+    })
+}
+
+fn json_rpc_error_response() -> Value {
+    json!({
+        "type": "object",
+        "required": ["jsonrpc", "id", "error"],
+        "properties": {
+            "jsonrpc": {"const": "2.0"},
+            "id": {"type": "null"},
+            "error": json_rpc_error_object(),
+        },
+    })
+}
+
+fn agent_card() -> Value {
+    json!({
+        "type": "object",
+        "description": "An A2A v1.0 AgentCard (for a published agent: the card its owner gave, as given, else one built from its record).",
+    })
+}
+
+fn page_ref() -> Value {
+    json!({"$ref": "#/components/schemas/AgentPage"})
+}
+
+fn discover_answer() -> Value {
+    json!({"allOf": [page_ref(), {
+        "type": "object",
+        "required": ["success", "summary"],
+        "properties": {"success": {"const": true}, "summary": {"type": "string"}},
+    }]})
+}
+
+fn playground_discover_answer() -> Value {
+    json!({"allOf": [page_ref(), {
+        "type": "object",
+        "required": ["summary", "step"],
+        "properties": {"summary": {"type": "string"}, "step": {"$ref": "#/components/schemas/SessionStep"}},
+    }]})
+}
+
+fn session_step() -> Value {
+    json!({
+        "type": "object",
+        "required": ["seq", "type", "at", "duration_ms"],
+        "properties": {
+            "seq": {"type": "integer"},
+            "type": {"type": "string", "enum": ["discover", "execute"]},
+            "at": {"type": "string", "format": "date-time"},
+            "duration_ms": {"type": "integer", "minimum": 0},
+            "status": {"type": "string", "enum": ["completed", "failed"], "description": "Execute steps."},
+            "agent": {"type": "object", "description": "Execute steps: `{id, package_name, name}`."},
+            "capability": {"type": "string"},
+            "input": {"type": "object"},
+            "output": {"description": "Execute steps: the agent's output, null when failed."},
+            "error": {"type": ["object", "null"], "description": "Execute steps: what went wrong, null when completed."},
+            "summary": {"type": ["string", "null"]},
+            "transport": {"type": ["string", "null"]},
+            "endpoint": {"type": ["string", "null"]},
+        },
+    })
+}
+
+fn hosted_agent_answer() -> Value {
+    json!({
+        "type": "object",
+        "required": ["agent", "capability", "output"],
+        "properties": {
+            "agent": {"type": "string", "examples": ["registry.utility.finance"]},
+            "capability": {"type": "string"},
+            "output": {"description": "The capability's output."},
+        },
+    })
+}
+
+fn legacy_message_answer() -> Value {
+    json!({"anyOf": [
+        page_ref(),
+        {"type": "object", "required": ["card"], "properties": {"card": {"$ref": "#/components/schemas/AgentCard"}}},
+        {"$ref": "#/components/schemas/HostedAgentAnswer"},
+    ]})
+}
+
+fn health() -> Value {
+    json!({"type": "object", "required": ["status"], "properties": {"status": {"const": "ok"}}})
+}
+
+fn readiness() -> Value {
+    json!({
+        "type": "object",
+        "required": ["status", "storage", "indexed_agents"],
+        "properties": {
+            "status": {"const": "ready"},
+            "storage": {"const": "ok"},
+            "indexed_agents": {"type": "integer", "minimum": 0},
+        },
+    })
+}
+
+// ----- the shared response rules -----
+
+/// Path templates behind the per-IP rate limit (the `public` and page groups of the router).
+pub const RATE_LIMITED_PATHS: [&str; 8] = [
+    "/public/agents",
+    "/public/agents/search",
+    "/public/agents/resolve/{package_name}",
+    "/public/agents/{identifier}",
+    "/public/changes",
+    "/.well-known/agent-card.json",
+    "/a2a/message",
+    "/a2a/utility/{name}/.well-known/agent-card.json",
+];
+
+fn problem(description: &str) -> Value {
+    json!({
+        "description": description,
+        "content": {"application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}},
+    })
+}
+
+fn json_rpc_error(description: &str) -> Value {
+    json!({
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/JsonRpcErrorResponse"}}},
+    })
+}
+
+/// Parameter schemas that `params(...)` cannot spell: the real types, vocabularies and limits of
+/// what the handlers read.
+fn parameter_schema(path: &str, name: &str) -> Option<Value> {
+    let hosted = ["wiki", "finance", "reader"];
+    Some(match (path, name) {
+        // Read as a whole i64; out-of-range page sizes are clamped, not refused.
+        (_, "limit") => json!({"type": "integer", "minimum": i64::MIN, "maximum": i64::MAX}),
+        ("/public/changes", "since") => {
+            json!({"type": "integer", "minimum": 0, "maximum": i64::MAX})
+        }
+        ("/public/agents", "sort") => {
+            let mut sort = sort_value();
+            sort["type"] = json!("string");
+            sort
+        }
+        ("/public/agents", "verification_level" | "payment_model" | "payment_direction") => {
+            filter_properties().get(name)?["anyOf"][0].clone()
+        }
+        ("/api/agents", "cursor") => json!({
+            "type": "string",
+            "pattern": r"^(?:agt_[\u0001-\u007f]{0,60})?$",
+            "description": "The id of the last agent of the previous page (`next_cursor`).",
+        }),
+        // `*`, or a revision with optional quotes and weak prefix; anything else is 412.
+        ("/api/agents/{id}", "If-Match") => json!({
+            "type": "string",
+            "pattern": r#"^[ \t]*(?:\*|(?:W/)*"*[+-]?[0-9]{1,18}"*)[ \t]*$"#,
+            "examples": ["\"3\""],
+        }),
+        ("/.well-known/agent-card.json", "format") => {
+            json!({"type": "string", "enum": ["", "a2a", "registry"]})
+        }
+        (p, "name") if p.starts_with("/a2a/utility/") => json!({"type": "string", "enum": hosted}),
+        _ => return None,
+    })
+}
+
+/// The finished document, as served at `/openapi.json`.
+pub fn document(openapi: &OpenApi) -> Value {
+    let mut doc = serde_json::to_value(openapi).unwrap_or_else(|_| json!({}));
+    if let Some(schemas) = doc
+        .pointer_mut("/components/schemas")
+        .and_then(Value::as_object_mut)
+    {
+        for (name, schema) in hand_written() {
+            schemas.insert(name.to_owned(), schema);
+        }
+    }
+    if let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) {
+        for (path, item) in paths.iter_mut() {
+            let Some(item) = item.as_object_mut() else {
+                continue;
+            };
+            for (_, operation) in item.iter_mut() {
+                finish_operation(path, operation);
+            }
+        }
+    }
+    doc
+}
+
+fn finish_operation(path: &str, operation: &mut Value) {
+    let json_rpc = JSON_RPC_PATHS.contains(&path);
+    let secured = operation["security"]
+        .as_array()
+        .is_some_and(|requirements| {
+            requirements
+                .iter()
+                .any(|requirement| requirement.get("bearer").is_some())
+        });
+    if let Some(parameters) = operation
+        .get_mut("parameters")
+        .and_then(Value::as_array_mut)
+    {
+        for parameter in parameters {
+            let name = parameter["name"].as_str().unwrap_or_default().to_owned();
+            if let Some(schema) = parameter_schema(path, &name) {
+                parameter["schema"] = schema;
+            }
+        }
+    }
+    let has_parameters = operation["parameters"]
+        .as_array()
+        .is_some_and(|parameters| {
+            parameters
+                .iter()
+                .any(|parameter| matches!(parameter["in"].as_str(), Some("path" | "query")))
+        });
+    let has_body = operation.get("requestBody").is_some();
+    let Some(responses) = operation
+        .get_mut("responses")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    // Errors the operation documents itself: problem+json on REST paths, and wherever the
+    // body is a `Problem` (a JSON-RPC endpoint's unknown hosted agent).
+    for (status, response) in responses.iter_mut() {
+        let is_error = status.starts_with('4') || status.starts_with('5');
+        let json_schema = response.pointer("/content/application~1json/schema");
+        let is_problem = json_schema.and_then(|schema| schema["$ref"].as_str())
+            == Some("#/components/schemas/Problem");
+        if is_error && json_schema.is_some() && (is_problem || !json_rpc) {
+            let description = response["description"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            *response = problem(&description);
+        }
+    }
+    let mut add = |status: &str, response: Value| {
+        responses.entry(status.to_owned()).or_insert(response);
+    };
+    if json_rpc {
+        add(
+            "401",
+            json_rpc_error("`unauthorized`: no valid bearer token (JSON-RPC error -32000)."),
+        );
+        add(
+            "403",
+            json_rpc_error("`forbidden`: the token lacks scope `a2a` (JSON-RPC error -32000)."),
+        );
+        add(
+            "400",
+            json_rpc_error("The request body could not be read (JSON-RPC error -32600)."),
+        );
+        add(
+            "413",
+            json_rpc_error("The body is larger than 1 MiB (JSON-RPC error -32600)."),
+        );
+        add(
+            "415",
+            json_rpc_error(
+                "A Content-Type other than JSON: ContentTypeNotSupportedError (-32005).",
+            ),
+        );
+        return;
+    }
+    if secured {
+        add("401", problem("`unauthorized`: no valid bearer token."));
+        add("403", problem("`forbidden`: the token may not do this."));
+    }
+    if has_parameters || has_body {
+        add(
+            "400",
+            problem(
+                "`invalid_parameter` or `invalid_json`: a parameter or the body cannot be read.",
+            ),
+        );
+    }
+    if has_body {
+        add(
+            "413",
+            problem("`payload_too_large`: the body is larger than 1 MiB."),
+        );
+        add(
+            "415",
+            problem("`unsupported_media_type`: the body is not declared as JSON."),
+        );
+    }
+    if RATE_LIMITED_PATHS.contains(&path) {
+        let mut limited = problem(
+            "`rate_limited`: too many requests from this client; retry after `Retry-After` seconds.",
+        );
+        limited["headers"] = json!({"Retry-After": {"description": "Seconds to wait.", "schema": {"type": "integer"}}});
+        add("429", limited);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The whitespace class as the ranges it spells.
+    fn ws_ranges() -> Vec<(u32, u32)> {
+        vec![
+            (0x09, 0x0d),
+            (0x20, 0x20),
+            (0x85, 0x85),
+            (0xa0, 0xa0),
+            (0x1680, 0x1680),
+            (0x2000, 0x200a),
+            (0x2028, 0x2029),
+            (0x202f, 0x202f),
+            (0x205f, 0x205f),
+            (0x3000, 0x3000),
+        ]
+    }
+
+    #[test]
+    fn the_whitespace_class_is_what_trim_removes() {
+        let spelled: String = ws_ranges()
+            .iter()
+            .map(|(from, to)| {
+                let one = |c: u32| match c {
+                    0x09 => r"\t".to_owned(),
+                    0x0a => r"\n".to_owned(),
+                    0x0c => r"\f".to_owned(),
+                    0x0d => r"\r".to_owned(),
+                    0x20 => " ".to_owned(),
+                    c => format!(r"\u{c:04x}"),
+                };
+                match to - from {
+                    0 => one(*from),
+                    _ if *from == 0x09 => r"\t\n\u000b\f\r".to_owned(),
+                    1 => format!("{}{}", one(*from), one(*to)),
+                    _ => format!("{}-{}", one(*from), one(*to)),
+                }
+            })
+            .collect();
+        assert_eq!(spelled, WS);
+        for c in (0..=0x10ffff).filter_map(char::from_u32) {
+            let listed = ws_ranges()
+                .iter()
+                .any(|(from, to)| (*from..=*to).contains(&u32::from(c)));
+            assert_eq!(listed, c.is_whitespace(), "{:?}", c);
+        }
+    }
+
+    #[test]
+    fn case_insensitive_words_spell_every_letter() {
+        assert_eq!(ci("free"), "[Ff][Rr][Ee][Ee]");
+        assert_eq!(ci("eip155"), "[Ee][Ii][Pp]155");
+        assert_eq!(
+            ci("domain_verified.x"),
+            r"[Dd][Oo][Mm][Aa][Ii][Nn]_[Vv][Ee][Rr][Ii][Ff][Ii][Ee][Dd]\.[Xx]"
+        );
+    }
+}

@@ -259,6 +259,14 @@ fn optional_url(
 }
 
 fn check_http_url(raw: &str) -> Result<(), String> {
+    // URL parsing drops these silently (tabs and line breaks anywhere, control characters in
+    // front): what is stored must be what was meant.
+    if raw.contains(['\t', '\n', '\r']) || !raw.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        return Err(
+            "must be an absolute URL without tabs, line breaks or leading control characters"
+                .to_owned(),
+        );
+    }
     let url = Url::parse(raw).map_err(|error| format!("must be an absolute URL ({error})"))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!(
@@ -266,8 +274,49 @@ fn check_http_url(raw: &str) -> Result<(), String> {
             url.scheme()
         ));
     }
-    if url.host_str().is_none_or(str::is_empty) {
+    let Some(host) = url.host() else {
         return Err("must name a host".to_owned());
+    };
+    // The host as written: after `//`, before the port, path, query or fragment.
+    let authority = raw
+        .split_once("//")
+        .map_or("", |(_, rest)| rest)
+        .split(['/', '?', '#', '\\'])
+        .next()
+        .unwrap_or_default();
+    if authority.contains('@') {
+        return Err("must not carry credentials".to_owned());
+    }
+    let written = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority.split(':').next().unwrap_or_default(),
+    };
+    let as_written = match host {
+        // An address in its usual notation (no octal, hex or shortened IPv4 forms).
+        url::Host::Ipv4(ip) => written.parse::<std::net::Ipv4Addr>() == Ok(ip),
+        url::Host::Ipv6(ip) => written.parse::<std::net::Ipv6Addr>() == Ok(ip),
+        // A DNS name in ASCII (internationalised names in their xn-- form), labels of letters,
+        // digits, '-' and '_', none empty but a final one (a trailing dot).
+        url::Host::Domain(domain) => {
+            let labels: Vec<&str> = domain
+                .strip_suffix('.')
+                .unwrap_or(domain)
+                .split('.')
+                .collect();
+            written.eq_ignore_ascii_case(domain)
+                && labels.iter().all(|label| {
+                    !label.is_empty()
+                        && label
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                })
+        }
+    };
+    if !as_written {
+        return Err(format!(
+            "must name its host as a DNS name of letters, digits, '-' and '_', or an IP address (got '{}')",
+            crate::error::truncate(written, 80)
+        ));
     }
     Ok(())
 }
@@ -650,11 +699,32 @@ mod tests {
             json!({"url": "http://localhost:9000/a2a", "manifest_url": null}),
         ));
         assert_eq!(parsed.url.as_deref(), Some("http://localhost:9000/a2a"));
+        for ok in [
+            "https://Example.COM:8443/a2a?x=1#f",
+            "http://10.0.0.1/a2a",
+            "http://[::1]:9000/",
+            "http://host_name.example./x y",
+            "http://a.b\\path",
+        ] {
+            assert_eq!(
+                draft(with(json!({"url": ok}))).url.as_deref(),
+                Some(ok),
+                "{ok}"
+            );
+        }
         for bad in [
             "/relative",
             "ftp://example.com/x",
             "not a url",
             "mailto:a@example.com",
+            "http://107.200.250.250*",
+            "http://a..b/",
+            "http://exa%6Dple.com/",
+            "http://b\u{fc}cher.example/",
+            "http://1.2.3/",
+            "http://010.0.0.1/",
+            "http://user:pass@example.com/",
+            "http:example.com",
         ] {
             assert_eq!(
                 fields(with(json!({"url": bad, "manifest_url": bad}))),

@@ -6,7 +6,8 @@
 #      binary (including several servers on one PostgreSQL)
 #   4. the API suite again with every TestApp on PostgreSQL
 #   5. interop: the official Python a2a-sdk against the real binary
-#   6. e2e: the web interface in headless Chromium (installs Debian's chromium when missing)
+#   6. fuzz: Schemathesis against the real binary's OpenAPI document (docs/openapi.md)
+#   7. e2e: the web interface in headless Chromium (installs Debian's chromium when missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,4 +22,5 @@ if [[ "${REGISTRY_TEST_SKIP_POSTGRES:-}" != 1 ]]; then
     REGISTRY_TEST_BACKEND=postgres cargo test --locked --test api
 fi
 bash scripts/interop.sh
+bash scripts/fuzz.sh
 bash scripts/e2e.sh

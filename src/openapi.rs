@@ -351,11 +351,13 @@ fn payment() -> Value {
         "properties": {
             "protocols": {
                 "type": ["array", "null"],
+                "maxItems": 16 * crate::domain::LIST_SLACK,
                 "items": {"type": "string", "pattern": format!("^{}$", protocol_slug())},
                 "description": "Protocol slugs (`x402`, `l402`, `lightning-invoice`); at most 16 distinct.",
             },
             "rails": {
                 "type": ["array", "null"],
+                "maxItems": 32 * crate::domain::LIST_SLACK,
                 "items": rail(),
                 "description": "Accepted rails; at most 32 distinct.",
             },
@@ -416,6 +418,7 @@ fn publish_request() -> Value {
         "tags".to_owned(),
         json!({
             "type": ["array", "null"],
+            "maxItems": MAX_TAGS * crate::domain::LIST_SLACK,
             "items": required_text(MAX_TAG_CHARS, "A tag, stored lowercase."),
             "description": format!("At most {MAX_TAGS} distinct tags (compared lowercase)."),
         }),
@@ -808,11 +811,15 @@ fn health() -> Value {
 fn readiness() -> Value {
     json!({
         "type": "object",
-        "required": ["status", "storage", "indexed_agents"],
+        "required": ["status", "storage", "indexed_agents", "vectors", "embedded", "total"],
         "properties": {
             "status": {"const": "ready"},
             "storage": {"const": "ok"},
             "indexed_agents": {"type": "integer", "minimum": 0},
+            "vectors": {"type": "string", "enum": ["loading", "ready", "none"],
+                "description": "Intent ranking: `loading` while vectors are computed in the background (searches rank by keywords), `ready`, or `none` without an embedder."},
+            "embedded": {"type": "integer", "minimum": 0, "description": "Agents with vectors so far."},
+            "total": {"type": "integer", "minimum": 0, "description": "Agents in the index."},
         },
     })
 }
@@ -958,6 +965,8 @@ fn finish_operation(path: &str, operation: &mut Value) {
     let mut add = |status: &str, response: Value| {
         responses.entry(status.to_owned()).or_insert(response);
     };
+    let retry_after = json!({"Retry-After": {"description": "Seconds to wait.", "required": true,
+        "schema": {"type": "integer"}}});
     if json_rpc {
         add(
             "401",
@@ -981,6 +990,11 @@ fn finish_operation(path: &str, operation: &mut Value) {
                 "A Content-Type other than JSON: ContentTypeNotSupportedError (-32005).",
             ),
         );
+        let mut limited = json_rpc_error(
+            "`rate_limited`: the token made too many requests (JSON-RPC error -32000).",
+        );
+        limited["headers"] = retry_after;
+        add("429", limited);
         return;
     }
     if secured {
@@ -1004,12 +1018,19 @@ fn finish_operation(path: &str, operation: &mut Value) {
             "415",
             problem("`unsupported_media_type`: the body is not declared as JSON."),
         );
-    }
-    if RATE_LIMITED_PATHS.contains(&path) {
-        let mut limited = problem(
-            "`rate_limited`: too many requests from this client; retry after `Retry-After` seconds.",
+        add(
+            "422",
+            problem(
+                "`validation_failed`: the body breaks the schema's rules, or nests arrays and objects more than 128 levels deep.",
+            ),
         );
-        limited["headers"] = json!({"Retry-After": {"description": "Seconds to wait.", "schema": {"type": "integer"}}});
+    }
+    // Per client IP on the public paths; per token (not the master key) wherever one is read.
+    if RATE_LIMITED_PATHS.contains(&path) || secured {
+        let mut limited = problem(
+            "`rate_limited`: too many requests from this client or token; retry after `Retry-After` seconds.",
+        );
+        limited["headers"] = retry_after;
         add("429", limited);
     }
 }

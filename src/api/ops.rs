@@ -23,7 +23,7 @@ pub async fn healthz() -> Json<Value> {
 /// or `none` without an embedder.
 #[utoipa::path(get, path = "/readyz", tag = "operations",
     responses((status = 200, description = "Ready", body = crate::openapi::Readiness),
-              (status = 503, body = crate::error::Problem, description = "`unavailable`: storage does not answer")))]
+              (status = 503, body = crate::error::Problem, description = "`unavailable`: storage does not answer, or the server is starting")))]
 pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Value>> {
     state.store.ping().await.map_err(|err| {
         tracing::warn!(error = %err, "storage not ready");

@@ -4,6 +4,13 @@ use tracing_subscriber::EnvFilter;
 use agent_registry::cli::{Cli, Command};
 use agent_registry::config::{Config, LogFormat};
 
+/// mimalloc instead of the system allocator: under a steady mix of writes, glibc's per-thread
+/// arenas kept the memory that index merges on other threads freed, and the resident size
+/// doubled in minutes (a soak went from 181 to 373 MB); with one arena, or with mimalloc, it
+/// stays flat.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();

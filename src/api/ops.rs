@@ -54,6 +54,10 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     let progress = state.index.vector_progress();
     metrics::gauge!("registry_vectors_ready").set(if progress.ready { 1.0 } else { 0.0 });
     metrics::gauge!("registry_embedded_agents").set(progress.embedded as f64);
+    let text = state.index.text_stats();
+    metrics::gauge!("registry_text_segments").set(text.segments as f64);
+    metrics::gauge!("registry_text_stored_docs").set(text.stored_docs as f64);
+    metrics::gauge!("registry_text_live_docs").set(text.live_docs as f64);
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics.render(),

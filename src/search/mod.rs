@@ -657,6 +657,11 @@ impl SearchIndex {
         self.apply_batch(&[], &[id.to_owned()]).await;
     }
 
+    /// The keyword index's segments and stored documents (deleted ones included).
+    pub fn text_stats(&self) -> text::TextStats {
+        self.text.stats()
+    }
+
     /// The number of ACTIVE agents indexed.
     pub fn len(&self) -> usize {
         self.read_catalog().live

@@ -59,6 +59,14 @@ pub struct TextIndex {
 /// In a slot map: the document has no slot (cannot happen; such matches are dropped).
 const NO_SLOT: u32 = u32::MAX;
 
+/// The text index's size, as `TextIndex::stats` reads it.
+#[derive(Debug, Clone, Copy)]
+pub struct TextStats {
+    pub segments: usize,
+    pub stored_docs: u64,
+    pub live_docs: u64,
+}
+
 /// Why the text index failed; always a bug or resource exhaustion, never bad input.
 #[derive(Debug, thiserror::Error)]
 #[error("text index: {0}")]
@@ -193,6 +201,18 @@ impl TextIndex {
             .unwrap_or_else(|poison| poison.into_inner())
             .insert(id, Arc::clone(&map));
         Ok(map)
+    }
+
+    /// Segments, and documents stored in them including deleted ones not yet merged away: for
+    /// `/metrics`, so that an index that keeps deleted documents shows.
+    pub fn stats(&self) -> TextStats {
+        let searcher = self.reader.searcher();
+        let segments = searcher.segment_readers();
+        TextStats {
+            segments: segments.len(),
+            stored_docs: segments.iter().map(|s| u64::from(s.max_doc())).sum(),
+            live_docs: segments.iter().map(|s| u64::from(s.num_docs())).sum(),
+        }
     }
 
     fn lock_writer(&self) -> std::sync::MutexGuard<'_, IndexWriter> {

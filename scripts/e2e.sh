@@ -32,7 +32,7 @@ echo "== playwright $("$VENV/bin/python" -c 'import importlib.metadata as m; pri
 
 echo "== pytest tests/e2e (screenshots: target/e2e-artifacts/)"
 status=0
-CHROMIUM="$CHROMIUM" REGISTRY_BIN="${REGISTRY_BIN:-target/debug/agent-registry}" \
+CHROMIUM="$CHROMIUM" REGISTRY_BIN="${REGISTRY_BIN:-${CARGO_TARGET_DIR:-target}/debug/agent-registry}" \
     "$VENV/bin/python" -m pytest tests/e2e -q -p no:cacheprovider -rxX || status=$?
 if [ "$status" -eq 5 ]; then
     echo "e2e: pytest collected no tests" >&2

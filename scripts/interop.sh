@@ -20,7 +20,7 @@ echo "== a2a-sdk $("$VENV/bin/python" -c 'import importlib.metadata as m; print(
 
 echo "== pytest tests/interop"
 status=0
-REGISTRY_BIN="${REGISTRY_BIN:-target/debug/agent-registry}" \
+REGISTRY_BIN="${REGISTRY_BIN:-${CARGO_TARGET_DIR:-target}/debug/agent-registry}" \
     "$VENV/bin/python" -m pytest tests/interop -q -p no:cacheprovider || status=$?
 if [ "$status" -eq 5 ]; then
     echo "interop: pytest collected no tests" >&2

@@ -24,7 +24,7 @@ const WARMUP: usize = 200;
 
 fn data_path() -> PathBuf {
     std::env::var_os("REGISTRY_BENCH_DATA").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/data/agents-real.jsonl"),
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("bench-data/agents-real.jsonl"),
         PathBuf::from,
     )
 }

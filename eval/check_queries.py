@@ -3,7 +3,7 @@
 
 Usage:
     python3 eval/check_queries.py [--queries eval/queries.jsonl]
-                                  [--data ../shared/data/agents-real.jsonl]
+                                  [--data bench-data/agents-real.jsonl]
 
 Checks (exit status 1 if any fails):
   * every line is a JSON object with id, query, kind, relevant (domain optional)
@@ -35,7 +35,7 @@ PKG_RE = re.compile(r"^[a-z0-9]([a-z0-9_-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9_-]*[a-z
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_QUERIES = os.path.join(HERE, "queries.jsonl")
 DEFAULT_DATA = os.environ.get(
-    "EVAL_DATA", os.path.join(HERE, "..", "..", "shared", "data", "agents-real.jsonl"))
+    "EVAL_DATA", os.path.join(HERE, "..", "bench-data", "agents-real.jsonl"))
 
 
 def _strip(v):

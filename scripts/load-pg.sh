@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 agents=${1:-10000}
 seconds=${2:-15}
 embedder=${3:-static}
-data=${REGISTRY_BENCH_DATA:-../shared/data/agents-real.jsonl}
+data=${REGISTRY_BENCH_DATA:-bench-data/agents-real.jsonl}
 db=${REGISTRY_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}
 port_a=${LOAD_PORT:-18480}
 port_b=$((port_a + 1))

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 agents=${1:-10000}
 seconds=${2:-20}
 embedder=${3:-static}
-data=${REGISTRY_BENCH_DATA:-../shared/data/agents-real.jsonl}
+data=${REGISTRY_BENCH_DATA:-bench-data/agents-real.jsonl}
 port=${LOAD_PORT:-18480}
 work=$(mktemp -d)
 server_pid=

@@ -47,7 +47,7 @@ cd "$(dirname "$0")/.."
 minutes=${1:-30}
 agents=${2:-20000}
 concurrency=${3:-32}
-data=${REGISTRY_BENCH_DATA:-../shared/data/agents-real.jsonl}
+data=${REGISTRY_BENCH_DATA:-bench-data/agents-real.jsonl}
 python=${SOAK_PYTHON:-python3}
 venv=.venv-soak
 httpx_version=0.28.1

@@ -10,7 +10,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 from check_queries import import_violations  # noqa: E402
 
 DEFAULT_DATA = os.environ.get(
-    "EVAL_DATA", os.path.join(REPO, "..", "shared", "data", "agents-real.jsonl"))
+    "EVAL_DATA", os.path.join(REPO, "bench-data", "agents-real.jsonl"))
 CACHE = os.path.join(REPO, "target", "eval-cache")
 
 

@@ -25,7 +25,11 @@ use serde::Deserialize;
 #[derive(Parser)]
 struct Args {
     /// The agents to search.
-    #[arg(long, env = "REGISTRY_BENCH_DATA", default_value = "bench-data/agents-real.jsonl")]
+    #[arg(
+        long,
+        env = "REGISTRY_BENCH_DATA",
+        default_value = "bench-data/agents-real.jsonl"
+    )]
     data: PathBuf,
     /// The labelled queries.
     #[arg(long, default_value = "eval/queries.jsonl")]

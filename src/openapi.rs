@@ -244,7 +244,7 @@ fn url(description: &str) -> Value {
         "maxLength": agent_limits::MAX_URL_CHARS,
         "pattern": format!(r"^[{WS}]*(?:[Hh][Tt][Tt][Pp][Ss]?://{host}(?::{port})?(?:[/?#\\][^\u0000\t\n\r]*)?)?[{WS}]*$"),
         "examples": ["https://weather.example.com/a2a/v1"],
-        "description": format!("{description} An absolute http or https URL naming its host as an ASCII DNS name (labels of letters, digits, '-', '_') or an IP address, without credentials, tabs or line breaks; at most {} characters; trimmed; blank or null means absent.", agent_limits::MAX_URL_CHARS),
+        "description": format!("{description} An absolute http or https URL naming its host as an ASCII DNS name (labels of letters, digits, '-', '_') or an IP address, without credentials, tabs or line breaks; at most {} characters as sent (surrounding whitespace included); trimmed; blank or null means absent.", agent_limits::MAX_URL_CHARS),
     })
 }
 

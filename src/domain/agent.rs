@@ -242,12 +242,17 @@ fn parse_package_name(value: Option<&Value>, errors: &mut Vec<FieldError>) -> Op
         .ok()
 }
 
-/// An optional absolute http(s) URL; blank means absent. Kept as given (trimmed).
+/// An optional absolute http(s) URL; blank means absent. Kept as given (trimmed). Its length
+/// limit counts the characters as sent, surrounding whitespace included, as the OpenAPI
+/// document's `maxLength` does.
 fn optional_url(
     field: &str,
     value: Option<&Value>,
     errors: &mut Vec<FieldError>,
 ) -> Option<String> {
+    if let Some(Value::String(sent)) = value {
+        within(field, sent.clone(), MAX_URL_CHARS, errors)?;
+    }
     let raw = optional_text(field, value, MAX_URL_CHARS, errors)?;
     match check_http_url(&raw) {
         Ok(()) => Some(raw),
@@ -1035,5 +1040,19 @@ mod tests {
         let read_back: Capability =
             serde_json::from_value(json!({"name": "ping"})).expect("should succeed");
         assert_eq!(read_back, capability);
+    }
+
+    #[test]
+    fn a_url_limit_counts_the_characters_as_sent() {
+        let padded = format!("  https://x.example/{}  ", "a".repeat(MAX_URL_CHARS - 20));
+        assert!(
+            padded.trim().chars().count() < MAX_URL_CHARS && padded.chars().count() > MAX_URL_CHARS
+        );
+        let errors = AgentDraft::parse(&with(json!({"url": padded})))
+            .map(|_| ())
+            .expect_err("over the limit as sent");
+        assert_eq!(errors[0].field, "url");
+        let fits = format!("https://x.example/{}", "a".repeat(MAX_URL_CHARS - 18));
+        assert!(AgentDraft::parse(&with(json!({"url": fits}))).is_ok());
     }
 }

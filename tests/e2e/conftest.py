@@ -5,49 +5,26 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
+import sys
 import tempfile
-import threading
-import time
 import urllib.request
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+from fakes import ADA_SEARCH, ADA_SUMMARY, JsonHandler, free_port, serve, wait_until_ready  # noqa: E402
+
 ARTIFACTS = Path(os.environ.get("E2E_ARTIFACTS", ROOT / "target" / "e2e-artifacts"))
 MASTER_KEY = "e2e-master-key"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 
-# Recorded shapes of the real upstream answers (Coinbase spot price, Wikipedia REST search and
-# summary), trimmed to the fields the hosted agents read plus a few they ignore.
+# Recorded shape of Coinbase's spot price (Wikipedia's answers are in tests/support/fakes.py).
 BTC_SPOT = {"data": {"amount": "67012.345", "base": "BTC", "currency": "USD"}}
-ADA_SEARCH = {
-    "pages": [
-        {
-            "id": 1208,
-            "key": "Ada_Lovelace",
-            "title": "Ada Lovelace",
-            "excerpt": '<span class="searchmatch">Ada</span> King, Countess of Lovelace',
-            "matched_title": None,
-            "description": "English mathematician (1815–1852)",
-            "thumbnail": None,
-        }
-    ]
-}
-ADA_SUMMARY = {
-    "type": "standard",
-    "title": "Ada Lovelace",
-    "pageid": 1208,
-    "lang": "en",
-    "description": "English mathematician (1815–1852)",
-    "extract": "Augusta Ada King, Countess of Lovelace was an English mathematician and writer.",
-    "content_urls": {"desktop": {"page": "https://en.wikipedia.org/wiki/Ada_Lovelace"}},
-}
 
 
 def weather_card(endpoint: str) -> dict:
@@ -65,7 +42,7 @@ def weather_card(endpoint: str) -> dict:
     }
 
 
-class FakeUpstreams(BaseHTTPRequestHandler):
+class FakeUpstreams(JsonHandler):
     """Coinbase and Wikipedia at their real paths, and an agent card for the console test."""
 
     def do_GET(self) -> None:  # noqa: N802 (the http.server API)
@@ -84,30 +61,11 @@ class FakeUpstreams(BaseHTTPRequestHandler):
         else:
             self.reply(404, {"type": "https://mediawiki.org/wiki/HyperSwitch/errors/not_found"})
 
-    def reply(self, status: int, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 @pytest.fixture(scope="session")
 def upstreams() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeUpstreams)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server, origin = serve(FakeUpstreams)
+    yield origin
     server.shutdown()
 
 
@@ -140,21 +98,6 @@ def registry(upstreams: str) -> Iterator[str]:
             finally:
                 process.terminate()
                 process.wait(timeout=20)
-
-
-def wait_until_ready(base_url: str, process: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"the registry exited with {process.returncode}:\n{log.read_text()}")
-        try:
-            with urllib.request.urlopen(f"{base_url}/readyz", timeout=1) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"the registry did not become ready:\n{log.read_text()}")
 
 
 def api(base_url: str, method: str, path: str, body: dict | None = None, token: str = MASTER_KEY) -> tuple[int, dict]:

@@ -2,7 +2,7 @@
 a network namespace with loopback only).
 
 Starts the hosted agents' upstream stand-in and the registry on free loopback ports with a
-temporary data directory and a master key, waits until it is healthy, then runs
+temporary data directory and a master key, waits until it is ready, then runs
 `schemathesis run` on its `/openapi.json` with every check, authenticated with the master key.
 Exits with Schemathesis' status; on failure the end of the server log is printed.
 """
@@ -10,39 +10,16 @@ Exits with Schemathesis' status; on failure the end of the server log is printed
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 import upstreams
+from fakes import free_port, wait_until_ready  # upstreams put tests/support on the path
 
 HERE = Path(__file__).resolve().parent
 MASTER_KEY = "fuzz-master-key"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_until_healthy(base_url: str, process: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            sys.exit(f"the registry exited with {process.returncode}:\n{log.read_text()}")
-        try:
-            with urllib.request.urlopen(f"{base_url}/readyz", timeout=1) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    sys.exit(f"the registry did not become ready:\n{log.read_text()}")
 
 
 def main() -> int:
@@ -73,7 +50,7 @@ def main() -> int:
         with open(log_path, "w") as log:
             server = subprocess.Popen([str(binary), "serve"], env=env, stdout=log, stderr=log)
             try:
-                wait_until_healthy(base_url, server, log_path)
+                wait_until_ready(base_url, server, log_path, seconds=120)
                 # Every check is enabled in schemathesis.toml (not with `--checks all`, which
                 # would override the per-operation settings there).
                 command = [
@@ -82,12 +59,17 @@ def main() -> int:
                     "run", f"{base_url}/openapi.json",
                     "--max-examples", max_examples,
                     "--header", f"Authorization: Bearer {MASTER_KEY}",
-                    "--workers", os.environ.get("FUZZ_WORKERS", "2"),
+                    # One worker: with two, Hypothesis' shared caches race and a case can fail
+                    # "inconsistently" for reasons of the fuzzer's own.
+                    "--workers", os.environ.get("FUZZ_WORKERS", "1"),
                     "--request-timeout", "30",
                     "--no-color",
                 ]
-                if os.environ.get("FUZZ_SEED"):
-                    command += ["--seed", os.environ["FUZZ_SEED"]]
+                # A fixed seed by default, so that CI's verdict does not change from run to run;
+                # FUZZ_SEED=random (or any other number) explores further.
+                seed = os.environ.get("FUZZ_SEED", "20261124")
+                if seed != "random":
+                    command += ["--seed", seed]
                 command += sys.argv[1:]
                 hooks_env = {
                     **os.environ,

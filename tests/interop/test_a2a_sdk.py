@@ -11,15 +11,11 @@ Run through `scripts/interop.sh`, which builds the binary and the virtualenv.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
-import socket
 import subprocess
+import sys
 import tempfile
-import threading
-import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -29,32 +25,13 @@ from a2a.helpers import get_data_parts, get_text_parts, new_data_message, new_te
 from a2a.types import AgentCard, Role, SendMessageRequest
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+from fakes import ADA_SEARCH, ADA_SUMMARY, JsonHandler, free_port, serve, wait_until_ready  # noqa: E402
+
 MASTER_KEY = "interop-master-key"
 
-ADA_SUMMARY = {
-    "type": "standard",
-    "title": "Ada Lovelace",
-    "pageid": 1208,
-    "description": "English mathematician (1815–1852)",
-    "extract": "Augusta Ada King, Countess of Lovelace was an English mathematician and writer.",
-    "content_urls": {"desktop": {"page": "https://en.wikipedia.org/wiki/Ada_Lovelace"}},
-}
-ADA_SEARCH = {
-    "pages": [
-        {
-            "id": 1208,
-            "key": "Ada_Lovelace",
-            "title": "Ada Lovelace",
-            "excerpt": '<span class="searchmatch">Ada</span> King, Countess of Lovelace',
-            "matched_title": None,
-            "description": "English mathematician (1815–1852)",
-            "thumbnail": None,
-        }
-    ]
-}
 
-
-class FakeUpstreams(BaseHTTPRequestHandler):
+class FakeUpstreams(JsonHandler):
     """Coinbase and Wikipedia at their real paths, with recorded-shape answers."""
 
     def do_GET(self) -> None:  # noqa: N802 (the http.server API)
@@ -70,30 +47,12 @@ class FakeUpstreams(BaseHTTPRequestHandler):
         else:
             self.reply(404, {"type": "https://mediawiki.org/wiki/HyperSwitch/errors/not_found"})
 
-    def reply(self, status: int, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def upstreams() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeUpstreams)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server, origin = serve(FakeUpstreams)
+    yield origin
     server.shutdown()
 
 
@@ -124,20 +83,6 @@ def registry(upstreams: str) -> Iterator[str]:
             process.terminate()
             process.wait(timeout=20)
             log.close()
-
-
-def wait_until_ready(base_url: str, process: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"the registry exited with {process.returncode}:\n{log.read_text()}")
-        try:
-            if httpx.get(f"{base_url}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"the registry did not become ready:\n{log.read_text()}")
 
 
 def authorised_client() -> httpx.AsyncClient:

@@ -1,0 +1,83 @@
+"""What the Python suites (interop, browser, fuzz) share: recorded-shape Wikipedia answers, a JSON
+handler for loopback stand-ins of upstream APIs, free ports, and waiting for a started registry.
+
+Standard library only; each suite puts this directory on `sys.path`.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+ADA_SUMMARY = {
+    "type": "standard",
+    "title": "Ada Lovelace",
+    "pageid": 1208,
+    "description": "English mathematician (1815–1852)",
+    "extract": "Augusta Ada King, Countess of Lovelace was an English mathematician and writer.",
+    "content_urls": {"desktop": {"page": "https://en.wikipedia.org/wiki/Ada_Lovelace"}},
+}
+ADA_SEARCH = {
+    "pages": [
+        {
+            "id": 1208,
+            "key": "Ada_Lovelace",
+            "title": "Ada Lovelace",
+            "excerpt": '<span class="searchmatch">Ada</span> King, Countess of Lovelace',
+            "matched_title": None,
+            "description": "English mathematician (1815–1852)",
+            "thumbnail": None,
+        }
+    ]
+}
+
+
+class JsonHandler(BaseHTTPRequestHandler):
+    """A quiet request handler that answers JSON; subclasses route `do_GET`."""
+
+    def reply(self, status: int, body: dict) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def serve(handler: type[BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, str]:
+    """Serve `handler` on a free loopback port in a daemon thread: the server and its origin."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until_ready(base_url: str, process: subprocess.Popen, log: Path, seconds: float = 60) -> None:
+    """Wait until the registry at `base_url` answers `/readyz` 200 (`/healthz` answers while it
+    is still starting); AssertionError with its log if it exits or takes longer."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"the registry exited with {process.returncode}:\n{log.read_text()}")
+        try:
+            with urllib.request.urlopen(f"{base_url}/readyz", timeout=1) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"the registry did not become ready:\n{log.read_text()}")

@@ -14,9 +14,12 @@ use std::time::{Duration, Instant};
 
 use agent_registry::search::embed::{EmbedderConfig, EmbedderKind};
 use agent_registry::search::filters::RawFilters;
-use agent_registry::search::{Filters, SearchIndex, SearchRequest, corpus, embed};
+use agent_registry::search::{Filters, SearchIndex, SearchRequest, embed};
 use agent_registry::store::Agent;
 use agent_registry::store::sqlite::SqliteStore;
+
+#[path = "../examples/support/corpus.rs"]
+mod corpus;
 
 const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
 const QUERIES: usize = 1_200;

@@ -14,12 +14,18 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use agent_registry::search::embed::{self, EmbedderConfig, EmbedderKind};
-use agent_registry::search::quality::{ndcg_at, recall_at, reciprocal_rank};
-use agent_registry::search::{Filters, Mode, SearchIndex, SearchRequest, corpus};
+use agent_registry::search::{Filters, Mode, SearchIndex, SearchRequest};
 use agent_registry::store::sqlite::SqliteStore;
 use agent_registry::store::{Agent, Store};
 use clap::Parser;
 use serde::Deserialize;
+
+#[path = "support/corpus.rs"]
+mod corpus;
+#[path = "support/quality.rs"]
+mod quality;
+
+use quality::{ndcg_at, recall_at, reciprocal_rank};
 
 /// Print search-quality metrics for every ranking mode.
 #[derive(Parser)]

@@ -3,83 +3,15 @@
 use axum::extract::FromRequestParts;
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
-use rand::RngCore;
-use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
-use utoipa::ToSchema;
 
+pub use crate::domain::access::{
+    MASTER_OWNER, SYSTEM_OWNER, Scope, hash_secret, parse_owner, random_secret,
+};
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
 use crate::store::{Store, StoreResult, TokenRecord};
 use crate::timestamp::Timestamp;
-
-/// What a token may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ToSchema)]
-pub enum Scope {
-    /// The management API: publish, update, go-live, unpublish, delete, verify.
-    #[serde(rename = "agents:write")]
-    AgentsWrite,
-    /// `/a2a/discover`, `/a2a/v1`, and the hosted utility agents.
-    #[serde(rename = "a2a")]
-    A2a,
-    /// Playground sessions.
-    #[serde(rename = "playground")]
-    Playground,
-}
-
-impl Scope {
-    pub const ALL: [Scope; 3] = [Scope::AgentsWrite, Scope::A2a, Scope::Playground];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::AgentsWrite => "agents:write",
-            Self::A2a => "a2a",
-            Self::Playground => "playground",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|scope| scope.as_str() == s)
-    }
-}
-
-/// The owner name the master key acts as.
-pub const MASTER_OWNER: &str = "admin";
-
-/// The owner of the hosted utility agents.
-pub const SYSTEM_OWNER: &str = "registry";
-
-/// A random secret: `prefix` + 32 bytes as lowercase hex.
-pub fn random_secret(prefix: &str) -> String {
-    let mut bytes = [0u8; 32];
-    rand::rngs::OsRng.fill_bytes(&mut bytes);
-    format!("{prefix}{}", hex::encode(bytes))
-}
-
-/// The stored form of a secret: hex SHA-256.
-pub fn hash_secret(secret: &str) -> String {
-    hex::encode(Sha256::digest(secret.as_bytes()))
-}
-
-/// Check an owner name: 1–64 characters of `[A-Za-z0-9._@-]`.
-pub fn parse_owner(owner: &str) -> Result<String, String> {
-    let owner = owner.trim();
-    let valid_chars = owner
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '@' | '-'));
-    if owner.is_empty() || owner.chars().count() > 64 || !valid_chars {
-        return Err(
-            "owner must be 1-64 characters of letters, digits, '.', '_', '@' or '-'".into(),
-        );
-    }
-    if owner == SYSTEM_OWNER || owner == MASTER_OWNER {
-        return Err(format!(
-            "owner '{owner}' is reserved (the registry's own agents and the master key)"
-        ));
-    }
-    Ok(owner.to_owned())
-}
 
 /// A freshly issued token: the secret (shown once) and its stored record.
 pub struct IssuedToken {

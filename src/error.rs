@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::domain::FieldError;
+use crate::domain::{FieldError, truncate};
 
 /// Stable, machine-readable error codes. Each knows its HTTP status and its
 /// JSON-RPC code, so REST and JSON-RPC can never drift apart.
@@ -250,14 +250,6 @@ impl ApiError {
             detail: self.detail.clone(),
             errors: self.errors.clone(),
         }
-    }
-}
-
-/// Cut a client-supplied string for echoing in an error message.
-pub fn truncate(s: &str, max_chars: usize) -> String {
-    match s.char_indices().nth(max_chars) {
-        Some((idx, _)) => format!("{}…", &s[..idx]),
-        None => s.to_owned(),
     }
 }
 

@@ -6,31 +6,15 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::task::JoinHandle;
-
 use crate::search::SearchIndex;
 use crate::store::{Store, StoreResult};
+use crate::task::AbortOnDrop;
 
 /// The longest a follower sleeps without a wake-up: the bound on propagation delay when a
 /// notification is lost.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(500);
 /// Changes read per round trip.
 const BATCH: u32 = 500;
-
-/// Aborts a background task when dropped, so the task lives exactly as long as its owner.
-pub struct AbortOnDrop(tokio::task::AbortHandle);
-
-impl AbortOnDrop {
-    pub fn new<T>(task: JoinHandle<T>) -> Self {
-        Self(task.abort_handle())
-    }
-}
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
 
 /// Follow the change log from `cursor` (the last change already reflected in `index`) for as
 /// long as the returned guard lives.

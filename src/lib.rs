@@ -1,7 +1,6 @@
 //! Agent Registry: a registry of software agents that is itself an A2A v1.0 agent.
 
 pub mod a2a;
-pub mod agents;
 pub mod api;
 pub mod auth;
 pub mod cli;
@@ -10,6 +9,7 @@ pub mod domain;
 pub mod error;
 pub mod extract;
 pub mod follow;
+pub mod hosted;
 pub mod middleware;
 pub mod openapi;
 pub mod outbound;
@@ -19,6 +19,7 @@ pub mod search;
 pub mod server;
 pub mod state;
 pub mod store;
+pub mod task;
 pub mod timestamp;
 pub mod verify;
 pub mod web;
@@ -75,20 +76,18 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
         }
         Vectors::Background => {
             let index = Arc::clone(&index);
-            Some(Arc::new(follow::AbortOnDrop::new(tokio::spawn(
-                async move {
-                    if let Err(err) = index.fill_vectors().await {
-                        tracing::error!(error = %err, "cannot load the agents' vectors; keyword ranking only");
-                    }
-                },
-            ))))
+            Some(Arc::new(task::AbortOnDrop::new(tokio::spawn(async move {
+                if let Err(err) = index.fill_vectors().await {
+                    tracing::error!(error = %err, "cannot load the agents' vectors; keyword ranking only");
+                }
+            }))))
         }
     };
     let outbound = Arc::new(outbound::Outbound::new(
         outbound::OutboundSettings::for_user_urls(&config.upstreams, &base_url),
     )?);
-    let hosted = agents::HostedAgents::new(&config.upstreams, &base_url, Arc::clone(&outbound))?;
-    agents::register_all(&hosted, store.as_ref(), &index, &base_url).await?;
+    let hosted = hosted::HostedAgents::new(&config.upstreams, &base_url, Arc::clone(&outbound))?;
+    hosted::register_all(&hosted, store.as_ref(), &index, &base_url).await?;
     tracing::info!(
         agents = index.len(),
         embedder = index.embedder_id().unwrap_or("none"),

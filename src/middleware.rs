@@ -235,7 +235,7 @@ pub async fn not_found(request: Request) -> Response {
         format!(
             "no route for {} {}",
             request.method(),
-            crate::error::truncate(request.uri().path(), 200)
+            crate::domain::truncate(request.uri().path(), 200)
         ),
     )
     .into_response()
@@ -247,7 +247,7 @@ pub async fn method_not_allowed(request: Request) -> ApiError {
         format!(
             "{} is not allowed on {}",
             request.method(),
-            crate::error::truncate(request.uri().path(), 200)
+            crate::domain::truncate(request.uri().path(), 200)
         ),
     )
 }

@@ -4,12 +4,12 @@ use std::sync::Arc;
 
 use metrics_exporter_prometheus::PrometheusHandle;
 
-use crate::agents::HostedAgents;
 use crate::config::Config;
-use crate::follow::AbortOnDrop;
+use crate::hosted::HostedAgents;
 use crate::outbound::Outbound;
 use crate::search::SearchIndex;
 use crate::store::Store;
+use crate::task::AbortOnDrop;
 use crate::timestamp::Timestamp;
 
 /// Cheap to clone: every field is shared.

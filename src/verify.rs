@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use url::Url;
 
-use crate::agents::UpstreamConfig;
+use crate::config::UpstreamConfig;
 use crate::domain::PackageName;
 use crate::error::{ApiError, ErrorCode};
 use crate::outbound::{Fetch, Outbound, TEXT};

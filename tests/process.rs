@@ -7,7 +7,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_registry::store::postgres::testing::TestSchema;
+#[path = "support/pg_schema.rs"]
+mod pg_schema;
+use pg_schema::TestSchema;
 use serde_json::{Value, json};
 
 const MASTER_KEY: &str = "process-test-master-key";

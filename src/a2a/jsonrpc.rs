@@ -12,10 +12,10 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
-use crate::agents::HostedAgent;
 use crate::auth::{self, Scope};
 use crate::domain::FieldError;
 use crate::error::{ApiError, ErrorCode};
+use crate::hosted::HostedAgent;
 use crate::search::request::{self, SEARCH_LIMITS};
 use crate::state::AppState;
 
@@ -140,7 +140,7 @@ fn version_supported(headers: &HeaderMap, query: Option<&str>) -> Result<(), Rpc
             ErrorCode::VersionNotSupported,
             format!(
                 "A2A version '{}' is not supported; this endpoint serves 1.0",
-                crate::error::truncate(&version, 20)
+                crate::domain::truncate(&version, 20)
             ),
         )
         .with("supportedVersions", "1.0")),
@@ -280,7 +280,7 @@ fn json_content_type(headers: &HeaderMap) -> Result<(), RpcError> {
             ErrorCode::UnsupportedMediaType,
             format!(
                 "Content-Type {} is not supported; JSON-RPC requests are application/json",
-                crate::error::truncate(other.unwrap_or("?"), 60)
+                crate::domain::truncate(other.unwrap_or("?"), 60)
             ),
         )),
     }
@@ -418,7 +418,7 @@ async fn dispatch(
             ErrorCode::MethodNotFound,
             format!(
                 "method '{}' not found; this agent serves SendMessage",
-                crate::error::truncate(other, 60)
+                crate::domain::truncate(other, 60)
             ),
         )),
     }
@@ -506,7 +506,7 @@ fn task_not_found(task_id: Option<&Value>) -> RpcError {
         "task not found: this agent answers every message at once and keeps no tasks",
     );
     match task_id.and_then(Value::as_str) {
-        Some(id) => error.with("taskId", crate::error::truncate(id, 100)),
+        Some(id) => error.with("taskId", crate::domain::truncate(id, 100)),
         None => error,
     }
 }
@@ -625,7 +625,7 @@ fn unsupported_content(index: usize, what: &str) -> RpcError {
         ErrorCode::ContentTypeNotSupported,
         format!(
             "parts[{index}]: {} is not supported; this agent reads text and JSON data parts",
-            crate::error::truncate(what, 80)
+            crate::domain::truncate(what, 80)
         ),
     )
 }
@@ -736,7 +736,7 @@ async fn send_message(state: &AppState, params: Option<&Value>) -> Result<Value,
         other => {
             return Err(invalid_params(format!(
                 "unknown skill '{}'; this agent has search_agents and resolve_package",
-                crate::error::truncate(other, 60)
+                crate::domain::truncate(other, 60)
             )));
         }
     };

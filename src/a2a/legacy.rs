@@ -5,10 +5,10 @@ use axum::extract::State;
 use axum::http::request::Parts;
 use serde_json::{Value, json};
 
-use crate::agents::{self, Invocation};
 use crate::auth::{self, Scope};
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::extract::JsonBody;
+use crate::hosted::{self, Invocation};
 use crate::search::request::{self, DISCOVER_LIMITS, SEARCH_LIMITS};
 use crate::state::AppState;
 
@@ -98,7 +98,7 @@ pub async fn message(
         }
         other => Err(ApiError::invalid_parameter(format!(
             "unknown action '{}'; the registry understands search and resolve_package",
-            crate::error::truncate(other, 60)
+            crate::domain::truncate(other, 60)
         ))),
     }
 }
@@ -117,7 +117,7 @@ async fn message_to_agent(
             ErrorCode::AgentNotFound,
             format!(
                 "no agent '{}' answers here; address 'registry' or a hosted agent",
-                crate::error::truncate(to, 100)
+                crate::domain::truncate(to, 100)
             ),
         )
     })?;
@@ -129,8 +129,8 @@ async fn message_to_agent(
         capability: action.map(str::to_owned),
         input: Invocation::input_from(params, hosted.text_field())?,
     };
-    let (capability, output) = agents::invoke(hosted.as_ref(), &invocation).await?;
-    Ok(Json(agents::response_body(
+    let (capability, output) = hosted::invoke(hosted.as_ref(), &invocation).await?;
+    Ok(Json(hosted::response_body(
         hosted.as_ref(),
         &capability,
         &output,

@@ -114,7 +114,7 @@ pub async fn registry_card(
         Some(other) => {
             return Err(crate::error::ApiError::invalid_parameter(format!(
                 "format: unknown '{}'; allowed: a2a, registry",
-                crate::error::truncate(other, 40)
+                crate::domain::truncate(other, 40)
             )));
         }
     };

@@ -16,7 +16,7 @@ pub fn found_summary(shown: usize, total: usize, query: &str) -> String {
     let matching = if query.trim().is_empty() {
         String::new()
     } else {
-        format!(" matching '{}'", crate::error::truncate(query.trim(), 100))
+        format!(" matching '{}'", crate::domain::truncate(query.trim(), 100))
     };
     if shown < total {
         format!("Found {total} {noun}{matching}; showing {shown}.")

@@ -1,6 +1,6 @@
 //! The hosted utility agents over HTTP: `POST /a2a/utility/{name}` with
 //! `{input, capability?}` or the legacy `{action, params}`, and A2A `SendMessage` at
-//! `POST /a2a/utility/{name}/v1`. Every path runs the same `agents::invoke`.
+//! `POST /a2a/utility/{name}/v1`. Every path runs the same `hosted::invoke`.
 
 use std::sync::Arc;
 
@@ -13,10 +13,10 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
 use super::jsonrpc::{self, RpcError, Target};
-use crate::agents::{self, HostedAgent, Invocation};
 use crate::auth::{Caller, Scope};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonBody, PathParam};
+use crate::hosted::{self, HostedAgent, Invocation};
 use crate::state::AppState;
 
 /// Call a hosted agent (scope `a2a`).
@@ -37,8 +37,8 @@ pub async fn invoke(
     caller.require(Scope::A2a)?;
     let agent = hosted(&state, &slug)?;
     let invocation = Invocation::from_body(&body, agent.text_field())?;
-    let (capability, output) = agents::invoke(agent.as_ref(), &invocation).await?;
-    Ok(Json(agents::response_body(
+    let (capability, output) = hosted::invoke(agent.as_ref(), &invocation).await?;
+    Ok(Json(hosted::response_body(
         agent.as_ref(),
         &capability,
         &output,
@@ -97,7 +97,7 @@ pub async fn send_message(
         capability: incoming.skill_id.or(named_in_data),
         input,
     };
-    let (_, output) = agents::invoke(agent, &invocation)
+    let (_, output) = hosted::invoke(agent, &invocation)
         .await
         .map_err(|err| RpcError::from(ApiError::from(err)))?;
     Ok(jsonrpc::agent_message(

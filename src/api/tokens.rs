@@ -212,7 +212,7 @@ pub async fn revoke_token(
     if !owned || !state.store.revoke_token(&id, Timestamp::now()).await? {
         return Err(ApiError::new(
             ErrorCode::TokenNotFound,
-            format!("no live token '{}'", crate::error::truncate(&id, 64)),
+            format!("no live token '{}'", crate::domain::truncate(&id, 64)),
         ));
     }
     tracing::info!(token.id = %id, "token revoked");

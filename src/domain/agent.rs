@@ -320,7 +320,7 @@ fn check_http_url(raw: &str) -> Result<(), String> {
     if !as_written {
         return Err(format!(
             "must name its host as a DNS name of letters, digits, '-' and '_', or an IP address (got '{}')",
-            crate::error::truncate(written, 80)
+            crate::domain::truncate(written, 80)
         ));
     }
     Ok(())

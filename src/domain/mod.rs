@@ -1,10 +1,12 @@
 //! Domain types built by parsing: once a value exists, it is valid, so inner code never re-checks it.
 
+pub mod access;
 pub mod agent;
 pub mod agent_card;
 pub mod package_name;
 pub mod payment;
 
+pub use access::Scope;
 pub use agent::{AgentDraft, Capability};
 pub use agent_card::A2aCard;
 pub use package_name::PackageName;
@@ -49,4 +51,13 @@ pub fn bounded_items<'a>(
         return None;
     }
     Some(items)
+}
+
+/// `s` cut to `max_chars` characters, with `…` when anything was cut: for echoing user input in
+/// error messages.
+pub fn truncate(s: &str, max_chars: usize) -> String {
+    match s.char_indices().nth(max_chars) {
+        Some((idx, _)) => format!("{}…", &s[..idx]),
+        None => s.to_owned(),
+    }
 }

@@ -8,9 +8,10 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
 
-use crate::agents::{self, AgentError, HostedAgent, Invocation};
 use crate::auth::SYSTEM_OWNER;
-use crate::error::{ApiError, ApiResult, ErrorCode, truncate};
+use crate::domain::truncate;
+use crate::error::{ApiError, ApiResult, ErrorCode};
+use crate::hosted::{self, AgentError, HostedAgent, Invocation};
 use crate::state::AppState;
 use crate::store::Agent;
 
@@ -194,7 +195,7 @@ pub async fn run(state: &AppState, call: &Call, limit: Duration) -> Execution {
                 input: call.input.clone(),
             };
             let result =
-                match tokio::time::timeout(limit, agents::invoke(hosted.as_ref(), &invocation))
+                match tokio::time::timeout(limit, hosted::invoke(hosted.as_ref(), &invocation))
                     .await
                 {
                     Ok(Ok((_, output))) => Ok(Answer {

@@ -117,7 +117,7 @@ pub async fn find_owned(
             ErrorCode::SessionNotFound,
             format!(
                 "no playground session '{}' (sessions expire after {} s idle)",
-                crate::error::truncate(id, 60),
+                crate::domain::truncate(id, 60),
                 Settings::of(state).idle_ttl.as_secs()
             ),
         )
@@ -171,7 +171,7 @@ pub async fn discover(
     let page = state.index.search(&search).await?;
     let filters = body.get("filters").cloned().unwrap_or(Value::Null);
     let data = json!({
-        "query": crate::error::truncate(&search.text, MAX_RECORDED_QUERY_CHARS),
+        "query": crate::domain::truncate(&search.text, MAX_RECORDED_QUERY_CHARS),
         "limit": search.limit,
         "filters": filters,
         "total": page.total,

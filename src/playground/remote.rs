@@ -9,7 +9,7 @@ use axum::http::HeaderName;
 use serde_json::{Map, Value, json};
 use url::Url;
 
-use crate::error::truncate;
+use crate::domain::truncate;
 use crate::outbound::{Fetch, Fetched, JSON, Outbound, OutboundError};
 
 use super::execute::{Answer, Call, StepError, Transport};

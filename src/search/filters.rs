@@ -78,7 +78,7 @@ impl Filters {
                     parameter: "verification_level".to_owned(),
                     message: format!(
                         "unknown verification_level '{}'; allowed: unverified, domain_verified",
-                        crate::error::truncate(&term, 40)
+                        crate::domain::truncate(&term, 40)
                     ),
                 })
             })

@@ -18,11 +18,9 @@ use sha2::{Digest, Sha256};
 use crate::api::wire::{AgentHit, AgentPage, AgentSummary};
 use crate::store::{Agent, AgentState, Store, StoredEmbedding};
 
-pub mod corpus;
 pub mod embed;
 pub mod facets;
 pub mod filters;
-pub mod quality;
 pub mod query;
 pub mod request;
 pub mod text;
@@ -81,7 +79,7 @@ impl Sort {
             "relevance" => Ok(Self::Relevance),
             "newest" => Ok(Self::Newest),
             "name" => Ok(Self::Name),
-            _ => Err(SearchError::InvalidSort(crate::error::truncate(value, 40))),
+            _ => Err(SearchError::InvalidSort(crate::domain::truncate(value, 40))),
         }
     }
 }

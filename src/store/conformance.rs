@@ -7,8 +7,8 @@ use super::{
     Agent, AgentState, ChangeKind, PlaygroundSession, SessionStep, StepKind, Store, StoreError,
     StoredEmbedding, TokenRecord, VerificationLevel,
 };
-use crate::auth::Scope;
 use crate::domain::AgentDraft;
+use crate::domain::Scope;
 use crate::timestamp::Timestamp;
 
 fn draft(package_name: &str) -> AgentDraft {
@@ -639,8 +639,8 @@ mod postgres {
     use std::sync::Arc;
 
     use crate::store::Store;
+    use crate::store::pg_schema::TestSchema;
     use crate::store::postgres::PgStore;
-    use crate::store::postgres::testing::TestSchema;
 
     async fn fresh() -> Option<(TestSchema, Arc<dyn Store>)> {
         let schema = TestSchema::create().await?;
@@ -685,8 +685,8 @@ mod shared_database {
     use super::{at, draft};
     use crate::search::SearchIndex;
     use crate::search::embed::{EmbedError, Embedder};
+    use crate::store::pg_schema::TestSchema;
     use crate::store::postgres::PgStore;
-    use crate::store::postgres::testing::TestSchema;
     use crate::store::{Agent, AgentState, Store};
 
     /// Counts the texts it embeds.

@@ -18,6 +18,9 @@ pub mod sqlite;
 
 #[cfg(test)]
 mod conformance;
+#[cfg(test)]
+#[path = "../../tests/support/pg_schema.rs"]
+mod pg_schema;
 
 pub use model::{
     Agent, AgentState, Change, ChangeKind, PlaygroundSession, SessionStep, StepKind,

@@ -3,8 +3,8 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::auth::Scope;
 use crate::domain::AgentDraft;
+use crate::domain::Scope;
 use crate::timestamp::Timestamp;
 
 /// Lifecycle state of an agent entry.
@@ -84,7 +84,7 @@ impl Agent {
             owner: owner.to_owned(),
             state: AgentState::Stage,
             verification_level: VerificationLevel::Unverified,
-            verification_token: crate::auth::random_secret("arv_"),
+            verification_token: crate::domain::access::random_secret("arv_"),
             revision: 1,
             created_at: at,
             updated_at: at,

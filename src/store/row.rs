@@ -1,6 +1,6 @@
 //! Rows as the databases return them, and their conversion to the model (shared by backends).
 
-use crate::auth::Scope;
+use crate::domain::Scope;
 use crate::domain::{AgentDraft, Capability, PackageName, Payment};
 use crate::timestamp::Timestamp;
 

@@ -60,7 +60,7 @@ pub async fn agent_page(
         }
     };
     let Some(agent) = found.filter(|agent| agent.state == AgentState::Active) else {
-        let shown = crate::error::truncate(&package_name, 120);
+        let shown = crate::domain::truncate(&package_name, 120);
         return error_page(
             StatusCode::NOT_FOUND,
             "Agent not found",

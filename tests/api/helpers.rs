@@ -5,9 +5,9 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use crate::pg_schema::TestSchema;
 use agent_registry::config::Config;
 use agent_registry::state::AppState;
-use agent_registry::store::postgres::testing::TestSchema;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::ConnectInfo;

@@ -2,6 +2,8 @@
 
 mod fakes;
 mod helpers;
+#[path = "../support/pg_schema.rs"]
+mod pg_schema;
 
 mod a2a_conformance;
 mod card_fetch;

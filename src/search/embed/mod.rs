@@ -3,20 +3,16 @@
 //! Every embedder returns L2-normalised vectors, so the dot product of two of them is their cosine.
 //! Stored vectors are keyed by [`Embedder::id`], which changes whenever the output would.
 
-use std::fmt;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use url::Url;
-
-use crate::error::ErrorCode;
 
 pub mod minilm;
 pub mod openai;
 pub mod static_table;
 pub mod wordpiece;
 
+pub use crate::config::{EmbedderConfig, EmbedderKind};
 pub use minilm::MiniLmEmbedder;
 pub use openai::{OpenAiEmbedder, OpenAiSettings};
 pub use static_table::StaticEmbedder;
@@ -75,93 +71,6 @@ pub enum EmbedError {
     /// The local model failed (weights, tokeniser, inference) or the built-in table is corrupt.
     #[error("embedding model error: {0}")]
     Model(String),
-}
-
-impl EmbedError {
-    /// The API error code this failure is reported with.
-    pub fn code(&self) -> ErrorCode {
-        match self {
-            Self::Unreachable(_) | Self::UpstreamStatus { .. } | Self::BadResponse(_) => {
-                ErrorCode::UpstreamError
-            }
-            Self::Timeout(_) => ErrorCode::UpstreamTimeout,
-            Self::Model(_) => ErrorCode::Internal,
-        }
-    }
-}
-
-/// Which embedder ranks search results by intent.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EmbedderKind {
-    /// The token table built into the binary (distilled from all-MiniLM-L6-v2): no download.
-    Static,
-    /// The full all-MiniLM-L6-v2 model, weights read from `--minilm-dir`.
-    #[value(name = "minilm")]
-    MiniLm,
-    /// An OpenAI-compatible `/v1/embeddings` service (Ollama, TEI, vLLM, OpenAI).
-    #[value(name = "openai")]
-    OpenAi,
-    /// No embedder: keyword search only.
-    None,
-}
-
-/// How the registry embeds agent descriptions and queries.
-#[derive(clap::Args, Clone)]
-pub struct EmbedderConfig {
-    /// Embedder for intent ranking: static (built in), minilm (local model), openai (remote), none.
-    #[arg(
-        long = "embedder",
-        env = "REGISTRY_EMBEDDER",
-        value_enum,
-        default_value_t = EmbedderKind::Static
-    )]
-    pub kind: EmbedderKind,
-
-    /// Directory with the all-MiniLM-L6-v2 weights (config.json, model.safetensors, tokenizer.json); see scripts/fetch-minilm.sh.
-    #[arg(
-        long = "minilm-dir",
-        env = "REGISTRY_MINILM_DIR",
-        default_value = "./models/all-MiniLM-L6-v2"
-    )]
-    pub minilm_dir: PathBuf,
-
-    /// Origin of the OpenAI-compatible embeddings API (e.g. http://127.0.0.1:11434); `/v1/embeddings` is appended.
-    #[arg(long = "embedder-url", env = "REGISTRY_EMBEDDER_URL")]
-    pub url: Option<Url>,
-
-    /// Model name sent to the embeddings API (e.g. nomic-embed-text, text-embedding-3-small).
-    #[arg(long = "embedder-model", env = "REGISTRY_EMBEDDER_MODEL")]
-    pub model: Option<String>,
-
-    /// Bearer key for the embeddings API, if it needs one.
-    #[arg(
-        long = "embedder-api-key",
-        env = "REGISTRY_EMBEDDER_API_KEY",
-        hide_env_values = true
-    )]
-    pub api_key: Option<String>,
-
-    /// Output dimensions to request from the embeddings API (models that support shortening).
-    #[arg(long = "embedder-dimensions", env = "REGISTRY_EMBEDDER_DIMENSIONS")]
-    pub dimensions: Option<u32>,
-
-    /// A static table file to use instead of the built-in one (same format; see docs/embeddings.md).
-    #[arg(long = "static-table", env = "REGISTRY_STATIC_TABLE")]
-    pub static_table: Option<PathBuf>,
-}
-
-impl fmt::Debug for EmbedderConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("EmbedderConfig")
-            .field("kind", &self.kind)
-            .field("minilm_dir", &self.minilm_dir)
-            .field("url", &self.url.as_ref().map(Url::as_str))
-            .field("model", &self.model)
-            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
-            .field("dimensions", &self.dimensions)
-            .field("static_table", &self.static_table)
-            .finish()
-    }
 }
 
 /// The configured embedder, or `None` for keyword-only search. Fails fast, naming the flag and
@@ -269,6 +178,7 @@ pub(crate) mod reference {
 mod tests {
     use super::*;
     use clap::Parser;
+    use std::path::PathBuf;
 
     #[derive(Parser)]
     struct Cli {

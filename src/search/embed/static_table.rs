@@ -405,7 +405,7 @@ mod tests {
 
     #[test]
     fn the_builtin_table_matches_an_independent_reference_implementation() {
-        // testdata/make_static_reference.py: Hugging Face `tokenizers` and numpy.
+        // scripts/embed-testdata/make_static_reference.py: Hugging Face `tokenizers` and numpy.
         let reference =
             crate::search::embed::reference::parse(include_str!("testdata/static_reference.json"));
         let embedder = builtin();

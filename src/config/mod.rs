@@ -6,6 +6,12 @@ use std::path::PathBuf;
 use clap::Args;
 use url::Url;
 
+mod embedder;
+mod upstream;
+
+pub use embedder::{EmbedderConfig, EmbedderKind};
+pub use upstream::UpstreamConfig;
+
 /// Where the registry keeps its data.
 #[derive(Args, Clone, Debug)]
 pub struct StorageConfig {
@@ -29,10 +35,10 @@ pub struct Config {
     pub storage: StorageConfig,
 
     #[command(flatten)]
-    pub embedder: crate::search::embed::EmbedderConfig,
+    pub embedder: EmbedderConfig,
 
     #[command(flatten)]
-    pub upstreams: crate::agents::UpstreamConfig,
+    pub upstreams: UpstreamConfig,
 
     #[command(flatten)]
     pub playground: PlaygroundConfig,

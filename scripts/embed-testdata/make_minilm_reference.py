@@ -1,7 +1,7 @@
 """Regenerate minilm_reference.json: all-MiniLM-L6-v2 vectors from an independent numpy forward pass.
 
     pip install numpy safetensors tokenizers
-    python3 src/search/embed/testdata/make_minilm_reference.py models/all-MiniLM-L6-v2
+    python3 scripts/embed-testdata/make_minilm_reference.py models/all-MiniLM-L6-v2
 
 Tokenisation by Hugging Face `tokenizers` (truncation 256, no padding), BERT forward in float32
 numpy with exact erf GELU, mean pooling, L2 normalisation: what sentence-transformers computes.

@@ -1,7 +1,7 @@
 """Measure how closely static-table variants follow MiniLM (the table in docs/embeddings.md).
 
     pip install numpy safetensors tokenizers
-    python3 src/search/embed/testdata/eval_static_table.py models/all-MiniLM-L6-v2 \
+    python3 scripts/embed-testdata/eval_static_table.py models/all-MiniLM-L6-v2 \
         path/to/agents-real.jsonl [assets/static-embeddings/minilm-l6-v2.bin]
 
 Embeds 2,000 agent descriptions (every 10th line) and 50 intent queries with MiniLM (a batched

@@ -11,7 +11,8 @@ use url::Url;
 
 use super::cache::TtlCache;
 use super::upstream::Api;
-use super::{AgentError, HostedAgent, Output, UpstreamConfig, required_str};
+use super::{AgentError, HostedAgent, Output, required_str};
+use crate::config::UpstreamConfig;
 use crate::outbound::Outbound;
 
 const SEARCH_PAGE: &str = "search_page";
@@ -380,7 +381,7 @@ impl WikiAgent {
             StatusCode::NOT_FOUND | StatusCode::BAD_REQUEST => {
                 return Err(AgentError::NotFound(format!(
                     "Wikipedia has no page titled '{}'",
-                    crate::error::truncate(title, 100)
+                    crate::domain::truncate(title, 100)
                 )));
             }
             _ => return Err(self.api.status_error(&fetched)),
@@ -473,7 +474,7 @@ fn summary_line(summary: &Value) -> String {
         return format!("'{title}' may refer to several pages ({count} candidates listed).");
     }
     let text = summary["summary"].as_str().unwrap_or_default();
-    format!("{title}: {}", crate::error::truncate(text.trim(), 240))
+    format!("{title}: {}", crate::domain::truncate(text.trim(), 240))
 }
 
 /// Search excerpts carry `<span class="searchmatch">` markup: plain text for clients.

@@ -1,7 +1,7 @@
 """Regenerate wordpiece_cases.jsonl: token ids from Hugging Face `tokenizers` (the reference).
 
     pip install tokenizers
-    python3 src/search/embed/testdata/make_wordpiece_cases.py \
+    python3 scripts/embed-testdata/make_wordpiece_cases.py \
         models/all-MiniLM-L6-v2/tokenizer.json path/to/agents-real.jsonl
 
 Each output line is `[text, [ids without [CLS]/[SEP]]]`; the Rust tests compare the hand-written

@@ -7,9 +7,9 @@ use std::path::Path;
 use anyhow::Context;
 use serde_json::Value;
 
-use crate::domain::{AgentDraft, PackageName};
-use crate::store::{Agent, AgentState};
-use crate::timestamp::Timestamp;
+use agent_registry::domain::{AgentDraft, PackageName};
+use agent_registry::store::{Agent, AgentState};
+use agent_registry::timestamp::Timestamp;
 
 /// Every valid line of `path` as an ACTIVE agent owned by `owner`, `copies` times over (copy
 /// `n > 0` gets the package-name suffix `.copy{n}`). Invalid lines are skipped.

@@ -12,7 +12,8 @@ use serde_json::{Map, Value, json};
 
 use super::cache::TtlCache;
 use super::upstream::Api;
-use super::{AgentError, HostedAgent, Output, UpstreamConfig, required_str};
+use super::{AgentError, HostedAgent, Output, required_str};
+use crate::config::UpstreamConfig;
 use crate::outbound::Outbound;
 use crate::timestamp::Timestamp;
 
@@ -257,7 +258,7 @@ async fn coinbase_price(api: &Api, base: &str) -> Result<Value, AgentError> {
     let price = spot.data.amount.trim().parse::<f64>().map_err(|_| {
         AgentError::Upstream(format!(
             "Coinbase sent a price that is not a number: '{}'",
-            crate::error::truncate(&spot.data.amount, 40)
+            crate::domain::truncate(&spot.data.amount, 40)
         ))
     })?;
     Ok(json!({

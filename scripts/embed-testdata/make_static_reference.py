@@ -2,7 +2,7 @@
 of the registry's Rust code (Hugging Face `tokenizers` for the tokenisation, numpy for the sum).
 
     pip install numpy tokenizers
-    python3 src/search/embed/testdata/make_static_reference.py models/all-MiniLM-L6-v2
+    python3 scripts/embed-testdata/make_static_reference.py models/all-MiniLM-L6-v2
 
 A text's vector is the L2-normalised sum of the scaled int8 rows of its tokens (special tokens
 have scale 0); the zero vector when nothing is left.

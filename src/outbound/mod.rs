@@ -20,7 +20,7 @@ use reqwest::header::{self, HeaderName, HeaderValue};
 use reqwest::{StatusCode, redirect};
 use url::{Host, Url};
 
-use crate::agents::UpstreamConfig;
+use crate::config::UpstreamConfig;
 use crate::error::{ApiError, ErrorCode};
 
 mod address;

@@ -16,13 +16,13 @@ use crate::store::{Agent, AgentState, Store, StoreError, VerificationLevel};
 use crate::timestamp::Timestamp;
 
 mod cache;
-mod config;
+
 mod finance;
 mod reader;
 mod upstream;
 mod wiki;
 
-pub use config::UpstreamConfig;
+use crate::config::UpstreamConfig;
 
 /// What a hosted agent produced: the output object and a one-line summary for people.
 #[derive(Debug, Clone)]
@@ -257,7 +257,7 @@ pub async fn invoke(
         Some(name) => {
             return Err(AgentError::UnknownCapability {
                 agent: agent.package_name(),
-                capability: crate::error::truncate(name, 60),
+                capability: crate::domain::truncate(name, 60),
                 known: names.join(", "),
             });
         }

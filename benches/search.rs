@@ -144,7 +144,7 @@ async fn measure(label: &str, agents: &[Agent], kind: EmbedderKind, queries: &[S
     let dir = tempfile::tempdir().expect("temp dir");
     let store = Arc::new(SqliteStore::open_dir(dir.path()).await.expect("store"));
     let embedder = embed::from_config(&embedder_config(kind)).expect("embedder");
-    let index = SearchIndex::new("http://bench.local", store, embedder).expect("index");
+    let index = SearchIndex::new(store, embedder).expect("index");
     let rss_before = resident_mib();
     let started = Instant::now();
     index.rebuild(agents).await.expect("rebuild");
@@ -161,7 +161,7 @@ async fn measure(label: &str, agents: &[Agent], kind: EmbedderKind, queries: &[S
         let started = Instant::now();
         let page = index.search(&request).await.expect("search");
         timed.push((started.elapsed(), i));
-        hits += usize::from(!page.agents.is_empty());
+        hits += usize::from(!page.hits.is_empty());
     }
     timed.sort();
     let slowest: usize = std::env::var("REGISTRY_BENCH_SLOWEST")

@@ -140,8 +140,7 @@ impl Run<'_> {
         mode: Mode,
         per_query: bool,
     ) -> anyhow::Result<()> {
-        let index =
-            SearchIndex::new("http://eval.local", self.store.clone(), embedder)?.with_mode(mode);
+        let index = SearchIndex::new(self.store.clone(), embedder)?.with_mode(mode);
         index.rebuild(self.agents).await?;
         let mut overall = Totals::default();
         let mut by_kind: HashMap<String, Totals> = HashMap::new();
@@ -158,11 +157,11 @@ impl Run<'_> {
             let page = index.search(&request).await?;
             let micros = started.elapsed().as_micros() as u64;
             let ranking: Vec<String> = page
-                .agents
+                .hits
                 .iter()
-                .map(|hit| hit.agent.package_name.clone())
+                .map(|hit| hit.listing.package_name.clone())
                 .collect();
-            let scores: Vec<f64> = page.agents.iter().filter_map(|hit| hit.score).collect();
+            let scores: Vec<f64> = page.hits.iter().filter_map(|hit| hit.score).collect();
             let ndcg = overall.add(&ranking, &labelled.relevant, micros);
             by_kind.entry(labelled.kind.clone()).or_default().add(
                 &ranking,

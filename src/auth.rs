@@ -6,7 +6,7 @@ use axum::http::request::Parts;
 use subtle::ConstantTimeEq;
 
 pub use crate::domain::access::{
-    MASTER_OWNER, SYSTEM_OWNER, Scope, hash_secret, parse_owner, random_secret,
+    Actor, MASTER_OWNER, SYSTEM_OWNER, Scope, hash_secret, parse_owner, random_secret,
 };
 use crate::error::{ApiError, ApiResult};
 use crate::state::AppState;
@@ -57,6 +57,14 @@ pub struct Caller {
 }
 
 impl Caller {
+    /// The caller as the registry core sees it.
+    pub fn actor(&self) -> Actor {
+        Actor {
+            owner: self.owner.clone(),
+            is_master: self.is_master,
+        }
+    }
+
     /// 403 unless the caller holds `scope`.
     pub fn require(&self, scope: Scope) -> ApiResult<()> {
         if self.is_master || self.scopes.contains(&scope) {

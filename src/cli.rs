@@ -10,7 +10,8 @@ use serde_json::Value;
 use crate::auth::{self, Scope};
 use crate::config::{Config, StorageConfig};
 use crate::domain::{AgentDraft, FieldError};
-use crate::store::{self, Agent, AgentState, Store};
+use crate::registry::{ImportMode, Imported, Registry, RegistryError};
+use crate::store::{self, Agent};
 use crate::timestamp::Timestamp;
 
 /// A registry of software agents that speaks A2A v1.0.
@@ -192,13 +193,6 @@ struct Rejected {
 }
 
 /// What importing one line did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Imported {
-    Created,
-    Updated,
-    Unchanged,
-}
-
 /// The counts `import` ends with.
 #[derive(Debug, Default)]
 struct ImportCounts {
@@ -233,7 +227,11 @@ async fn import(args: ImportArgs) -> anyhow::Result<()> {
         None => None,
     };
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let store = store::open(&args.storage).await?;
+    let registry = Registry::offline(store::open(&args.storage).await?);
+    let mode = ImportMode {
+        update: args.update,
+        go_live: args.go_live,
+    };
     let progress = indicatif::ProgressBar::new(size);
     progress.set_style(
         indicatif::ProgressStyle::with_template(
@@ -249,7 +247,7 @@ async fn import(args: ImportArgs) -> anyhow::Result<()> {
         if line.trim().is_empty() {
             continue;
         }
-        match import_line(store.as_ref(), &line, &owner, &args).await {
+        match import_line(&registry, &line, &owner, mode).await {
             Ok(Imported::Created) => counts.created += 1,
             Ok(Imported::Updated) => counts.updated += 1,
             Ok(Imported::Unchanged) => counts.unchanged += 1,
@@ -307,76 +305,26 @@ fn reject(message: impl Into<String>) -> Vec<FieldError> {
 }
 
 async fn import_line(
-    store: &dyn Store,
+    registry: &Registry,
     line: &str,
     owner: &str,
-    args: &ImportArgs,
+    mode: ImportMode,
 ) -> Result<Imported, Vec<FieldError>> {
     let body: Value =
         serde_json::from_str(line).map_err(|err| reject(format!("invalid JSON: {err}")))?;
     let draft = AgentDraft::parse(&body)?;
-    if draft.package_name.as_str().starts_with("registry.") {
-        return Err(vec![FieldError::new(
-            "package_name",
-            "the 'registry.' namespace is reserved",
-        )]);
-    }
-    let stored = |err: crate::store::StoreError| reject(err.to_string());
-    let now = Timestamp::now();
-    let existing = store
-        .find_agent(draft.package_name.as_str())
+    registry
+        .import(draft, owner, mode)
         .await
-        .map_err(stored)?;
-    let (agent, outcome) = match existing {
-        None => {
-            let mut agent = Agent::new(draft, owner, now);
-            if args.go_live {
-                agent.state = AgentState::Active;
-                agent.published_at = Some(now);
-            }
-            store.insert_agent(&agent).await.map_err(stored)?;
-            return Ok(Imported::Created);
-        }
-        Some(existing) if existing.owner != owner => {
-            return Err(vec![FieldError::new(
-                "package_name",
-                format!(
-                    "'{}' is registered to another owner",
-                    existing.package_name()
-                ),
-            )]);
-        }
-        Some(existing) if !args.update => {
-            return Err(vec![FieldError::new(
-                "package_name",
-                format!(
-                    "'{}' is already registered (--update updates it)",
-                    existing.package_name()
-                ),
-            )]);
-        }
-        Some(existing) if existing.draft == draft => (existing, Imported::Unchanged),
-        Some(existing) => {
-            let updated = store
-                .update_agent(&existing.id, &draft, Some(existing.revision), now)
-                .await
-                .map_err(stored)?;
-            (updated, Imported::Updated)
-        }
-    };
-    if args.go_live && agent.state == AgentState::Stage {
-        store
-            .transition(&agent.id, AgentState::Stage, AgentState::Active, now)
-            .await
-            .map_err(stored)?;
-        return Ok(Imported::Updated);
-    }
-    Ok(outcome)
+        .map_err(|err| match err {
+            RegistryError::Invalid(errors) => errors,
+            other => reject(other.to_string()),
+        })
 }
 
 async fn export(args: ExportArgs) -> anyhow::Result<()> {
-    let store = store::open(&args.storage).await?;
-    let agents = store.all_agents(None).await?;
+    let registry = Registry::offline(store::open(&args.storage).await?);
+    let agents = registry.all().await?;
     let sink: Box<dyn Write> = match &args.output {
         Some(path) => Box::new(
             std::fs::File::create(path)

@@ -321,3 +321,32 @@ impl From<crate::store::StoreError> for ApiError {
 
 /// Shorthand for handler results.
 pub type ApiResult<T> = Result<T, ApiError>;
+
+impl From<crate::search::SearchError> for ApiError {
+    fn from(err: crate::search::SearchError) -> Self {
+        use crate::search::SearchError;
+        match err {
+            SearchError::InvalidParameter { parameter, message } => {
+                ApiError::invalid_parameter(format!("{parameter}: {message}"))
+            }
+            SearchError::InvalidCursor => ApiError::new(
+                ErrorCode::InvalidParameter,
+                "cursor: malformed, or from a different query; start again without it",
+            ),
+            SearchError::InvalidSort(_) => ApiError::invalid_parameter(format!("sort: {err}")),
+        }
+    }
+}
+
+impl From<crate::registry::RegistryError> for ApiError {
+    fn from(err: crate::registry::RegistryError) -> Self {
+        use crate::registry::RegistryError;
+        match err {
+            RegistryError::NotFound(identifier) => ApiError::agent_not_found(&identifier),
+            RegistryError::NotOwner => ApiError::forbidden(err.to_string()),
+            RegistryError::Invalid(errors) => ApiError::validation(errors),
+            RegistryError::Store(err) => err.into(),
+            RegistryError::Search(err) => err.into(),
+        }
+    }
+}

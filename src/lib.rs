@@ -14,6 +14,7 @@ pub mod middleware;
 pub mod openapi;
 pub mod outbound;
 pub mod playground;
+pub mod registry;
 pub mod router;
 pub mod search;
 pub mod server;
@@ -27,23 +28,15 @@ pub mod web;
 use std::sync::Arc;
 
 use config::Config;
-use search::SearchIndex;
+use registry::Registry;
+pub use registry::Vectors;
 use state::AppState;
-use store::{AgentState, Store};
+use store::Store;
 
 /// A built application: its state and its router, ready to serve or to test.
 pub struct App {
     pub state: AppState,
     pub router: axum::Router,
-}
-
-/// When a starting index gets its vectors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Vectors {
-    /// Before `build` returns (tests and tools want the finished index).
-    Wait,
-    /// In the background: searches rank by keywords until every agent has its vector.
-    Background,
 }
 
 /// Open storage, load the search index (vectors included), register the hosted agents, and
@@ -61,40 +54,19 @@ pub async fn build_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::
 async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> anyhow::Result<App> {
     let base_url: Arc<str> = config.base_url().into();
     let embedder = search::embed::from_config(&config.embedder)?;
-    let index = Arc::new(SearchIndex::new(&base_url, Arc::clone(&store), embedder)?);
     let started = std::time::Instant::now();
-    // Read the log position before the agents: a write landing in between is then replayed by
-    // the follower rather than missed.
-    let cursor = store.latest_change().await?;
-    index
-        .rebuild_keyword(&store.all_agents(Some(AgentState::Active)).await?)
-        .await?;
-    let vector_fill = match vectors {
-        Vectors::Wait => {
-            index.fill_vectors().await?;
-            None
-        }
-        Vectors::Background => {
-            let index = Arc::clone(&index);
-            Some(Arc::new(task::AbortOnDrop::new(tokio::spawn(async move {
-                if let Err(err) = index.fill_vectors().await {
-                    tracing::error!(error = %err, "cannot load the agents' vectors; keyword ranking only");
-                }
-            }))))
-        }
-    };
+    let registry = Arc::new(Registry::open(store.clone(), embedder, vectors).await?);
     let outbound = Arc::new(outbound::Outbound::new(
         outbound::OutboundSettings::for_user_urls(&config.upstreams, &base_url),
     )?);
     let hosted = hosted::HostedAgents::new(&config.upstreams, &base_url, Arc::clone(&outbound))?;
-    hosted::register_all(&hosted, store.as_ref(), &index, &base_url).await?;
+    hosted::register_all(&hosted, &registry, &base_url).await?;
     tracing::info!(
-        agents = index.len(),
-        embedder = index.embedder_id().unwrap_or("none"),
+        agents = registry.indexed(),
+        embedder = registry.embedder_id().unwrap_or("none"),
         elapsed_ms = started.elapsed().as_millis() as u64,
         "search index loaded"
     );
-    let follower = follow::spawn(Arc::clone(&store), Arc::clone(&index), cursor);
     let token_limit = Arc::new(auth::TokenRateLimit::new(
         config.token_rate_limit_per_minute,
         config.token_rate_limit_burst,
@@ -107,16 +79,14 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
             .filter(|key| !key.is_empty())
             .map(auth::hash_secret),
         config: Arc::new(config),
+        registry,
         store,
-        index,
         base_url,
         metrics: middleware::prometheus(),
         outbound,
         hosted,
-        follower: Arc::new(follower),
         started_at: timestamp::Timestamp::now(),
         token_limit,
-        vector_fill,
     };
     let router = router::router(state.clone());
     Ok(App { state, router })

@@ -7,17 +7,18 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use crate::config::Config;
 use crate::hosted::HostedAgents;
 use crate::outbound::Outbound;
-use crate::search::SearchIndex;
+use crate::registry::Registry;
 use crate::store::Store;
-use crate::task::AbortOnDrop;
 use crate::timestamp::Timestamp;
 
 /// Cheap to clone: every field is shared.
 #[derive(Clone)]
 pub struct AppState {
     pub config: Arc<Config>,
+    /// The application core: every read and write of agents goes through it.
+    pub registry: Arc<Registry>,
+    /// Tokens and playground sessions. Agents are read and written only through `registry`.
     pub store: Arc<dyn Store>,
-    pub index: Arc<SearchIndex>,
     /// Public root URL without a trailing slash (`{base_url}` and `{site_url}`).
     pub base_url: Arc<str>,
     /// SHA-256 (hex) of the master key, when one is configured.
@@ -27,13 +28,9 @@ pub struct AppState {
     pub outbound: Arc<Outbound>,
     /// The hosted utility agents.
     pub hosted: HostedAgents,
-    /// The change-log follower (`follow`): it stops when the last clone of the state is dropped.
-    pub follower: Arc<AbortOnDrop>,
     /// When this process started: the last time the registry's and hosted agents' cards, which
     /// are built from the binary and its configuration, can have changed.
     pub started_at: Timestamp,
     /// Requests per token on authenticated paths.
     pub token_limit: Arc<crate::auth::TokenRateLimit>,
-    /// The background task giving a starting index its vectors, if one runs.
-    pub vector_fill: Option<Arc<AbortOnDrop>>,
 }

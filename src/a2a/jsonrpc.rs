@@ -713,7 +713,7 @@ async fn send_message(state: &AppState, params: Option<&Value>) -> Result<Value,
             }
             let request = request::from_json(&Value::Object(body), SEARCH_LIMITS)
                 .map_err(|err| RpcError::from(ApiError::from(err)))?;
-            let page = state.index.search(&request).await.map_err(ApiError::from)?;
+            let page = skills::search(state, &request).await?;
             let summary = skills::found_summary(page.agents.len(), page.total, &request.text);
             (skills::page_json(&page), summary)
         }

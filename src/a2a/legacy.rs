@@ -26,7 +26,7 @@ pub async fn discover(
 ) -> ApiResult<Json<Value>> {
     caller.require(Scope::A2a)?;
     let request = request::from_json(&body, DISCOVER_LIMITS)?;
-    let page = state.index.search(&request).await?;
+    let page = skills::search(&state, &request).await?;
     let mut answer = skills::page_json(&page);
     if let Value::Object(map) = &mut answer {
         map.insert("success".to_owned(), Value::Bool(true));
@@ -84,7 +84,7 @@ pub async fn message(
     match action {
         "search" | skills::SEARCH_AGENTS => {
             let request = request::from_json(&params, SEARCH_LIMITS)?;
-            let page = state.index.search(&request).await?;
+            let page = skills::search(&state, &request).await?;
             Ok(Json(skills::page_json(&page)))
         }
         skills::RESOLVE_PACKAGE | "resolve" => {

@@ -5,6 +5,7 @@ use serde_json::{Value, json};
 
 use crate::api::wire::AgentPage;
 use crate::error::ApiResult;
+use crate::search::SearchRequest;
 use crate::state::AppState;
 
 pub const SEARCH_AGENTS: &str = "search_agents";
@@ -25,6 +26,12 @@ pub fn found_summary(shown: usize, total: usize, query: &str) -> String {
     }
 }
 
+/// Run the one search function and answer in the wire shape.
+pub async fn search(state: &AppState, request: &SearchRequest) -> ApiResult<AgentPage> {
+    let page = state.registry.search(request).await?;
+    Ok(AgentPage::of(&page, &state.base_url))
+}
+
 /// A page as a JSON object: `{agents, total, limit, next_cursor}`.
 pub fn page_json(page: &AgentPage) -> Value {
     serde_json::to_value(page).unwrap_or_else(|_| json!({"agents": []}))
@@ -32,6 +39,6 @@ pub fn page_json(page: &AgentPage) -> Value {
 
 /// The card of an ACTIVE agent by package name (or id); 404 `agent_not_found` otherwise.
 pub async fn resolve(state: &AppState, package: &str) -> ApiResult<Value> {
-    let agent = crate::api::public::find_active(state, package).await?;
+    let agent = state.registry.find_active(package).await?;
     Ok(super::card_of(&agent))
 }

@@ -10,17 +10,13 @@ use utoipa::ToSchema;
 
 use crate::a2a;
 use crate::auth::{Caller, Scope};
-use crate::domain::{AgentDraft, FieldError};
+use crate::domain::AgentDraft;
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::extract::{JsonBody, PathParam, QueryPairs};
 use crate::state::AppState;
-use crate::store::{Agent, AgentState, VerificationLevel};
-use crate::timestamp::Timestamp;
+use crate::store::{Agent, AgentState};
 
 use super::wire::AgentRecord;
-
-/// Package names under this prefix belong to the registry's own agents.
-const RESERVED_PREFIX: &str = "registry.";
 
 /// The owner's agents, one page.
 #[derive(Debug, Serialize, ToSchema)]
@@ -47,10 +43,8 @@ pub async fn publish_agent(
 ) -> ApiResult<Response> {
     caller.require(Scope::AgentsWrite)?;
     let body = a2a::fetch::complete_from_card(&state.outbound, body).await?;
-    let draft = parse_draft(&body, &caller)?;
-    let agent = Agent::new(draft, &caller.owner, Timestamp::now());
-    state.store.insert_agent(&agent).await?;
-    state.index.apply(&agent).await;
+    let draft = AgentDraft::parse(&body).map_err(ApiError::validation)?;
+    let agent = state.registry.publish(draft, &caller.actor()).await?;
     tracing::info!(agent.id = %agent.id, agent.package = agent.package_name(), owner = %agent.owner, "agent published");
     let location = format!("{}/api/agents/{}", state.base_url, agent.id);
     let mut response = (StatusCode::CREATED, owned_response(&agent)).into_response();
@@ -80,24 +74,18 @@ pub async fn update_agent(
     JsonBody(body): JsonBody,
 ) -> ApiResult<Response> {
     caller.require(Scope::AgentsWrite)?;
-    let current = find_owned(&state, &caller, &identifier).await?;
+    // Ownership first: another owner's agent is 403 before its card is fetched.
+    state
+        .registry
+        .find_owned(&identifier, &caller.actor())
+        .await?;
     let expected_revision = if_match(&headers)?;
     let body = a2a::fetch::complete_from_card(&state.outbound, body).await?;
-    let draft = parse_draft(&body, &caller)?;
-    if draft.package_name != current.draft.package_name {
-        return Err(ApiError::validation(vec![FieldError::new(
-            "package_name",
-            format!(
-                "package_name cannot change (this agent is '{}')",
-                current.package_name()
-            ),
-        )]));
-    }
+    let draft = AgentDraft::parse(&body).map_err(ApiError::validation)?;
     let agent = state
-        .store
-        .update_agent(&current.id, &draft, expected_revision, Timestamp::now())
+        .registry
+        .update(&identifier, draft, expected_revision, &caller.actor())
         .await?;
-    state.index.apply(&agent).await;
     Ok(owned_response(&agent))
 }
 
@@ -153,12 +141,10 @@ async fn transition(
     to: AgentState,
 ) -> ApiResult<Response> {
     caller.require(Scope::AgentsWrite)?;
-    let current = find_owned(&state, &caller, identifier).await?;
     let agent = state
-        .store
-        .transition(&current.id, from, to, Timestamp::now())
+        .registry
+        .transition(identifier, from, to, &caller.actor())
         .await?;
-    state.index.apply(&agent).await;
     tracing::info!(agent.id = %agent.id, state = agent.state.as_str(), "agent state changed");
     Ok(owned_response(&agent))
 }
@@ -178,7 +164,10 @@ pub async fn verify_agent(
     PathParam(identifier): PathParam,
 ) -> ApiResult<Response> {
     caller.require(Scope::AgentsWrite)?;
-    let current = find_owned(&state, &caller, &identifier).await?;
+    let current = state
+        .registry
+        .find_owned(&identifier, &caller.actor())
+        .await?;
     let proof = crate::verify::verify_domain(
         &state.outbound,
         &state.config.upstreams,
@@ -186,15 +175,7 @@ pub async fn verify_agent(
         &current.verification_token,
     )
     .await?;
-    let agent = state
-        .store
-        .set_verification(
-            &current.id,
-            VerificationLevel::DomainVerified,
-            Timestamp::now(),
-        )
-        .await?;
-    state.index.apply(&agent).await;
+    let agent = state.registry.mark_domain_verified(&current).await?;
     tracing::info!(agent.id = %agent.id, proof = ?proof, "domain verified");
     Ok(owned_response(&agent))
 }
@@ -210,16 +191,8 @@ pub async fn delete_agent(
     PathParam(identifier): PathParam,
 ) -> ApiResult<StatusCode> {
     caller.require(Scope::AgentsWrite)?;
-    let current = find_owned(&state, &caller, &identifier).await?;
-    if !state
-        .store
-        .delete_agent(&current.id, Timestamp::now())
-        .await?
-    {
-        return Err(ApiError::agent_not_found(&identifier));
-    }
-    state.index.delete(&current.id).await;
-    tracing::info!(agent.id = %current.id, "agent deleted");
+    let deleted = state.registry.delete(&identifier, &caller.actor()).await?;
+    tracing::info!(agent.id = %deleted.id, "agent deleted");
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -253,9 +226,11 @@ pub async fn list_own_agents(
         Some(_) => return Err(ApiError::invalid_parameter("cursor: malformed")),
         None => None,
     };
-    let owner = (!caller.is_master).then_some(caller.owner.as_str());
     let fetch = u32::try_from(limit + 1).unwrap_or(u32::MAX);
-    let mut agents = state.store.list_agents(owner, after, fetch).await?;
+    let mut agents = state
+        .registry
+        .list_owned(&caller.actor(), after, fetch)
+        .await?;
     let next_cursor = (agents.len() > limit).then(|| agents[limit - 1].id.clone());
     agents.truncate(limit);
     Ok(Json(OwnAgentsPage {
@@ -277,31 +252,11 @@ pub async fn get_own_agent(
     PathParam(identifier): PathParam,
 ) -> ApiResult<Response> {
     caller.require(Scope::AgentsWrite)?;
-    let agent = find_owned(&state, &caller, &identifier).await?;
-    Ok(owned_response(&agent))
-}
-
-/// The agent named by `identifier`, when the caller may manage it: 404 when unknown, 403 when
-/// another owner's.
-async fn find_owned(state: &AppState, caller: &Caller, identifier: &str) -> ApiResult<Agent> {
     let agent = state
-        .store
-        .find_agent(identifier.trim())
-        .await?
-        .ok_or_else(|| ApiError::agent_not_found(identifier))?;
-    caller.require_owner(&agent.owner)?;
-    Ok(agent)
-}
-
-fn parse_draft(body: &serde_json::Value, caller: &Caller) -> ApiResult<AgentDraft> {
-    let draft = AgentDraft::parse(body).map_err(ApiError::validation)?;
-    if draft.package_name.as_str().starts_with(RESERVED_PREFIX) && !caller.is_master {
-        return Err(ApiError::validation(vec![FieldError::new(
-            "package_name",
-            "the 'registry.' namespace is reserved for the registry's own agents",
-        )]));
-    }
-    Ok(draft)
+        .registry
+        .find_owned(&identifier, &caller.actor())
+        .await?;
+    Ok(owned_response(&agent))
 }
 
 /// `If-Match: "<revision>"` → the expected revision; `*` or absent → no check.

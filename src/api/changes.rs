@@ -1,8 +1,6 @@
 //! The public change feed: what happened to public agents since a sequence number, so mirrors
 //! and caches can follow the registry without re-listing it (docs/changes.md).
 
-use std::collections::HashMap;
-
 use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
@@ -10,9 +8,10 @@ use utoipa::ToSchema;
 
 use crate::error::{ApiError, ApiResult};
 use crate::extract::QueryPairs;
+use crate::registry::Registry;
 use crate::search::clamp_limit;
 use crate::state::AppState;
-use crate::store::{Agent, AgentState, ChangeKind, Store, StoreResult};
+use crate::store::ChangeKind;
 use crate::timestamp::Timestamp;
 
 use super::wire::AgentRecord;
@@ -73,7 +72,7 @@ pub async fn list_changes(
         since => since.unwrap_or(0),
     };
     let limit = clamp_limit(integer_param(&pairs, "limit")?, DEFAULT_LIMIT, MAX_LIMIT);
-    Ok(Json(feed_page(state.store.as_ref(), since, limit).await?))
+    Ok(Json(feed_page(&state.registry, since, limit).await?))
 }
 
 /// The last value of query parameter `name` as an integer.
@@ -83,36 +82,22 @@ fn integer_param(pairs: &[(String, String)], name: &str) -> ApiResult<Option<i64
 
 /// One page of the feed: public changes after `since`, each with the agent's current public
 /// record when it is still ACTIVE.
-pub async fn feed_page(store: &dyn Store, since: i64, limit: usize) -> StoreResult<ChangePage> {
+pub async fn feed_page(registry: &Registry, since: i64, limit: usize) -> ApiResult<ChangePage> {
     let page_size = u32::try_from(limit).unwrap_or(u32::MAX);
-    let changes = store.public_changes_since(since, page_size).await?;
-    let mut agents: HashMap<String, Option<Agent>> = HashMap::new();
-    let mut entries = Vec::with_capacity(changes.len());
-    for change in changes {
-        let tombstone = matches!(change.kind, ChangeKind::Unpublished | ChangeKind::Deleted);
-        let agent = if tombstone {
-            None
-        } else {
-            if !agents.contains_key(&change.agent_id) {
-                let current = store.find_agent(&change.agent_id).await?;
-                agents.insert(change.agent_id.clone(), current);
-            }
-            agents
-                .get(&change.agent_id)
-                .and_then(Option::as_ref)
-                .filter(|agent| agent.id == change.agent_id && agent.state == AgentState::Active)
-                .map(AgentRecord::public)
-        };
-        entries.push(ChangeEntry {
+    let entries: Vec<ChangeEntry> = registry
+        .public_changes(since, page_size)
+        .await?
+        .into_iter()
+        .map(|(change, agent)| ChangeEntry {
             seq: change.seq,
+            tombstone: matches!(change.kind, ChangeKind::Unpublished | ChangeKind::Deleted),
             kind: change.kind,
             id: change.agent_id,
             package_name: change.package_name,
             at: change.at,
-            tombstone,
-            agent,
-        });
-    }
+            agent: agent.as_ref().map(AgentRecord::public),
+        })
+        .collect();
     Ok(ChangePage {
         next_since: entries.last().map_or(since, |entry| entry.seq),
         changes: entries,

@@ -29,8 +29,8 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Value>> {
         tracing::warn!(error = %err, "storage not ready");
         ApiError::new(ErrorCode::Unavailable, "storage is not reachable")
     })?;
-    let total = state.index.len();
-    let progress = state.index.vector_progress();
+    let total = state.registry.indexed();
+    let progress = state.registry.vector_progress();
     let (vectors, embedded) = match (progress.none, progress.ready) {
         (true, _) => ("none", 0),
         (false, true) => ("ready", total),
@@ -50,11 +50,11 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Value>> {
 #[utoipa::path(get, path = "/metrics", tag = "operations",
     responses((status = 200, description = "Prometheus text exposition format", body = String, content_type = "text/plain")))]
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
-    metrics::gauge!("registry_indexed_agents").set(state.index.len() as f64);
-    let progress = state.index.vector_progress();
+    metrics::gauge!("registry_indexed_agents").set(state.registry.indexed() as f64);
+    let progress = state.registry.vector_progress();
     metrics::gauge!("registry_vectors_ready").set(if progress.ready { 1.0 } else { 0.0 });
     metrics::gauge!("registry_embedded_agents").set(progress.embedded as f64);
-    let text = state.index.text_stats();
+    let text = state.registry.text_stats();
     metrics::gauge!("registry_text_segments").set(text.segments as f64);
     metrics::gauge!("registry_text_stored_docs").set(text.stored_docs as f64);
     metrics::gauge!("registry_text_live_docs").set(text.live_docs as f64);

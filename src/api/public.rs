@@ -6,11 +6,10 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 
 use crate::a2a;
-use crate::error::{ApiError, ApiResult};
+use crate::error::ApiResult;
 use crate::extract::{JsonBody, PathParam, QueryPairs};
 use crate::search::request::{self, LIST_LIMITS, SEARCH_LIMITS};
 use crate::state::AppState;
-use crate::store::{Agent, AgentState};
 
 use super::wire::{AgentPage, AgentRecord};
 
@@ -36,7 +35,8 @@ pub async fn list_agents(
     QueryPairs(pairs): QueryPairs,
 ) -> ApiResult<Json<AgentPage>> {
     let request = request::from_query_pairs(&pairs, LIST_LIMITS)?;
-    Ok(Json(state.index.search(&request).await?))
+    let page = state.registry.search(&request).await?;
+    Ok(Json(AgentPage::of(&page, &state.base_url)))
 }
 
 /// Semantic search with filters in a JSON body.
@@ -48,7 +48,8 @@ pub async fn search_agents(
     JsonBody(body): JsonBody,
 ) -> ApiResult<Json<AgentPage>> {
     let request = request::from_json(&body, SEARCH_LIMITS)?;
-    Ok(Json(state.index.search(&request).await?))
+    let page = state.registry.search(&request).await?;
+    Ok(Json(AgentPage::of(&page, &state.base_url)))
 }
 
 /// The full record of one ACTIVE agent, by id or package name.
@@ -59,7 +60,7 @@ pub async fn get_agent(
     State(state): State<AppState>,
     PathParam(identifier): PathParam,
 ) -> ApiResult<Json<AgentRecord>> {
-    let agent = find_active(&state, &identifier).await?;
+    let agent = state.registry.find_active(&identifier).await?;
     Ok(Json(AgentRecord::public(&agent)))
 }
 
@@ -77,18 +78,10 @@ pub async fn resolve_card(
     headers: HeaderMap,
     PathParam(package_name): PathParam,
 ) -> ApiResult<Response> {
-    let agent = find_active(&state, &package_name).await?;
+    let agent = state.registry.find_active(&package_name).await?;
     Ok(a2a::cacheable_json(
         &headers,
         &a2a::card_of(&agent),
         Some(agent.updated_at),
     ))
-}
-
-/// An ACTIVE agent by id or package name, else 404.
-pub async fn find_active(state: &AppState, identifier: &str) -> ApiResult<Agent> {
-    match state.store.find_agent(identifier.trim()).await? {
-        Some(agent) if agent.state == AgentState::Active => Ok(agent),
-        _ => Err(ApiError::agent_not_found(identifier)),
-    }
 }

@@ -4,6 +4,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::domain::{Capability, Payment};
+use crate::search::{Listing, SearchPage};
 use crate::store::{Agent, AgentState, VerificationLevel};
 use crate::timestamp::Timestamp;
 
@@ -125,26 +126,26 @@ pub struct AgentSummary {
 }
 
 impl AgentSummary {
-    /// The summary of `agent`; `base_url` supplies a card address when the owner gave none.
-    pub fn of(agent: &Agent, base_url: &str) -> Self {
-        let draft = &agent.draft;
+    /// The wire form of a search listing; `base_url` supplies a card address when the owner
+    /// gave none.
+    pub fn of(listing: &Listing, base_url: &str) -> Self {
         Self {
-            id: agent.id.clone(),
-            package_name: agent.package_name().to_owned(),
-            name: draft.name.clone(),
-            description: draft.description.clone(),
-            version: draft.version.clone(),
-            verification_level: agent.verification_level,
-            manifest_url: draft.manifest_url.clone().unwrap_or_else(|| {
-                format!("{base_url}/public/agents/resolve/{}", agent.package_name())
+            id: listing.id.clone(),
+            package_name: listing.package_name.clone(),
+            name: listing.name.clone(),
+            description: listing.description.clone(),
+            version: listing.version.clone(),
+            verification_level: listing.verification_level,
+            manifest_url: listing.manifest_url.clone().unwrap_or_else(|| {
+                format!("{base_url}/public/agents/resolve/{}", listing.package_name)
             }),
-            url: draft.url.clone(),
-            target: draft.target.clone(),
-            category: draft.category.clone(),
-            tags: draft.tags.clone(),
-            payment: draft.payment.clone(),
-            capabilities: draft.capabilities.iter().map(|c| c.name.clone()).collect(),
-            published_at: agent.published_at,
+            url: listing.url.clone(),
+            target: listing.target.clone(),
+            category: listing.category.clone(),
+            tags: listing.tags.clone(),
+            payment: listing.payment.clone(),
+            capabilities: listing.capabilities.clone(),
+            published_at: listing.published_at,
         }
     }
 }
@@ -170,4 +171,23 @@ pub struct AgentPage {
     pub limit: usize,
     /// Pass back as `cursor` for the next page; null on the last page.
     pub next_cursor: Option<String>,
+}
+
+impl AgentPage {
+    /// The wire form of a page of search results.
+    pub fn of(page: &SearchPage, base_url: &str) -> Self {
+        Self {
+            agents: page
+                .hits
+                .iter()
+                .map(|hit| AgentHit {
+                    agent: AgentSummary::of(&hit.listing, base_url),
+                    score: hit.score,
+                })
+                .collect(),
+            total: page.total,
+            limit: page.limit,
+            next_cursor: page.next_cursor.clone(),
+        }
+    }
 }

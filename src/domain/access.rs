@@ -71,3 +71,34 @@ pub fn parse_owner(owner: &str) -> Result<String, String> {
     }
     Ok(owner.to_owned())
 }
+
+/// Who is acting on agents: an owner, or the master key, which acts as `MASTER_OWNER` and
+/// manages every agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Actor {
+    pub owner: String,
+    pub is_master: bool,
+}
+
+impl Actor {
+    /// An ordinary owner.
+    pub fn owner(owner: &str) -> Self {
+        Self {
+            owner: owner.to_owned(),
+            is_master: false,
+        }
+    }
+
+    /// The master key.
+    pub fn master() -> Self {
+        Self {
+            owner: MASTER_OWNER.to_owned(),
+            is_master: true,
+        }
+    }
+
+    /// Whether this actor may manage a resource of `owner`.
+    pub fn owns(&self, owner: &str) -> bool {
+        self.is_master || self.owner == owner
+    }
+}

@@ -7,13 +7,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{Map, Value, json};
 
-use crate::auth::SYSTEM_OWNER;
 use crate::domain::{AgentDraft, FieldError};
 use crate::error::{ApiError, ErrorCode};
 use crate::outbound::{Outbound, OutboundError, OutboundSettings};
-use crate::search::SearchIndex;
-use crate::store::{Agent, AgentState, Store, StoreError, VerificationLevel};
-use crate::timestamp::Timestamp;
+use crate::registry::Registry;
 
 mod cache;
 
@@ -296,8 +293,7 @@ pub fn draft<A: HostedAgent + ?Sized>(
 /// Make sure every hosted agent is registered, ACTIVE, verified and up to date.
 pub async fn register_all(
     agents: &HostedAgents,
-    store: &dyn Store,
-    index: &SearchIndex,
+    registry: &Registry,
     base_url: &str,
 ) -> anyhow::Result<()> {
     for agent in agents.all() {
@@ -307,44 +303,9 @@ pub async fn register_all(
                 agent.package_name()
             )
         })?;
-        let registered = ensure_registered(store, draft).await?;
-        index.apply(&registered).await;
+        registry.ensure_system_agent(draft).await?;
     }
     Ok(())
-}
-
-async fn ensure_registered(store: &dyn Store, draft: AgentDraft) -> anyhow::Result<Agent> {
-    let now = Timestamp::now();
-    let mut agent = match store.find_agent(draft.package_name.as_str()).await? {
-        Some(existing) if existing.draft == draft => existing,
-        Some(existing) => store.update_agent(&existing.id, &draft, None, now).await?,
-        None => {
-            let mut agent = Agent::new(draft, SYSTEM_OWNER, now);
-            agent.state = AgentState::Active;
-            agent.verification_level = VerificationLevel::DomainVerified;
-            agent.published_at = Some(now);
-            match store.insert_agent(&agent).await {
-                Ok(()) => agent,
-                // Another process registered it first.
-                Err(StoreError::Conflict(_)) => store
-                    .find_agent(agent.package_name())
-                    .await?
-                    .ok_or_else(|| anyhow::anyhow!("hosted agent vanished while registering"))?,
-                Err(err) => return Err(err.into()),
-            }
-        }
-    };
-    if agent.state != AgentState::Active {
-        agent = store
-            .transition(&agent.id, AgentState::Stage, AgentState::Active, now)
-            .await?;
-    }
-    if agent.verification_level != VerificationLevel::DomainVerified {
-        agent = store
-            .set_verification(&agent.id, VerificationLevel::DomainVerified, now)
-            .await?;
-    }
-    Ok(agent)
 }
 
 /// A required, non-blank string field of at most `max_chars` characters.

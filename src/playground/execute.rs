@@ -139,7 +139,7 @@ pub async fn prepare(state: &AppState, body: &Value) -> ApiResult<Call> {
         Some(Value::Object(input)) => input.clone(),
         Some(_) => return Err(ApiError::invalid_parameter("input must be a JSON object")),
     };
-    let agent = crate::api::public::find_active(state, agent_ref).await?;
+    let agent = state.registry.find_active(agent_ref).await?;
     let declared = &agent.draft.capabilities;
     let found = declared.iter().find(|c| c.name == capability);
     if found.is_none() && !declared.is_empty() {

@@ -168,7 +168,7 @@ pub async fn discover(
     ensure_room(session)?;
     let search = request::from_json(body, DISCOVER_LIMITS)?;
     let started = Instant::now();
-    let page = state.index.search(&search).await?;
+    let page = AgentPage::of(&state.registry.search(&search).await?, &state.base_url);
     let filters = body.get("filters").cloned().unwrap_or(Value::Null);
     let data = json!({
         "query": crate::domain::truncate(&search.text, MAX_RECORDED_QUERY_CHARS),

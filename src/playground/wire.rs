@@ -56,7 +56,7 @@ impl SessionView {
     ) -> crate::error::ApiResult<Self> {
         let mut discovered = Vec::new();
         for id in discovered_ids(&session.steps) {
-            if let Some(agent) = state.store.find_agent(&id).await? {
+            if let Some(agent) = state.registry.find(&id).await? {
                 if agent.state == AgentState::Active {
                     discovered.push(DiscoveredAgent {
                         package_name: agent.package_name().to_owned(),

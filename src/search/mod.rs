@@ -15,18 +15,19 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::api::wire::{AgentHit, AgentPage, AgentSummary};
 use crate::store::{Agent, AgentState, Store, StoredEmbedding};
 
 pub mod embed;
 pub mod facets;
 pub mod filters;
+mod page;
 pub mod query;
 pub mod request;
 pub mod text;
 pub mod vectors;
 
 pub use filters::{Filters, RawFilters};
+pub use page::{Hit, Listing, SearchPage};
 
 use embed::Embedder;
 use facets::{FacetIndex, Facets, SlotSet};
@@ -134,7 +135,7 @@ pub fn clamp_limit(requested: Option<i64>, default: usize, max: usize) -> usize 
 struct Doc {
     id: String,
     revision: i64,
-    summary: AgentSummary,
+    listing: Arc<Listing>,
     published_micros: i64,
     name_key: String,
     facets: Facets,
@@ -221,7 +222,7 @@ impl Catalog {
                 .filter(|slot| {
                     !self
                         .doc(*slot)
-                        .is_some_and(|doc| filters.payment.matches(doc.summary.payment.as_ref()))
+                        .is_some_and(|doc| filters.payment.matches(doc.listing.payment.as_ref()))
                 })
                 .collect();
             for slot in refused {
@@ -234,7 +235,6 @@ impl Catalog {
 
 /// The in-memory search index over ACTIVE agents.
 pub struct SearchIndex {
-    base_url: String,
     mode: Mode,
     embedder: Option<Arc<dyn Embedder>>,
     store: Arc<dyn Store>,
@@ -326,17 +326,12 @@ impl<'c> Matches<'c> {
 impl SearchIndex {
     /// An empty index. With an embedder, agents are also ranked by meaning, and their vectors
     /// are kept in `store` keyed by embedder id and content hash.
-    pub fn new(
-        base_url: &str,
-        store: Arc<dyn Store>,
-        embedder: Option<Arc<dyn Embedder>>,
-    ) -> anyhow::Result<Self> {
+    pub fn new(store: Arc<dyn Store>, embedder: Option<Arc<dyn Embedder>>) -> anyhow::Result<Self> {
         let catalog = Catalog {
             vectors: embedder.as_ref().map(|e| VectorStore::new(e.dim())),
             ..Catalog::default()
         };
         Ok(Self {
-            base_url: base_url.to_owned(),
             mode: if embedder.is_some() {
                 Mode::Hybrid
             } else {
@@ -670,7 +665,7 @@ impl SearchIndex {
     }
 
     /// Run one search: embed the query (when there is text and an embedder), then rank.
-    pub async fn search(&self, request: &SearchRequest) -> Result<AgentPage, SearchError> {
+    pub async fn search(&self, request: &SearchRequest) -> Result<SearchPage, SearchError> {
         let wants_vector = self.mode != Mode::Keyword
             && request.has_text()
             && self
@@ -701,7 +696,7 @@ impl SearchIndex {
         &self,
         request: &SearchRequest,
         query_vector: Option<&[f32]>,
-    ) -> Result<AgentPage, SearchError> {
+    ) -> Result<SearchPage, SearchError> {
         let sort = request.effective_sort();
         let cursor = request
             .cursor
@@ -756,11 +751,11 @@ impl SearchIndex {
             _ => None,
         };
         let with_score = sort == Sort::Relevance;
-        Ok(AgentPage {
-            agents: hits
+        Ok(SearchPage {
+            hits: hits
                 .into_iter()
-                .map(|hit| AgentHit {
-                    agent: hit.doc.summary.clone(),
+                .map(|hit| Hit {
+                    listing: Arc::clone(&hit.doc.listing),
                     score: with_score.then_some(hit.score),
                 })
                 .collect(),
@@ -858,7 +853,7 @@ impl SearchIndex {
         Doc {
             id: agent.id.clone(),
             revision: agent.revision,
-            summary: AgentSummary::of(agent, &self.base_url),
+            listing: Arc::new(Listing::of(agent)),
             published_micros: agent.published_at.map_or(0, |t| t.micros()),
             name_key: draft.name.to_lowercase(),
             facets: Facets {
@@ -1269,7 +1264,6 @@ mod tests {
         }
         let embedder = Arc::new(CountingEmbedder::default());
         let index = SearchIndex::new(
-            "http://registry.test",
             Arc::clone(&store),
             Some(Arc::clone(&embedder) as Arc<dyn embed::Embedder>),
         )
@@ -1303,7 +1297,6 @@ mod tests {
         // A restart finds every vector stored: nothing is embedded again.
         let again = Arc::new(CountingEmbedder::default());
         let restarted = SearchIndex::new(
-            "http://registry.test",
             Arc::clone(&store),
             Some(Arc::clone(&again) as Arc<dyn embed::Embedder>),
         )

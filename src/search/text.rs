@@ -60,7 +60,7 @@ pub struct TextIndex {
 const NO_SLOT: u32 = u32::MAX;
 
 /// The text index's size, as `TextIndex::stats` reads it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct TextStats {
     pub segments: usize,
     pub stored_docs: u64,

@@ -714,7 +714,6 @@ mod shared_database {
     async fn index_over(store: &Arc<dyn Store>) -> (Arc<CountingEmbedder>, SearchIndex) {
         let embedder = Arc::new(CountingEmbedder::default());
         let index = SearchIndex::new(
-            "http://registry.test",
             Arc::clone(store),
             Some(Arc::clone(&embedder) as Arc<dyn Embedder>),
         )

@@ -48,7 +48,7 @@ pub async fn agent_page(
 ) -> Response {
     // A path that is not even UTF-8 names no agent: the same page as an unknown one.
     let package_name = package_name.map_or_else(|_| String::new(), |Path(name)| name);
-    let found = match state.store.find_agent(package_name.trim()).await {
+    let found = match state.registry.find(&package_name).await {
         Ok(found) => found,
         Err(err) => {
             tracing::error!(error = %err, "cannot read an agent for its page");

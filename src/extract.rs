@@ -1,12 +1,17 @@
 //! Request extractors whose rejections use the one error model: a JSON body (content type,
-//! size, syntax checked in that order), path parameters, and the raw query string.
+//! size, syntax checked in that order), path parameters, typed query strings (`Query`, with the
+//! one pagination struct `Page`), and the raw query string for the search paths, whose filters
+//! may repeat.
 
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
+use utoipa::IntoParams;
 
 use crate::error::{ApiError, ErrorCode};
 
@@ -126,3 +131,65 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryPairs {
 
 /// Most `key=value` pairs a query string may have.
 pub const MAX_QUERY_PAIRS: usize = 64;
+
+/// The query string read into `T` (which derives `Deserialize`, and `IntoParams` for the
+/// OpenAPI document). One rule on every path that uses it: each parameter at most once (a
+/// repeat is 400 `invalid_parameter` "limit: given more than once": which of two page sizes
+/// would be meant?), each value read as its field's type (a bad one is 400 naming the
+/// parameter); unknown parameters are ignored.
+pub struct Query<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let QueryPairs(pairs) = QueryPairs::from_request_parts(parts, state).await?;
+        for (i, (key, _)) in pairs.iter().enumerate() {
+            if pairs[..i].iter().any(|(seen, _)| seen == key) {
+                return Err(ApiError::invalid_parameter(format!(
+                    "{}: given more than once",
+                    crate::domain::truncate(key, 40)
+                )));
+            }
+        }
+        let encoded = serde_urlencoded::to_string(&pairs).unwrap_or_default();
+        let deserializer =
+            serde_urlencoded::Deserializer::new(url::form_urlencoded::parse(encoded.as_bytes()));
+        serde_path_to_error::deserialize(deserializer)
+            .map(Self)
+            .map_err(|err| ApiError::invalid_parameter(format!("{}: {}", err.path(), err.inner())))
+    }
+}
+
+/// A page of a list: the one pagination struct of the paths that page by cursor.
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct Page {
+    /// Page size; values below 1 are read as 1, above the path's maximum as the maximum.
+    #[serde(default, deserialize_with = "integer")]
+    #[param(value_type = Option<i64>)]
+    pub limit: Option<i64>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+impl Page {
+    /// The page size: `default` when absent, clamped to `1..=max`.
+    pub fn size(&self, default: usize, max: usize) -> usize {
+        crate::search::clamp_limit(self.limit, default, max)
+    }
+
+    /// The cursor, `None` when absent or empty.
+    pub fn cursor(&self) -> Option<&str> {
+        self.cursor.as_deref().filter(|cursor| !cursor.is_empty())
+    }
+}
+
+/// An optional integer parameter: "must be an integer" rather than the parser's own words.
+pub fn integer<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<i64>, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    text.trim()
+        .parse()
+        .map(Some)
+        .map_err(|_| serde::de::Error::custom("must be an integer"))
+}

@@ -91,7 +91,7 @@ pub fn cacheable_json(
 
 /// The registry's own card: A2A v1.0, or the registry's own shape with `?format=registry`.
 #[utoipa::path(get, path = "/.well-known/agent-card.json", tag = "a2a",
-    params(("format" = Option<String>, Query, description = "`registry` for the registry's own shape: agent_id, name, description, capabilities; `a2a` or empty for the A2A card"),
+    params(CardQuery,
            ("If-None-Match" = Option<String>, Header, description = "ETags already held; a match is 304"),
            ("If-Modified-Since" = Option<String>, Header, description = "HTTP date; without If-None-Match, no change since is 304")),
     responses((status = 200, description = "The registry's agent card", body = crate::openapi::AgentCard,
@@ -100,15 +100,11 @@ pub fn cacheable_json(
               (status = 400, body = crate::error::Problem, description = "`invalid_parameter`: an unknown format")))]
 pub async fn registry_card(
     axum::extract::State(state): axum::extract::State<crate::state::AppState>,
-    crate::extract::QueryPairs(pairs): crate::extract::QueryPairs,
+    crate::extract::Query(query): crate::extract::Query<CardQuery>,
     headers: HeaderMap,
 ) -> crate::error::ApiResult<Response> {
     let version = env!("CARGO_PKG_VERSION");
-    let format = pairs
-        .iter()
-        .find(|(key, _)| key == "format")
-        .map(|(_, value)| value.as_str());
-    let card = match format {
+    let card = match query.format.as_deref() {
         None | Some("" | "a2a") => card::registry_card(&state.base_url, &state.base_url, version),
         Some("registry") => card::registry_card_legacy(&state.base_url, &state.base_url, version),
         Some(other) => {
@@ -119,6 +115,15 @@ pub async fn registry_card(
         }
     };
     Ok(cacheable_json(&headers, &card, Some(state.started_at)))
+}
+
+/// The registry card's query string.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct CardQuery {
+    /// `registry` for the registry's own shape (agent_id, name, description, capabilities);
+    /// `a2a` or empty for the A2A card.
+    pub format: Option<String>,
 }
 
 /// The card of a hosted utility agent.

@@ -12,7 +12,7 @@ use crate::a2a;
 use crate::auth::{Caller, Scope};
 use crate::domain::AgentDraft;
 use crate::error::{ApiError, ApiResult, ErrorCode};
-use crate::extract::{JsonBody, PathParam, QueryPairs};
+use crate::extract::{JsonBody, Page, PathParam, Query};
 use crate::state::AppState;
 use crate::store::{Agent, AgentState};
 
@@ -198,26 +198,17 @@ pub async fn delete_agent(
 
 /// The caller's own agents in every state (the master key sees all).
 #[utoipa::path(get, path = "/api/agents", tag = "management",
-    params(("limit" = Option<i64>, Query, description = "Page size, default 20, max 100; values below 1 are read as 1, above 100 as 100"),
-           ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page")),
-    responses((status = 200, body = OwnAgentsPage)),
+    params(Page),
+    responses((status = 200, body = OwnAgentsPage, description = "Up to `limit` agents (default 20, at most 100), by id")),
     security(("bearer" = [])))]
 pub async fn list_own_agents(
     State(state): State<AppState>,
     caller: Caller,
-    QueryPairs(pairs): QueryPairs,
+    Query(page): Query<Page>,
 ) -> ApiResult<Json<OwnAgentsPage>> {
     caller.require(Scope::AgentsWrite)?;
-    let param = |key: &str| {
-        pairs
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    };
-    let limit = crate::search::request::integer_param(&pairs, "limit")
-        .map_err(ApiError::invalid_parameter)?;
-    let limit = crate::search::clamp_limit(limit, 20, 100);
-    let after = match param("cursor").filter(|c| !c.is_empty()) {
+    let limit = page.size(20, 100);
+    let after = match page.cursor() {
         Some(cursor)
             if cursor.starts_with("agt_") && cursor.len() <= 64 && !cursor.contains('\0') =>
         {

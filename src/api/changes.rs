@@ -3,11 +3,11 @@
 
 use axum::Json;
 use axum::extract::State;
-use serde::Serialize;
-use utoipa::ToSchema;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
 
 use crate::error::{ApiError, ApiResult};
-use crate::extract::QueryPairs;
+use crate::extract::Query;
 use crate::registry::Registry;
 use crate::search::clamp_limit;
 use crate::state::AppState;
@@ -56,28 +56,34 @@ pub struct ChangePage {
 
 /// Changes to public agents after `since`, oldest first.
 #[utoipa::path(get, path = "/public/changes", tag = "public",
-    params(
-        ("since" = Option<i64>, Query, description = "Sequence number of the last change seen (`next_since`); 0 or absent: from the start"),
-        ("limit" = Option<i64>, Query, description = "Page size, default 100, max 1000"),
-    ),
+    params(FeedQuery),
     responses((status = 200, body = ChangePage)))]
 pub async fn list_changes(
     State(state): State<AppState>,
-    QueryPairs(pairs): QueryPairs,
+    Query(query): Query<FeedQuery>,
 ) -> ApiResult<Json<ChangePage>> {
-    let since = match integer_param(&pairs, "since")? {
+    let since = match query.since {
         Some(since) if since < 0 => {
             return Err(ApiError::invalid_parameter("since: must not be negative"));
         }
         since => since.unwrap_or(0),
     };
-    let limit = clamp_limit(integer_param(&pairs, "limit")?, DEFAULT_LIMIT, MAX_LIMIT);
+    let limit = clamp_limit(query.limit, DEFAULT_LIMIT, MAX_LIMIT);
     Ok(Json(feed_page(&state.registry, since, limit).await?))
 }
 
-/// The last value of query parameter `name` as an integer.
-fn integer_param(pairs: &[(String, String)], name: &str) -> ApiResult<Option<i64>> {
-    crate::search::request::integer_param(pairs, name).map_err(ApiError::invalid_parameter)
+/// The feed's query string.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct FeedQuery {
+    /// Sequence number of the last change seen (`next_since`); 0 or absent: from the start.
+    #[serde(default, deserialize_with = "crate::extract::integer")]
+    #[param(value_type = Option<i64>)]
+    pub since: Option<i64>,
+    /// Page size, default 100, max 1000.
+    #[serde(default, deserialize_with = "crate::extract::integer")]
+    #[param(value_type = Option<i64>)]
+    pub limit: Option<i64>,
 }
 
 /// One page of the feed: public changes after `since`, each with the agent's current public

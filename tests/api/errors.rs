@@ -158,6 +158,50 @@ async fn a_repeated_page_size_is_an_invalid_parameter_on_every_path() {
 }
 
 #[tokio::test]
+async fn every_single_valued_query_parameter_is_refused_when_repeated() {
+    let app = TestApp::spawn().await;
+    let alice = app.token("alice", &[]).await;
+
+    for (path, parameter) in [
+        ("/public/changes?since=1&since=2", "since"),
+        ("/api/agents?cursor=agt_1&cursor=agt_2", "cursor"),
+        (
+            "/.well-known/agent-card.json?format=a2a&format=registry",
+            "format",
+        ),
+    ] {
+        let response = app.request(Method::GET, path, Some(&alice), None).await;
+        response.assert_problem(400, "invalid_parameter");
+        assert!(
+            str_at(&response.body, "/detail")
+                .contains(&format!("{parameter}: given more than once")),
+            "{path}: {:?}",
+            response.body
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_typed_query_parameter_of_the_wrong_type_is_named() {
+    let app = TestApp::spawn().await;
+    let alice = app.token("alice", &[]).await;
+
+    for (path, parameter) in [
+        ("/public/changes?since=yesterday", "since"),
+        ("/public/changes?limit=1e3", "limit"),
+        ("/api/agents?limit=", "limit"),
+    ] {
+        let response = app.request(Method::GET, path, Some(&alice), None).await;
+        response.assert_problem(400, "invalid_parameter");
+        assert!(
+            str_at(&response.body, "/detail").contains(&format!("{parameter}: must be an integer")),
+            "{path}: {:?}",
+            response.body
+        );
+    }
+}
+
+#[tokio::test]
 async fn validation_lists_every_field_of_the_wrong_type_at_once() {
     let app = TestApp::spawn().await;
     let alice = app.token("alice", &[]).await;

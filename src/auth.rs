@@ -76,15 +76,6 @@ impl Caller {
             )))
         }
     }
-
-    /// 403 unless the caller owns a resource of `owner` (the master key owns everything).
-    pub fn require_owner(&self, owner: &str) -> ApiResult<()> {
-        if self.is_master || self.owner == owner {
-            Ok(())
-        } else {
-            Err(ApiError::forbidden("this agent belongs to another owner"))
-        }
-    }
 }
 
 /// The bearer secret of a request, if it carries one.

@@ -345,6 +345,7 @@ impl From<crate::registry::RegistryError> for ApiError {
             RegistryError::NotFound(identifier) => ApiError::agent_not_found(&identifier),
             RegistryError::NotOwner => ApiError::forbidden(err.to_string()),
             RegistryError::Invalid(errors) => ApiError::validation(errors),
+            RegistryError::Offline => ApiError::new(ErrorCode::Unavailable, err.to_string()),
             RegistryError::Store(err) => err.into(),
             RegistryError::Search(err) => err.into(),
         }

@@ -34,6 +34,9 @@ pub enum RegistryError {
     /// The input is not a valid agent (every invalid field).
     #[error("invalid agent")]
     Invalid(Vec<FieldError>),
+    /// A search on a registry opened without an index (`Registry::offline`).
+    #[error("this registry has no search index")]
+    Offline,
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -220,12 +223,7 @@ impl Registry {
     pub async fn search(&self, request: &SearchRequest) -> RegistryResult<SearchPage> {
         match &self.index {
             Some(index) => Ok(index.search(request).await?),
-            None => Ok(SearchPage {
-                hits: Vec::new(),
-                total: 0,
-                limit: request.limit,
-                next_cursor: None,
-            }),
+            None => Err(RegistryError::Offline),
         }
     }
 
@@ -458,4 +456,162 @@ fn check_namespace(draft: &AgentDraft, actor: &Actor) -> RegistryResult<()> {
         )]));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::search::SearchRequest;
+    use crate::store::sqlite::SqliteStore;
+
+    async fn store() -> (tempfile::TempDir, Arc<dyn Store>) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = SqliteStore::open_dir(dir.path()).await.expect("store");
+        (dir, Arc::new(store))
+    }
+
+    fn draft(package: &str, description: &str) -> AgentDraft {
+        AgentDraft::parse(&serde_json::json!({
+            "package_name": package,
+            "name": "Sea agent",
+            "description": description,
+        }))
+        .expect("draft")
+    }
+
+    fn query(text: &str) -> SearchRequest {
+        SearchRequest {
+            text: text.to_owned(),
+            filters: Default::default(),
+            sort: None,
+            limit: 10,
+            cursor: None,
+        }
+    }
+
+    async fn found(registry: &Registry, text: &str) -> Vec<String> {
+        let page = registry.search(&query(text)).await.expect("search");
+        page.hits
+            .iter()
+            .map(|hit| hit.listing.package_name.clone())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn every_write_is_searchable_or_gone_when_it_returns() {
+        let (_dir, store) = store().await;
+        let registry = Registry::open(store, None, Vectors::Wait)
+            .await
+            .expect("open");
+        let alice = Actor::owner("alice");
+
+        let agent = registry
+            .publish(draft("com.example.sea", "Tide tables"), &alice)
+            .await
+            .expect("publish");
+        assert!(
+            found(&registry, "tide").await.is_empty(),
+            "STAGE is not public"
+        );
+
+        registry
+            .transition(&agent.id, AgentState::Stage, AgentState::Active, &alice)
+            .await
+            .expect("go live");
+        assert_eq!(found(&registry, "tide").await, ["com.example.sea"]);
+
+        registry
+            .update(
+                "com.example.sea",
+                draft("com.example.sea", "Harbour currents"),
+                None,
+                &alice,
+            )
+            .await
+            .expect("update");
+        assert!(found(&registry, "tide").await.is_empty());
+        assert_eq!(found(&registry, "harbour").await, ["com.example.sea"]);
+
+        registry.delete(&agent.id, &alice).await.expect("delete");
+        assert!(found(&registry, "harbour").await.is_empty());
+        assert!(registry.find(&agent.id).await.expect("find").is_none());
+    }
+
+    #[tokio::test]
+    async fn only_the_owner_or_the_master_key_manages_an_agent() {
+        let (_dir, store) = store().await;
+        let registry = Registry::open(store, None, Vectors::Wait)
+            .await
+            .expect("open");
+        let agent = registry
+            .publish(draft("com.example.sea", "Tides"), &Actor::owner("alice"))
+            .await
+            .expect("publish");
+
+        let bob = Actor::owner("bob");
+        assert!(matches!(
+            registry.delete(&agent.id, &bob).await,
+            Err(RegistryError::NotOwner)
+        ));
+        assert!(matches!(
+            registry.find_owned("com.example.nothing", &bob).await,
+            Err(RegistryError::NotFound(_))
+        ));
+        let owned = registry
+            .find_owned(" com.example.sea ", &Actor::master())
+            .await
+            .expect("the master key owns everything");
+        assert_eq!(owned.id, agent.id);
+    }
+
+    #[tokio::test]
+    async fn the_registry_namespace_is_the_master_keys_on_every_way_in() {
+        let (_dir, store) = store().await;
+        let registry = Registry::offline(store);
+        let reserved = || draft("registry.mine", "Mine");
+
+        let published = registry.publish(reserved(), &Actor::owner("alice")).await;
+        let imported = registry
+            .import(reserved(), "alice", ImportMode::default())
+            .await;
+        for outcome in [published.map(|_| ()), imported.map(|_| ())] {
+            let Err(RegistryError::Invalid(errors)) = outcome else {
+                panic!("the reserved namespace was accepted: {outcome:?}");
+            };
+            assert_eq!(errors[0].field, "package_name");
+        }
+        registry
+            .publish(reserved(), &Actor::master())
+            .await
+            .expect("the master key may");
+    }
+
+    #[tokio::test]
+    async fn an_offline_registry_writes_through_the_change_log_and_does_not_search() {
+        let (_dir, store) = store().await;
+        let offline = Registry::offline(Arc::clone(&store));
+        let mode = ImportMode {
+            update: true,
+            go_live: true,
+        };
+        let first = offline
+            .import(draft("com.example.sea", "Tides"), "alice", mode)
+            .await
+            .expect("import");
+        let again = offline
+            .import(draft("com.example.sea", "Tides"), "alice", mode)
+            .await
+            .expect("import again");
+        assert_eq!((first, again), (Imported::Created, Imported::Unchanged));
+        assert!(matches!(
+            offline.search(&query("tides")).await,
+            Err(RegistryError::Offline)
+        ));
+
+        // A serving registry opened later (another process) finds what the tool wrote.
+        let serving = Registry::open(store, None, Vectors::Wait)
+            .await
+            .expect("open");
+        assert_eq!(found(&serving, "tides").await, ["com.example.sea"]);
+    }
 }

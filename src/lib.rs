@@ -18,6 +18,7 @@ pub mod registry;
 pub mod router;
 pub mod search;
 pub mod server;
+pub mod signing;
 pub mod state;
 pub mod store;
 pub mod task;

@@ -119,6 +119,44 @@ pub async fn transitions_check_the_current_state(store: &dyn Store) {
     assert!(matches!(missing, Err(StoreError::NotFound)), "{missing:?}");
 }
 
+pub async fn refused_writes_change_nothing_and_log_nothing(store: &dyn Store) {
+    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
+    store.insert_agent(&agent).await.expect("insert");
+    let before = store.latest_change().await.expect("latest");
+    let mut changed = agent.draft.clone();
+    changed.description = "Stale.".to_owned();
+    let stale = store
+        .update_agent(&agent.id, &changed, Some(7), at(1))
+        .await;
+    assert!(
+        matches!(stale, Err(StoreError::VersionMismatch)),
+        "{stale:?}"
+    );
+    let wrong = store
+        .transition(&agent.id, AgentState::Active, AgentState::Stage, at(2))
+        .await;
+    assert!(
+        matches!(&wrong, Err(StoreError::InvalidTransition(message))
+            if message == "agent 'com.example.weather' is STAGE, not ACTIVE"),
+        "{wrong:?}"
+    );
+    let missing = store
+        .set_verification("agt_missing", VerificationLevel::DomainVerified, at(3))
+        .await;
+    assert!(matches!(missing, Err(StoreError::NotFound)), "{missing:?}");
+    assert!(
+        !store
+            .delete_agent("agt_missing", at(4))
+            .await
+            .expect("delete")
+    );
+    assert_eq!(
+        store.find_agent(&agent.id).await.expect("find"),
+        Some(agent)
+    );
+    assert_eq!(store.latest_change().await.expect("latest"), before);
+}
+
 pub async fn verification_is_recorded(store: &dyn Store) {
     let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
     store.insert_agent(&agent).await.expect("insert");
@@ -589,6 +627,7 @@ macro_rules! conformance_suite {
             lookups_with_a_nul_character_find_nothing,
             updates_replace_fields_and_bump_the_revision,
             transitions_check_the_current_state,
+            refused_writes_change_nothing_and_log_nothing,
             verification_is_recorded,
             deleting_frees_the_package_name,
             listing_filters_by_owner_and_pages_by_id,

@@ -1,6 +1,6 @@
 //! Persistence behind one small `Store` trait: agents, their change log, API tokens, and
 //! playground sessions. `sqlite` is the embedded default, `postgres` serves several processes
-//! on one database; both pass `conformance`.
+//! on one database; both run the SQL of `sql` and pass `conformance`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,6 +14,7 @@ use crate::timestamp::Timestamp;
 pub mod model;
 pub mod postgres;
 mod row;
+mod sql;
 pub mod sqlite;
 
 #[cfg(test)]

@@ -1,0 +1,691 @@
+//! The SQL both backends run, written once: `SqlStore<DB>` implements `Store` for SQLite
+//! (`sqlite.rs`) and PostgreSQL (`postgres.rs`), which add only what they do differently.
+//!
+//! How one text serves both:
+//! - Placeholders are `$N`. PostgreSQL needs them and SQLite accepts them (sqlx binds `$N` to
+//!   the N-th argument), so each statement is a single string. Where PostgreSQL must be told a
+//!   parameter's type (`… IS NULL`) it is `CAST($1 AS TEXT)`, which SQLite reads too, and a
+//!   boolean column compares with `TRUE`, which both planners match to their index.
+//! - A write is one statement guarded by its own `WHERE` (revision, state) that hands the row
+//!   back with `RETURNING` (SQLite has it since 3.35; sqlx bundles 3.46). On PostgreSQL, check
+//!   and write are then atomic without a lock held across round trips; SQLite, whose writes
+//!   all go through one connection, answers the same either way.
+//! - The code is generic over `sqlx::Database`, not run through `sqlx::Any` (which would lose
+//!   SQLite's pool options and PostgreSQL's `LISTEN`) nor stamped out twice by a macro (whose
+//!   body rustfmt does not format and type errors point into vaguely). Its price is the `where`
+//!   clause of the one `impl Store`: the types the SQL binds and the rows it reads.
+//!
+//! What does differ is [`Dialect`]: how a change is logged (PostgreSQL orders and announces
+//! it), how a read transaction sees one snapshot, and what a backend keeps beside its pools.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::encode::Encode;
+use sqlx::query::Query;
+use sqlx::{Database, Executor, FromRow, IntoArguments, Pool, Transaction, Type};
+
+use crate::domain::AgentDraft;
+use crate::timestamp::Timestamp;
+
+use super::row::{
+    AgentRow, ChangeRow, DraftColumns, EmbeddingRow, SessionRow, StepRow, TokenRow, scopes_column,
+    to_json,
+};
+use super::{
+    Agent, AgentState, Change, ChangeKind, PlaygroundSession, SessionStep, Store, StoreError,
+    StoreResult, StoredEmbedding, TokenRecord, VerificationLevel,
+};
+
+/// What one backend does differently from the shared SQL.
+#[async_trait]
+pub trait Dialect: Database {
+    /// What the store keeps beside its pools: PostgreSQL's change listener.
+    type Feed: Send + Sync + 'static;
+
+    /// Logs one change: inserts `$1`…`$5` (agent id, package name, kind, at, public) into
+    /// `agent_changes`. `log_change` binds any further parameter.
+    const LOG_CHANGE: &'static str;
+
+    /// Run first in a read transaction that must see one snapshot, where `BEGIN` does not.
+    const READ_SNAPSHOT: Option<&'static str>;
+
+    /// Run `insert` (`LOG_CHANGE` with its five values bound) in `tx`, as the last statement
+    /// before commit.
+    async fn log_change<'q>(
+        feed: &Self::Feed,
+        tx: &mut Self::Connection,
+        insert: Query<'q, Self, Self::Arguments<'q>>,
+    ) -> StoreResult<()>;
+
+    /// `Store::wait_for_change`: by default, just sleep (followers poll).
+    async fn wait_for_change(_feed: &Self::Feed, timeout: Duration) {
+        tokio::time::sleep(timeout).await;
+    }
+
+    fn rows_affected(result: &Self::QueryResult) -> u64;
+}
+
+/// The store over one backend's pools.
+pub struct SqlStore<DB: Dialect> {
+    /// Writes: SQLite's single connection, or PostgreSQL's pool.
+    pub(super) writer: Pool<DB>,
+    /// Reads: SQLite's read-only pool, or the same pool as `writer` on PostgreSQL.
+    pub(super) reader: Pool<DB>,
+    pub(super) feed: DB::Feed,
+}
+
+const AGENT_COLUMNS: &str = "id, package_name, owner, state, verification_level, \
+    verification_token, revision, name, description, version, manifest_url, url, target, \
+    category, tags, capabilities, payment, card, created_at, updated_at, published_at";
+
+const CHANGE_COLUMNS: &str = "seq, agent_id, package_name, kind, at, public";
+
+const TOKEN_COLUMNS: &str = "id, owner, scopes, secret_hash, created_at, expires_at, revoked_at";
+
+/// `DB::LOG_CHANGE` with the values of one change bound.
+fn change_insert<'q, DB: Dialect>(
+    agent: &'q Agent,
+    kind: ChangeKind,
+    at: Timestamp,
+    public: bool,
+) -> Query<'q, DB, DB::Arguments<'q>>
+where
+    &'q str: Encode<'q, DB> + Type<DB>,
+    i64: Encode<'q, DB> + Type<DB>,
+    bool: Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query(DB::LOG_CHANGE)
+        .bind(agent.id.as_str())
+        .bind(agent.package_name())
+        .bind(kind.as_str())
+        .bind(at.micros())
+        .bind(public)
+}
+
+/// `query` with a draft's writable columns bound next, in the order of `AGENT_COLUMNS`: name,
+/// description, version, manifest_url, url, target, category, tags, capabilities, payment, card.
+fn bind_draft<'q, DB: Database>(
+    query: Query<'q, DB, DB::Arguments<'q>>,
+    draft: &'q AgentDraft,
+    columns: &'q DraftColumns,
+) -> Query<'q, DB, DB::Arguments<'q>>
+where
+    String: Encode<'q, DB> + Type<DB>,
+    Option<String>: Encode<'q, DB>,
+{
+    query
+        .bind(&draft.name)
+        .bind(&draft.description)
+        .bind(&draft.version)
+        .bind(&draft.manifest_url)
+        .bind(&draft.url)
+        .bind(&draft.target)
+        .bind(&draft.category)
+        .bind(&columns.tags)
+        .bind(&columns.capabilities)
+        .bind(&columns.payment)
+        .bind(&columns.card)
+}
+
+/// Agent `id` as it stands in `tx` after a guarded write matched no row (`None`: it is gone,
+/// else its state failed the guard). Rolls `tx` back.
+async fn missed<DB: Database>(mut tx: Transaction<'_, DB>, id: &str) -> StoreResult<Option<Agent>>
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'r> AgentRow: FromRow<'r, DB::Row>,
+{
+    let sql = format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1");
+    let row: Option<AgentRow> = sqlx::query_as(&sql)
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+    tx.rollback().await?;
+    row.map(Agent::try_from).transpose()
+}
+
+fn is_unique_violation(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
+}
+
+/// An insert's outcome, with a taken unique key (a token's hash, a session's id) as `Conflict`.
+fn taken_is_conflict<T>(inserted: Result<T, sqlx::Error>, conflict: &str) -> StoreResult<()> {
+    match inserted {
+        Err(err) if is_unique_violation(&err) => Err(StoreError::Conflict(conflict.to_owned())),
+        other => other.map(|_| ()).map_err(StoreError::from),
+    }
+}
+
+/// PostgreSQL text cannot hold U+0000, so no stored key does on either backend: a lookup by
+/// such a key finds nothing without asking (PostgreSQL would answer with an error).
+fn holds_nul(key: &str) -> bool {
+    key.contains('\0')
+}
+
+#[async_trait]
+impl<DB: Dialect> Store for SqlStore<DB>
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<&'q str>: Encode<'q, DB>,
+    for<'q> String: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<String>: Encode<'q, DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<i64>: Encode<'q, DB>,
+    for<'q> bool: Encode<'q, DB> + Type<DB>,
+    for<'q> Vec<u8>: Encode<'q, DB> + Type<DB>,
+    for<'r> (i64,): FromRow<'r, DB::Row>,
+    for<'r> (Option<i64>,): FromRow<'r, DB::Row>,
+    for<'r> AgentRow: FromRow<'r, DB::Row>,
+    for<'r> ChangeRow: FromRow<'r, DB::Row>,
+    for<'r> TokenRow: FromRow<'r, DB::Row>,
+    for<'r> EmbeddingRow: FromRow<'r, DB::Row>,
+    for<'r> SessionRow: FromRow<'r, DB::Row>,
+    for<'r> StepRow: FromRow<'r, DB::Row>,
+{
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1").execute(&self.reader).await?;
+        Ok(())
+    }
+
+    async fn insert_agent(&self, agent: &Agent) -> StoreResult<()> {
+        let columns = DraftColumns::of(&agent.draft)?;
+        let draft = &agent.draft;
+        let mut tx = self.writer.begin().await?;
+        let sql = format!(
+            "INSERT INTO agents ({AGENT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, \
+             $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
+        );
+        let insert = sqlx::query(&sql)
+            .bind(&agent.id)
+            .bind(agent.package_name())
+            .bind(&agent.owner)
+            .bind(agent.state.as_str())
+            .bind(agent.verification_level.as_str())
+            .bind(&agent.verification_token)
+            .bind(agent.revision);
+        let inserted = bind_draft(insert, draft, &columns)
+            .bind(agent.created_at.micros())
+            .bind(agent.updated_at.micros())
+            .bind(agent.published_at.map(Timestamp::micros))
+            .execute(&mut *tx)
+            .await;
+        match inserted {
+            // A racing insert of the same name waits on the unique index (PostgreSQL) or the
+            // writer connection (SQLite) until the first commits, then fails here: one 201,
+            // one 409.
+            Err(err) if is_unique_violation(&err) => {
+                tx.rollback().await?;
+                return Err(StoreError::Conflict(format!(
+                    "package name '{}' is already registered",
+                    agent.package_name()
+                )));
+            }
+            other => other?,
+        };
+        let created_at = agent.created_at;
+        let public = Change::is_public(None, Some(agent.state));
+        let created = change_insert(agent, ChangeKind::Created, created_at, public);
+        DB::log_change(&self.feed, &mut tx, created).await?;
+        if agent.state == AgentState::Active {
+            let published = change_insert(agent, ChangeKind::Published, created_at, true);
+            DB::log_change(&self.feed, &mut tx, published).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn find_agent(&self, identifier: &str) -> StoreResult<Option<Agent>> {
+        if holds_nul(identifier) {
+            return Ok(None);
+        }
+        let sql = format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1 OR package_name = $2");
+        let row: Option<AgentRow> = sqlx::query_as(&sql)
+            .bind(identifier)
+            .bind(identifier.to_lowercase())
+            .fetch_optional(&self.reader)
+            .await?;
+        row.map(Agent::try_from).transpose()
+    }
+
+    async fn update_agent(
+        &self,
+        id: &str,
+        draft: &AgentDraft,
+        expected_revision: Option<i64>,
+        at: Timestamp,
+    ) -> StoreResult<Agent> {
+        let columns = DraftColumns::of(draft)?;
+        let mut tx = self.writer.begin().await?;
+        let sql = format!(
+            "UPDATE agents SET name = $1, description = $2, version = $3, manifest_url = $4, \
+             url = $5, target = $6, category = $7, tags = $8, capabilities = $9, payment = $10, \
+             card = $11, updated_at = $12, revision = revision + 1 \
+             WHERE id = $13 AND (CAST($14 AS BIGINT) IS NULL OR revision = $14) \
+             RETURNING {AGENT_COLUMNS}"
+        );
+        let row = bind_draft(sqlx::query(&sql), draft, &columns)
+            .bind(at.micros())
+            .bind(id)
+            .bind(expected_revision)
+            .try_map(|row| AgentRow::from_row(&row))
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(row) = row else {
+            return Err(match missed(tx, id).await? {
+                Some(_) => StoreError::VersionMismatch,
+                None => StoreError::NotFound,
+            });
+        };
+        let updated = Agent::try_from(row)?;
+        let public = Change::is_public(Some(updated.state), Some(updated.state));
+        let change = change_insert(&updated, ChangeKind::Updated, at, public);
+        DB::log_change(&self.feed, &mut tx, change).await?;
+        tx.commit().await?;
+        Ok(updated)
+    }
+
+    async fn transition(
+        &self,
+        id: &str,
+        from: AgentState,
+        to: AgentState,
+        at: Timestamp,
+    ) -> StoreResult<Agent> {
+        let published_at = match to {
+            AgentState::Active => Some(at.micros()),
+            AgentState::Stage => None,
+        };
+        let mut tx = self.writer.begin().await?;
+        let sql = format!(
+            "UPDATE agents SET state = $1, published_at = $2, updated_at = $3, \
+             revision = revision + 1 WHERE id = $4 AND state = $5 RETURNING {AGENT_COLUMNS}"
+        );
+        let row: Option<AgentRow> = sqlx::query_as(&sql)
+            .bind(to.as_str())
+            .bind(published_at)
+            .bind(at.micros())
+            .bind(id)
+            .bind(from.as_str())
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(row) = row else {
+            let Some(current) = missed(tx, id).await? else {
+                return Err(StoreError::NotFound);
+            };
+            return Err(StoreError::InvalidTransition(format!(
+                "agent '{}' is {}, not {}",
+                current.package_name(),
+                current.state.as_str(),
+                from.as_str()
+            )));
+        };
+        let updated = Agent::try_from(row)?;
+        let kind = match to {
+            AgentState::Active => ChangeKind::Published,
+            AgentState::Stage => ChangeKind::Unpublished,
+        };
+        let public = Change::is_public(Some(from), Some(to));
+        let change = change_insert(&updated, kind, at, public);
+        DB::log_change(&self.feed, &mut tx, change).await?;
+        tx.commit().await?;
+        Ok(updated)
+    }
+
+    async fn set_verification(
+        &self,
+        id: &str,
+        level: VerificationLevel,
+        at: Timestamp,
+    ) -> StoreResult<Agent> {
+        let mut tx = self.writer.begin().await?;
+        let sql = format!(
+            "UPDATE agents SET verification_level = $1, updated_at = $2, \
+             revision = revision + 1 WHERE id = $3 RETURNING {AGENT_COLUMNS}"
+        );
+        let row: Option<AgentRow> = sqlx::query_as(&sql)
+            .bind(level.as_str())
+            .bind(at.micros())
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(row) = row else {
+            tx.rollback().await?;
+            return Err(StoreError::NotFound);
+        };
+        let updated = Agent::try_from(row)?;
+        let public = Change::is_public(Some(updated.state), Some(updated.state));
+        let change = change_insert(&updated, ChangeKind::Verified, at, public);
+        DB::log_change(&self.feed, &mut tx, change).await?;
+        tx.commit().await?;
+        Ok(updated)
+    }
+
+    async fn delete_agent(&self, id: &str, at: Timestamp) -> StoreResult<bool> {
+        let mut tx = self.writer.begin().await?;
+        let sql = format!("DELETE FROM agents WHERE id = $1 RETURNING {AGENT_COLUMNS}");
+        let row: Option<AgentRow> = sqlx::query_as(&sql)
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(row) = row else {
+            tx.rollback().await?;
+            return Ok(false);
+        };
+        let deleted = Agent::try_from(row)?;
+        let public = Change::is_public(Some(deleted.state), None);
+        let change = change_insert(&deleted, ChangeKind::Deleted, at, public);
+        DB::log_change(&self.feed, &mut tx, change).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn list_agents(
+        &self,
+        owner: Option<&str>,
+        after_id: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<Agent>> {
+        let sql = format!(
+            "SELECT {AGENT_COLUMNS} FROM agents \
+             WHERE (CAST($1 AS TEXT) IS NULL OR owner = $1) \
+             AND (CAST($2 AS TEXT) IS NULL OR id > $2) \
+             ORDER BY id LIMIT $3"
+        );
+        let rows: Vec<AgentRow> = sqlx::query_as(&sql)
+            .bind(owner)
+            .bind(after_id)
+            .bind(i64::from(limit))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.into_iter().map(Agent::try_from).collect()
+    }
+
+    async fn all_agents(&self, state: Option<AgentState>) -> StoreResult<Vec<Agent>> {
+        let sql = format!(
+            "SELECT {AGENT_COLUMNS} FROM agents WHERE (CAST($1 AS TEXT) IS NULL OR state = $1) \
+             ORDER BY id"
+        );
+        let rows: Vec<AgentRow> = sqlx::query_as(&sql)
+            .bind(state.map(AgentState::as_str))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.into_iter().map(Agent::try_from).collect()
+    }
+
+    async fn changes_since(&self, since: i64, limit: u32) -> StoreResult<Vec<Change>> {
+        let sql = format!(
+            "SELECT {CHANGE_COLUMNS} FROM agent_changes WHERE seq > $1 ORDER BY seq LIMIT $2"
+        );
+        let rows: Vec<ChangeRow> = sqlx::query_as(&sql)
+            .bind(since)
+            .bind(i64::from(limit))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.into_iter().map(Change::try_from).collect()
+    }
+
+    async fn public_changes_since(&self, since: i64, limit: u32) -> StoreResult<Vec<Change>> {
+        let sql = format!(
+            "SELECT {CHANGE_COLUMNS} FROM agent_changes WHERE public = TRUE AND seq > $1 \
+             ORDER BY seq LIMIT $2"
+        );
+        let rows: Vec<ChangeRow> = sqlx::query_as(&sql)
+            .bind(since)
+            .bind(i64::from(limit))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.into_iter().map(Change::try_from).collect()
+    }
+
+    async fn latest_change(&self) -> StoreResult<i64> {
+        let seq: Option<i64> = sqlx::query_scalar("SELECT MAX(seq) FROM agent_changes")
+            .fetch_one(&self.reader)
+            .await?;
+        Ok(seq.unwrap_or(0))
+    }
+
+    async fn wait_for_change(&self, timeout: Duration) {
+        DB::wait_for_change(&self.feed, timeout).await;
+    }
+
+    async fn load_embeddings(&self, embedder_id: &str) -> StoreResult<Vec<StoredEmbedding>> {
+        let rows: Vec<EmbeddingRow> = sqlx::query_as(
+            "SELECT agent_id, content_hash, vector FROM agent_embeddings WHERE embedder_id = $1",
+        )
+        .bind(embedder_id)
+        .fetch_all(&self.reader)
+        .await?;
+        rows.into_iter().map(StoredEmbedding::try_from).collect()
+    }
+
+    async fn find_embedding(
+        &self,
+        agent_id: &str,
+        embedder_id: &str,
+    ) -> StoreResult<Option<StoredEmbedding>> {
+        let row: Option<EmbeddingRow> = sqlx::query_as(
+            "SELECT agent_id, content_hash, vector FROM agent_embeddings \
+             WHERE agent_id = $1 AND embedder_id = $2",
+        )
+        .bind(agent_id)
+        .bind(embedder_id)
+        .fetch_optional(&self.reader)
+        .await?;
+        row.map(StoredEmbedding::try_from).transpose()
+    }
+
+    async fn save_embeddings(
+        &self,
+        embedder_id: &str,
+        embeddings: &[StoredEmbedding],
+    ) -> StoreResult<()> {
+        let mut tx = self.writer.begin().await?;
+        for embedding in embeddings {
+            // INSERT … SELECT: nothing is written for an agent deleted meanwhile.
+            sqlx::query(
+                "INSERT INTO agent_embeddings (agent_id, embedder_id, content_hash, vector) \
+                 SELECT id, $1, $2, $3 FROM agents WHERE id = $4 \
+                 ON CONFLICT (agent_id, embedder_id) DO UPDATE SET \
+                 content_hash = excluded.content_hash, vector = excluded.vector",
+            )
+            .bind(embedder_id)
+            .bind(&embedding.content_hash)
+            .bind(embedding.vector_bytes())
+            .bind(&embedding.agent_id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn insert_token(&self, token: &TokenRecord) -> StoreResult<()> {
+        let sql =
+            format!("INSERT INTO tokens ({TOKEN_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)");
+        let inserted = sqlx::query(&sql)
+            .bind(&token.id)
+            .bind(&token.owner)
+            .bind(scopes_column(&token.scopes))
+            .bind(&token.secret_hash)
+            .bind(token.created_at.micros())
+            .bind(token.expires_at.map(Timestamp::micros))
+            .bind(token.revoked_at.map(Timestamp::micros))
+            .execute(&self.writer)
+            .await;
+        taken_is_conflict(inserted, "token already exists")
+    }
+
+    async fn find_token_by_hash(&self, secret_hash: &str) -> StoreResult<Option<TokenRecord>> {
+        if holds_nul(secret_hash) {
+            return Ok(None);
+        }
+        let sql = format!("SELECT {TOKEN_COLUMNS} FROM tokens WHERE secret_hash = $1");
+        let row: Option<TokenRow> = sqlx::query_as(&sql)
+            .bind(secret_hash)
+            .fetch_optional(&self.reader)
+            .await?;
+        row.map(TokenRecord::try_from).transpose()
+    }
+
+    async fn list_tokens(&self, owner: Option<&str>) -> StoreResult<Vec<TokenRecord>> {
+        let sql = format!(
+            "SELECT {TOKEN_COLUMNS} FROM tokens WHERE (CAST($1 AS TEXT) IS NULL OR owner = $1) \
+             ORDER BY created_at DESC, id DESC"
+        );
+        let rows: Vec<TokenRow> = sqlx::query_as(&sql)
+            .bind(owner)
+            .fetch_all(&self.reader)
+            .await?;
+        rows.into_iter().map(TokenRecord::try_from).collect()
+    }
+
+    async fn revoke_token(&self, id: &str, at: Timestamp) -> StoreResult<bool> {
+        if holds_nul(id) {
+            return Ok(false);
+        }
+        let result =
+            sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
+                .bind(at.micros())
+                .bind(id)
+                .execute(&self.writer)
+                .await?;
+        Ok(DB::rows_affected(&result) > 0)
+    }
+
+    async fn insert_session(&self, session: &PlaygroundSession) -> StoreResult<()> {
+        let inserted = sqlx::query(
+            "INSERT INTO playground_sessions (id, owner, name, created_at, last_active_at, \
+             expires_at) VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(&session.id)
+        .bind(&session.owner)
+        .bind(&session.name)
+        .bind(session.created_at.micros())
+        .bind(session.last_active_at.micros())
+        .bind(session.expires_at.micros())
+        .execute(&self.writer)
+        .await;
+        taken_is_conflict(inserted, "session already exists")
+    }
+
+    async fn find_session(&self, id: &str) -> StoreResult<Option<PlaygroundSession>> {
+        if holds_nul(id) {
+            return Ok(None);
+        }
+        // One read transaction, so the steps belong to the session row read.
+        let mut tx = self.reader.begin().await?;
+        if let Some(snapshot) = DB::READ_SNAPSHOT {
+            sqlx::query(snapshot).execute(&mut *tx).await?;
+        }
+        let row: Option<SessionRow> = sqlx::query_as(
+            "SELECT id, owner, name, created_at, last_active_at, expires_at \
+             FROM playground_sessions WHERE id = $1",
+        )
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let steps: Vec<StepRow> = sqlx::query_as(
+            "SELECT seq, kind, at, duration_ms, data FROM playground_steps \
+             WHERE session_id = $1 ORDER BY seq",
+        )
+        .bind(id)
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        row.with_steps(steps).map(Some)
+    }
+
+    async fn append_session_step(
+        &self,
+        session_id: &str,
+        step: &SessionStep,
+        expires_at: Timestamp,
+    ) -> StoreResult<SessionStep> {
+        if holds_nul(session_id) {
+            return Err(StoreError::NotFound);
+        }
+        let data = to_json(&step.data)?;
+        let mut tx = self.writer.begin().await?;
+        // The UPDATE locks the session row, so concurrent appends number their steps in turn.
+        let touched = sqlx::query(
+            "UPDATE playground_sessions SET last_active_at = $1, expires_at = $2 WHERE id = $3",
+        )
+        .bind(step.at.micros())
+        .bind(expires_at.micros())
+        .bind(session_id)
+        .execute(&mut *tx)
+        .await?;
+        if DB::rows_affected(&touched) == 0 {
+            return Err(StoreError::NotFound);
+        }
+        let seq: i64 = sqlx::query_scalar(
+            "SELECT COALESCE(MAX(seq), 0) + 1 FROM playground_steps WHERE session_id = $1",
+        )
+        .bind(session_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO playground_steps (session_id, seq, kind, at, duration_ms, data) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(session_id)
+        .bind(seq)
+        .bind(step.kind.as_str())
+        .bind(step.at.micros())
+        .bind(step.duration_ms)
+        .bind(data)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(SessionStep {
+            seq,
+            ..step.clone()
+        })
+    }
+
+    async fn touch_session(
+        &self,
+        id: &str,
+        at: Timestamp,
+        expires_at: Timestamp,
+    ) -> StoreResult<bool> {
+        if holds_nul(id) {
+            return Ok(false);
+        }
+        let result = sqlx::query(
+            "UPDATE playground_sessions SET last_active_at = $1, expires_at = $2 WHERE id = $3",
+        )
+        .bind(at.micros())
+        .bind(expires_at.micros())
+        .bind(id)
+        .execute(&self.writer)
+        .await?;
+        Ok(DB::rows_affected(&result) > 0)
+    }
+
+    async fn delete_session(&self, id: &str) -> StoreResult<bool> {
+        if holds_nul(id) {
+            return Ok(false);
+        }
+        let result = sqlx::query("DELETE FROM playground_sessions WHERE id = $1")
+            .bind(id)
+            .execute(&self.writer)
+            .await?;
+        Ok(DB::rows_affected(&result) > 0)
+    }
+
+    async fn purge_expired_sessions(&self, now: Timestamp) -> StoreResult<u64> {
+        let result = sqlx::query("DELETE FROM playground_sessions WHERE expires_at <= $1")
+            .bind(now.micros())
+            .execute(&self.writer)
+            .await?;
+        Ok(DB::rows_affected(&result))
+    }
+}

@@ -11,10 +11,10 @@ echo "== build the registry binary"
 # nothing is compiled again (a plain `cargo build` unifies features differently).
 cargo test --locked --no-run --quiet
 
-if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import a2a.client, pytest, httpx' 2>/dev/null; then
+if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import a2a.client, a2a.utils.signing, pytest, httpx' 2>/dev/null; then
     echo "== create $VENV with a2a-sdk 1.x"
     python3 -m venv "$VENV"
-    "$VENV/bin/pip" install --quiet 'a2a-sdk[http-server]>=1,<2' pytest httpx
+    "$VENV/bin/pip" install --quiet 'a2a-sdk[http-server,signing]>=1,<2' pytest httpx
 fi
 echo "== a2a-sdk $("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("a2a-sdk"))')"
 

@@ -57,6 +57,11 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
     let embedder = search::embed::from_config(&config.embedder)?;
     let started = std::time::Instant::now();
     let registry = Arc::new(Registry::open(store.clone(), embedder, vectors).await?);
+    let signer = Arc::new(signing::CardSigner::from_config(
+        &config.signing,
+        &config.storage.data_dir,
+        format!("{base_url}/.well-known/jwks.json"),
+    )?);
     let outbound = Arc::new(outbound::Outbound::new(
         outbound::OutboundSettings::for_user_urls(&config.upstreams, &base_url),
     )?);
@@ -88,6 +93,7 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
         hosted,
         started_at: timestamp::Timestamp::now(),
         token_limit,
+        signer,
     };
     let router = router::router(state.clone());
     Ok(App { state, router })

@@ -738,7 +738,7 @@ fn json_rpc_error_response() -> Value {
 fn agent_card() -> Value {
     json!({
         "type": "object",
-        "description": "An A2A v1.0 AgentCard (for a published agent: the card its owner gave, as given, else one built from its record).",
+        "description": "An A2A v1.0 AgentCard (for a published agent: the card its owner gave, as given, else one built from its record), signed by the registry: `signatures` holds one detached JWS whose keys are at `/.well-known/jwks.json`.",
     })
 }
 
@@ -827,13 +827,14 @@ fn readiness() -> Value {
 // ----- the shared response rules -----
 
 /// Path templates behind the per-IP rate limit (the `public` and page groups of the router).
-pub const RATE_LIMITED_PATHS: [&str; 8] = [
+pub const RATE_LIMITED_PATHS: [&str; 9] = [
     "/public/agents",
     "/public/agents/search",
     "/public/agents/resolve/{package_name}",
     "/public/agents/{identifier}",
     "/public/changes",
     "/.well-known/agent-card.json",
+    "/.well-known/jwks.json",
     "/a2a/message",
     "/a2a/utility/{name}/.well-known/agent-card.json",
 ];

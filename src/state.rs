@@ -31,6 +31,8 @@ pub struct AppState {
     /// When this process started: the last time the registry's and hosted agents' cards, which
     /// are built from the binary and its configuration, can have changed.
     pub started_at: Timestamp,
+    /// Signs every card the registry serves; publishes the keys.
+    pub signer: Arc<crate::signing::CardSigner>,
     /// Requests per token on authenticated paths.
     pub token_limit: Arc<crate::auth::TokenRateLimit>,
 }

@@ -6,6 +6,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::domain::AgentDraft;
+use crate::signing::CardSigner;
 use crate::store::Agent;
 use crate::timestamp::Timestamp;
 
@@ -43,16 +44,24 @@ pub fn card_of_draft(draft: &AgentDraft) -> Value {
     })
 }
 
-/// A JSON document clients may cache: `ETag` from its content, `Last-Modified` when the time of
-/// its last change is known, `Cache-Control`, and 304 when `If-None-Match` already names it (or,
-/// without `If-None-Match`, when `If-Modified-Since` is not older than the last change).
-pub fn cacheable_json(
+/// A card as clients may cache it, signed by the registry's `signer` (the registry's own
+/// earlier card shape is not an A2A card and is not signed): `ETag` from its unsigned content and
+/// the signing key (ECDSA signatures differ on every signing; the card they cover does not),
+/// `Last-Modified` when the time of its last change is known, `Cache-Control`, and 304 when
+/// `If-None-Match` already names it (or, without `If-None-Match`, when `If-Modified-Since` is
+/// not older than the last change).
+pub fn card_response(
+    signer: Option<&CardSigner>,
     request_headers: &HeaderMap,
-    value: &Value,
+    card: &Value,
     last_modified: Option<Timestamp>,
 ) -> Response {
-    let body = serde_json::to_vec(value).unwrap_or_default();
-    let etag = format!("\"{}\"", &hex::encode(Sha256::digest(&body))[..32]);
+    let mut digest = Sha256::new();
+    digest.update(serde_json::to_vec(card).unwrap_or_default());
+    if let Some(signer) = signer {
+        digest.update(signer.kid().as_bytes());
+    }
+    let etag = format!("\"{}\"", &hex::encode(digest.finalize())[..32]);
     let cache_control = format!("public, max-age={CARD_MAX_AGE_SECS}");
     let last_modified = last_modified.map(Timestamp::whole_secs);
     let if_none_match: Vec<&str> = request_headers
@@ -74,6 +83,11 @@ pub fn cacheable_json(
     let mut response = if not_modified {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
+        let body = match signer {
+            Some(signer) => serde_json::to_vec(&signer.sign(card)),
+            None => serde_json::to_vec(card),
+        }
+        .unwrap_or_default();
         ([(header::CONTENT_TYPE, "application/json")], body).into_response()
     };
     let headers = response.headers_mut();
@@ -104,9 +118,15 @@ pub async fn registry_card(
     headers: HeaderMap,
 ) -> crate::error::ApiResult<Response> {
     let version = env!("CARGO_PKG_VERSION");
-    let card = match query.format.as_deref() {
-        None | Some("" | "a2a") => card::registry_card(&state.base_url, &state.base_url, version),
-        Some("registry") => card::registry_card_legacy(&state.base_url, &state.base_url, version),
+    let (card, signer) = match query.format.as_deref() {
+        None | Some("" | "a2a") => (
+            card::registry_card(&state.base_url, &state.base_url, version),
+            Some(state.signer.as_ref()),
+        ),
+        Some("registry") => (
+            card::registry_card_legacy(&state.base_url, &state.base_url, version),
+            None,
+        ),
         Some(other) => {
             return Err(crate::error::ApiError::invalid_parameter(format!(
                 "format: unknown '{}'; allowed: a2a, registry",
@@ -114,7 +134,31 @@ pub async fn registry_card(
             )));
         }
     };
-    Ok(cacheable_json(&headers, &card, Some(state.started_at)))
+    Ok(card_response(
+        signer,
+        &headers,
+        &card,
+        Some(state.started_at),
+    ))
+}
+
+/// The public keys that check the signatures on every card the registry serves (current key
+/// first, then earlier keys not yet retired).
+#[utoipa::path(get, path = "/.well-known/jwks.json", tag = "a2a",
+    responses((status = 200, description = "A JWK set (RFC 7517): `{keys: [{kty, crv, x, (y), kid, alg, use}]}`", body = Object, content_type = "application/jwk-set+json",
+                headers(("Cache-Control" = String)))))]
+pub async fn jwks(
+    axum::extract::State(state): axum::extract::State<crate::state::AppState>,
+) -> Response {
+    let body = serde_json::to_vec(&state.signer.jwks()).unwrap_or_default();
+    (
+        [
+            (header::CONTENT_TYPE, "application/jwk-set+json"),
+            (header::CACHE_CONTROL, "public, max-age=300"),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 /// The registry card's query string.
@@ -147,5 +191,10 @@ pub async fn utility_card(
     let card = hosted.card(&state.base_url).map_err(|errors| {
         crate::error::ApiError::internal(format!("hosted agent card is invalid: {errors:?}"))
     })?;
-    Ok(cacheable_json(&headers, &card, Some(state.started_at)))
+    Ok(card_response(
+        Some(&state.signer),
+        &headers,
+        &card,
+        Some(state.started_at),
+    ))
 }

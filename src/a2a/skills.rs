@@ -40,5 +40,5 @@ pub fn page_json(page: &AgentPage) -> Value {
 /// The card of an ACTIVE agent by package name (or id); 404 `agent_not_found` otherwise.
 pub async fn resolve(state: &AppState, package: &str) -> ApiResult<Value> {
     let agent = state.registry.find_active(package).await?;
-    Ok(super::card_of(&agent))
+    Ok(state.signer.sign(&super::card_of(&agent)))
 }

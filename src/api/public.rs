@@ -79,7 +79,8 @@ pub async fn resolve_card(
     PathParam(package_name): PathParam,
 ) -> ApiResult<Response> {
     let agent = state.registry.find_active(&package_name).await?;
-    Ok(a2a::cacheable_json(
+    Ok(a2a::card_response(
+        Some(&state.signer),
         &headers,
         &a2a::card_of(&agent),
         Some(agent.updated_at),

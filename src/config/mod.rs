@@ -49,6 +49,9 @@ pub struct Config {
     #[command(flatten)]
     pub limits: RequestLimits,
 
+    #[command(flatten)]
+    pub signing: SigningConfig,
+
     /// A bearer secret accepted with every scope, for operators. Unset: only CLI-made tokens exist.
     #[arg(long, env = "REGISTRY_MASTER_KEY", hide_env_values = true)]
     pub master_key: Option<String>,
@@ -104,6 +107,25 @@ pub struct Config {
     /// Log format: `text` for people, `json` for log collectors.
     #[arg(long, env = "REGISTRY_LOG_FORMAT", default_value = "text")]
     pub log_format: LogFormat,
+}
+
+/// The key the registry signs the agent cards it serves with.
+#[derive(Args, Clone, Debug, Default)]
+pub struct SigningConfig {
+    /// PKCS#8 PEM private key (Ed25519 or ECDSA P-256) that signs served cards. Default:
+    /// `card-signing-key.pem` in the data directory, made (Ed25519) on first start. Processes
+    /// serving one registry must share it.
+    #[arg(long, env = "REGISTRY_CARD_SIGNING_KEY")]
+    pub card_signing_key: Option<PathBuf>,
+
+    /// Earlier signing keys (PEM files, comma-separated) whose public keys stay published in
+    /// `/.well-known/jwks.json`, so cards they signed keep verifying; drop one to retire it.
+    #[arg(
+        long,
+        env = "REGISTRY_CARD_SIGNING_PREVIOUS_KEYS",
+        value_delimiter = ','
+    )]
+    pub card_signing_previous_keys: Vec<PathBuf>,
 }
 
 /// Playground sessions.

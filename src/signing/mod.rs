@@ -3,8 +3,9 @@
 //! set, and checks the signatures publishers put on their own cards.
 //!
 //! The signed payload is the card without `signatures`, with empty strings, arrays and objects
-//! removed (the A2A rule that unset and default fields are absent, as the official SDK applies
-//! it), in the JSON Canonicalization Scheme (`jcs`). The JWS is detached: a card carries
+//! removed and an extension's `required: false` dropped (the A2A rule that unset and default
+//! fields are absent, as the official SDK applies it), in the JSON Canonicalization Scheme
+//! (`jcs`). The JWS is detached: a card carries
 //! `signatures: [{protected, signature}]` and the verifier rebuilds the payload from the card.
 
 pub mod jcs;
@@ -21,6 +22,18 @@ pub fn card_payload(card: &Value) -> Result<String, jcs::JcsError> {
     let mut card = card.clone();
     if let Value::Object(members) = &mut card {
         members.remove("signatures");
+    }
+    // The one plain (not `optional`) scalar of an AgentCard that has a default: an extension's
+    // `required`. At its default (false) it is absent from the canonical form.
+    if let Some(extensions) = card
+        .pointer_mut("/capabilities/extensions")
+        .and_then(Value::as_array_mut)
+    {
+        for extension in extensions.iter_mut().filter_map(Value::as_object_mut) {
+            if extension.get("required") == Some(&Value::Bool(false)) {
+                extension.remove("required");
+            }
+        }
     }
     let cleaned = without_empty(card).unwrap_or(Value::Object(Map::new()));
     jcs::canonicalize(&cleaned)
@@ -46,6 +59,9 @@ fn without_empty(value: Value) -> Option<Value> {
     }
 }
 
+/// The signing key's file in the data directory when none is configured.
+pub const DEFAULT_KEY_FILE: &str = "card-signing-key.pem";
+
 /// Signs the cards the registry serves and publishes the keys that check them.
 pub struct CardSigner {
     current: SigningKey,
@@ -57,6 +73,44 @@ pub struct CardSigner {
 }
 
 impl CardSigner {
+    /// The signer `config` names (making the default key in `data_dir` when it is absent),
+    /// publishing its keys at `jwks_url`.
+    pub fn from_config(
+        config: &crate::config::SigningConfig,
+        data_dir: &std::path::Path,
+        jwks_url: String,
+    ) -> anyhow::Result<Self> {
+        let current = match &config.card_signing_key {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|err| {
+                    anyhow::anyhow!(
+                        "cannot read the card-signing key {} (--card-signing-key): {err}",
+                        path.display()
+                    )
+                })?;
+                SigningKey::from_pem(&text)
+                    .map_err(|err| anyhow::anyhow!("{}: {err}", path.display()))?
+            }
+            None => SigningKey::load_or_create(&data_dir.join(DEFAULT_KEY_FILE))?,
+        };
+        let mut previous = Vec::new();
+        for path in &config.card_signing_previous_keys {
+            let text = std::fs::read_to_string(path).map_err(|err| {
+                anyhow::anyhow!(
+                    "cannot read the previous card-signing key {} \
+                     (--card-signing-previous-keys): {err}",
+                    path.display()
+                )
+            })?;
+            let key = SigningKey::from_pem(&text)
+                .map_err(|err| anyhow::anyhow!("{}: {err}", path.display()))?;
+            if key.kid() != current.kid() {
+                previous.push(Jwk::parse(key.public_jwk()).map_err(anyhow::Error::msg)?);
+            }
+        }
+        Ok(Self::new(current, previous, jwks_url))
+    }
+
     pub fn new(current: SigningKey, previous: Vec<Jwk>, jwks_url: String) -> Self {
         Self {
             current,
@@ -310,6 +364,15 @@ mod tests {
         assert_eq!(
             card_payload(&json!({"a": "", "b": [], "c": {}, "d": [[]], "signatures": [1]})),
             Ok("{}".to_owned())
+        );
+        assert_eq!(
+            card_payload(&json!({"capabilities": {"extensions": [
+                {"uri": "u", "required": false}, {"uri": "v", "required": true}
+            ]}})),
+            Ok(
+                r#"{"capabilities":{"extensions":[{"uri":"u"},{"required":true,"uri":"v"}]}}"#
+                    .to_owned()
+            )
         );
     }
 

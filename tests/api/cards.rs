@@ -5,7 +5,41 @@ use axum::body::Body;
 use axum::http::{Request, header};
 use serde_json::{Value, json};
 
+use agent_registry::signing::{self, Jwk, SigningKey, Verification};
+
 use crate::helpers::{TestApp, TestResponse, agent_body, package_names, str_at};
+
+/// `card` without its signatures, after checking that the registry signed it with a key its
+/// `/.well-known/jwks.json` publishes.
+pub async fn verified(app: &TestApp, card: &Value) -> Value {
+    let jwks = app.get("/.well-known/jwks.json").await;
+    assert_eq!(jwks.status, 200);
+    assert_eq!(
+        jwks.header("content-type"),
+        Some("application/jwk-set+json")
+    );
+    let keys = jwks.body["keys"].as_array().expect("keys").clone();
+    let outcome = signing::verify_card(card, |signature| {
+        assert_eq!(
+            signature.jku.as_deref(),
+            Some("http://registry.test/.well-known/jwks.json")
+        );
+        keys.iter()
+            .find(|key| key["kid"].as_str() == signature.kid.as_deref())
+            .ok_or_else(|| "no such key".to_owned())
+            .and_then(Jwk::parse)
+    });
+    assert!(
+        matches!(outcome, Verification::Verified { .. }),
+        "{outcome:?}: {card}"
+    );
+    let mut unsigned = card.clone();
+    unsigned
+        .as_object_mut()
+        .expect("a card is an object")
+        .remove("signatures");
+    unsigned
+}
 
 /// `GET path` with `If-None-Match: etag`.
 async fn revalidate(app: &TestApp, path: &str, etag: &str) -> TestResponse {
@@ -130,7 +164,7 @@ async fn the_registry_card_is_an_a2a_card() {
     let response = assert_cacheable(&app, "/.well-known/agent-card.json").await;
 
     assert_a2a_card(&response.body);
-    insta::assert_json_snapshot!("registry_card", response.body);
+    insta::assert_json_snapshot!("registry_card", verified(&app, &response.body).await);
 }
 
 #[tokio::test]
@@ -276,7 +310,62 @@ async fn a_published_card_is_resolved_as_given() {
     let response = app.get("/public/agents/resolve/com.example.carded").await;
 
     assert_eq!(response.status, 200, "{}", response.text);
-    assert_eq!(response.body, card);
+    assert_eq!(verified(&app, &response.body).await, card);
+}
+
+#[tokio::test]
+async fn every_a2a_card_is_signed_and_its_etag_survives_the_signature() {
+    let app = TestApp::spawn().await;
+    let alice = app.token("alice", &[]).await;
+    app.publish_live(&alice, agent_body("com.example.weather"))
+        .await;
+
+    for path in [
+        "/.well-known/agent-card.json",
+        "/a2a/utility/wiki/.well-known/agent-card.json",
+        "/public/agents/resolve/com.example.weather",
+    ] {
+        let first = app.get(path).await;
+        let second = app.get(path).await;
+        verified(&app, &first.body).await;
+        assert_eq!(first.header("etag"), second.header("etag"), "{path}");
+        assert_eq!(first.body["signatures"].as_array().map(Vec::len), Some(1));
+    }
+    let legacy = app
+        .get("/.well-known/agent-card.json?format=registry")
+        .await;
+    assert!(
+        legacy.body.get("signatures").is_none(),
+        "the registry's own earlier shape is not an A2A card"
+    );
+}
+
+#[tokio::test]
+async fn a_configured_key_signs_and_earlier_keys_stay_published() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let current = dir.path().join("current.pem");
+    let previous = dir.path().join("previous.pem");
+    let current_key = SigningKey::load_or_create(&current).expect("current key");
+    let previous_key = SigningKey::load_or_create(&previous).expect("previous key");
+    let app = TestApp::spawn_with(|config| {
+        config.signing.card_signing_key = Some(current.clone());
+        config.signing.card_signing_previous_keys = vec![previous.clone()];
+    })
+    .await;
+
+    let jwks = app.get("/.well-known/jwks.json").await;
+    let kids: Vec<&str> = jwks.body["keys"]
+        .as_array()
+        .expect("keys")
+        .iter()
+        .filter_map(|key| key["kid"].as_str())
+        .collect();
+    assert_eq!(kids, [current_key.kid(), previous_key.kid()]);
+    let card = app.get("/.well-known/agent-card.json").await;
+    let [signature] = signing::signatures_of(&card.body).try_into().expect("one");
+    assert_eq!(signature.kid.as_deref(), Some(current_key.kid()));
+    assert_eq!(signature.alg, "EdDSA");
+    verified(&app, &card.body).await;
 }
 
 #[tokio::test]

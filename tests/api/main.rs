@@ -7,7 +7,7 @@ mod pg_schema;
 
 mod a2a_conformance;
 mod card_fetch;
-mod cards;
+pub mod cards;
 mod changes;
 mod errors;
 mod hostile;

@@ -255,3 +255,57 @@ def test_the_sdk_maps_each_a2a_error_to_its_own_type(registry: str) -> None:
                     )
 
     asyncio.run(scenario())
+
+
+def test_the_sdk_verifies_the_registrys_signature_on_every_card_it_serves(registry: str) -> None:
+    from google.protobuf.json_format import ParseDict
+    from jwt import PyJWK
+
+    from a2a.utils.signing import InvalidSignaturesError, create_signature_verifier
+
+    async def scenario() -> None:
+        async with authorised_client() as http:
+            jwks_url = f"{registry}/.well-known/jwks.json"
+            jwks = (await http.get(jwks_url)).json()
+
+            def key_provider(kid: str | None, jku: str | None) -> PyJWK:
+                assert jku == jwks_url, jku
+                [key] = [key for key in jwks["keys"] if key["kid"] == kid]
+                return PyJWK(key)
+
+            verify = create_signature_verifier(key_provider, ["EdDSA", "ES256"])
+            published = await http.post(
+                f"{registry}/api/agents/publish",
+                json={
+                    "package_name": "com.example.signed",
+                    "name": "Signed Weather",
+                    "description": "Forecasts in °C — signed by the registry.",
+                    "url": "https://weather.example.com/a2a/v1",
+                    "tags": ["weather"],
+                    "capabilities": [{"name": "forecast", "description": "Five days ahead"}],
+                    "payment": {"model": "free"},
+                },
+            )
+            assert published.status_code == 201, published.text
+            live = await http.post(f"{registry}/api/agents/{published.json()['id']}/go-live")
+            assert live.status_code == 200, live.text
+
+            paths = [
+                "/.well-known/agent-card.json",
+                "/a2a/utility/wiki/.well-known/agent-card.json",
+                "/a2a/utility/finance/.well-known/agent-card.json",
+                "/a2a/utility/reader/.well-known/agent-card.json",
+                "/public/agents/resolve/com.example.signed",
+            ]
+            for path in paths:
+                card = await A2ACardResolver(http, registry, agent_card_path=path).get_agent_card(
+                    signature_verifier=verify
+                )
+                assert card.signatures, path
+
+            tampered = (await http.get(f"{registry}/public/agents/resolve/com.example.signed")).json()
+            tampered["description"] = "Forecasts in °F."
+            with pytest.raises(InvalidSignaturesError):
+                verify(ParseDict(tampered, AgentCard(), ignore_unknown_fields=True))
+
+    asyncio.run(scenario())

@@ -92,6 +92,20 @@ impl Serialize for Timestamp {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for Timestamp {
+    /// From RFC 3339 (what `Serialize` writes), for values kept as JSON.
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        let parsed =
+            time::OffsetDateTime::parse(&text, &time::format_description::well_known::Rfc3339)
+                .map_err(serde::de::Error::custom)?;
+        let micros = parsed.unix_timestamp_nanos() / 1_000;
+        i64::try_from(micros)
+            .map(Self)
+            .map_err(|_| serde::de::Error::custom("timestamp out of range"))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,6 +126,14 @@ mod tests {
         );
         assert_eq!(Timestamp::from_http_date("yesterday"), None);
         assert_eq!(Timestamp::from_http_date(""), None);
+    }
+
+    #[test]
+    fn rfc3339_reads_back() {
+        let t = Timestamp::from_micros(1_795_341_600_000_000);
+        let json = serde_json::to_string(&t).expect("json");
+        assert_eq!(serde_json::from_str::<Timestamp>(&json).expect("read"), t);
+        assert!(serde_json::from_str::<Timestamp>("\"yesterday\"").is_err());
     }
 
     #[test]

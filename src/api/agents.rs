@@ -43,7 +43,7 @@ pub async fn publish_agent(
 ) -> ApiResult<Response> {
     caller.require(Scope::AgentsWrite)?;
     let body = a2a::fetch::complete_from_card(&state.outbound, body).await?;
-    let draft = AgentDraft::parse(&body).map_err(ApiError::validation)?;
+    let draft = parse_draft(&state, &body).await?;
     let agent = state.registry.publish(draft, &caller.actor()).await?;
     tracing::info!(agent.id = %agent.id, agent.package = agent.package_name(), owner = %agent.owner, "agent published");
     let location = format!("{}/api/agents/{}", state.base_url, agent.id);
@@ -81,7 +81,7 @@ pub async fn update_agent(
         .await?;
     let expected_revision = if_match(&headers)?;
     let body = a2a::fetch::complete_from_card(&state.outbound, body).await?;
-    let draft = AgentDraft::parse(&body).map_err(ApiError::validation)?;
+    let draft = parse_draft(&state, &body).await?;
     let agent = state
         .registry
         .update(&identifier, draft, expected_revision, &caller.actor())
@@ -248,6 +248,16 @@ pub async fn get_own_agent(
         .find_owned(&identifier, &caller.actor())
         .await?;
     Ok(owned_response(&agent))
+}
+
+/// The draft a body describes, with the outcome of checking its card's signatures when the
+/// card carries any.
+async fn parse_draft(state: &AppState, body: &serde_json::Value) -> ApiResult<AgentDraft> {
+    let mut draft = AgentDraft::parse(body).map_err(ApiError::validation)?;
+    if let Some(card) = &draft.card {
+        draft.card_signature = a2a::fetch::check_card_signatures(&state.outbound, card).await;
+    }
+    Ok(draft)
 }
 
 /// `If-Match: "<revision>"` → the expected revision; `*` or absent → no check.

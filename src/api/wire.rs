@@ -3,7 +3,7 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::domain::{Capability, Payment};
+use crate::domain::{Capability, CardSignatureCheck, Payment};
 use crate::search::{Listing, SearchPage};
 use crate::store::{Agent, AgentState, VerificationLevel};
 use crate::timestamp::Timestamp;
@@ -57,6 +57,9 @@ pub struct AgentRecord {
     /// Owner's view only: the token to publish for domain verification.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verification_token: Option<String>,
+    /// What checking the signatures on the publisher's own card found, when it carries any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub card_signature: Option<CardSignatureCheck>,
     /// Owner's view only: whether the owner published a full A2A card with the record.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub has_card: Option<bool>,
@@ -86,6 +89,7 @@ impl AgentRecord {
             created_at: agent.created_at,
             updated_at: agent.updated_at,
             published_at: agent.published_at,
+            card_signature: draft.card_signature.clone(),
             verification_token: None,
             has_card: None,
         }

@@ -74,6 +74,9 @@ pub struct AgentDraft {
     pub payment: Option<Payment>,
     /// The full A2A card the owner published, kept as given.
     pub card: Option<Value>,
+    /// What checking the signatures on `card` found, when it carries any. Not parsed from a
+    /// body: the registry sets it after fetching the keys the signatures name.
+    pub card_signature: Option<super::CardSignatureCheck>,
 }
 
 impl AgentDraft {
@@ -157,6 +160,7 @@ impl Sources<'_> {
             capabilities,
             payment,
             card,
+            card_signature: None,
         })
     }
 }

@@ -3,12 +3,14 @@
 pub mod access;
 pub mod agent;
 pub mod agent_card;
+pub mod card_signature;
 pub mod package_name;
 pub mod payment;
 
 pub use access::Scope;
 pub use agent::{AgentDraft, Capability};
 pub use agent_card::A2aCard;
+pub use card_signature::{CardSignatureCheck, SignatureStatus};
 pub use package_name::PackageName;
 pub use payment::{Payment, PaymentFilter, Rail};
 

@@ -177,18 +177,10 @@ pub enum Verification {
     Unsigned,
     /// A signature verified with the key of this id.
     Verified { kid: String },
-    /// Signatures were present but none verified; why the last one failed.
-    Invalid(String),
-}
-
-impl Verification {
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Self::Unsigned => "unsigned",
-            Self::Verified { .. } => "verified",
-            Self::Invalid(_) => "invalid",
-        }
-    }
+    /// A key was had and no signature verified with its key (or none is a well-formed JWS).
+    Invalid { kid: Option<String>, reason: String },
+    /// No key could be had for any signature.
+    Unverifiable { kid: Option<String>, reason: String },
 }
 
 /// One signature of a card, as found in its `signatures`.
@@ -234,45 +226,70 @@ pub fn signatures_of(card: &Value) -> Vec<CardSignature> {
 pub const MAX_SIGNATURES: usize = 8;
 
 /// Check `card`'s signatures with the keys `key_for` finds for each (by `kid`, from the set at
-/// `jku`): verified when one signature checks out.
+/// `jku`; an `Err` says why there is none): verified when one signature checks out, invalid
+/// when a key was had and its signature does not, unverifiable when no key was had.
 pub fn verify_card(
     card: &Value,
     mut key_for: impl FnMut(&CardSignature) -> Result<Jwk, String>,
 ) -> Verification {
     let signatures = signatures_of(card);
     if signatures.is_empty() {
-        return if card
+        let listed = card
             .get("signatures")
-            .is_some_and(|s| s.as_array().is_some_and(|a| !a.is_empty()))
-        {
-            Verification::Invalid("no signature is a well-formed JWS".to_owned())
+            .and_then(Value::as_array)
+            .is_some_and(|entries| !entries.is_empty());
+        return if listed {
+            Verification::Invalid {
+                kid: None,
+                reason: "no signature is a well-formed JWS".to_owned(),
+            }
         } else {
             Verification::Unsigned
         };
     }
     let payload = match card_payload(card) {
         Ok(payload) => URL_SAFE_NO_PAD.encode(payload),
-        Err(err) => return Verification::Invalid(format!("the card has no canonical form: {err}")),
+        Err(err) => {
+            return Verification::Invalid {
+                kid: None,
+                reason: format!("the card has no canonical form: {err}"),
+            };
+        }
     };
-    let mut last_error = String::new();
+    let mut invalid = None;
+    let mut unverifiable = None;
     for signature in signatures {
-        let outcome = key_for(&signature).and_then(|key| {
-            let input = format!("{}.{payload}", signature.protected);
-            let bytes = URL_SAFE_NO_PAD
-                .decode(signature.signature.trim_end_matches('='))
-                .map_err(|_| "the signature is not base64url".to_owned())?;
-            key.verify(&signature.alg, input.as_bytes(), &bytes)
-        });
-        match outcome {
+        let key = match key_for(&signature) {
+            Ok(key) => key,
+            Err(reason) => {
+                unverifiable.get_or_insert((signature.kid.clone(), reason));
+                continue;
+            }
+        };
+        let input = format!("{}.{payload}", signature.protected);
+        let checked = URL_SAFE_NO_PAD
+            .decode(signature.signature.trim_end_matches('='))
+            .map_err(|_| "the signature is not base64url".to_owned())
+            .and_then(|bytes| key.verify(&signature.alg, input.as_bytes(), &bytes));
+        match checked {
             Ok(()) => {
                 return Verification::Verified {
                     kid: signature.kid.unwrap_or_default(),
                 };
             }
-            Err(err) => last_error = err,
+            Err(reason) => {
+                invalid.get_or_insert((signature.kid.clone(), reason));
+            }
         }
     }
-    Verification::Invalid(last_error)
+    match (invalid, unverifiable) {
+        (Some((kid, reason)), _) => Verification::Invalid { kid, reason },
+        (None, Some((kid, reason))) => Verification::Unverifiable { kid, reason },
+        (None, None) => Verification::Unverifiable {
+            kid: None,
+            reason: "no signature was checked".to_owned(),
+        },
+    }
 }
 
 #[cfg(test)]
@@ -334,13 +351,13 @@ mod tests {
         signed["description"] = json!("Tides for any harbour, in $.");
         assert!(matches!(
             verify_card(&signed, own_key(&signer)),
-            Verification::Invalid(_)
+            Verification::Invalid { .. }
         ));
         let mut resigned = signer.sign(&card());
         resigned["signatures"][0]["signature"] = json!("AAAA");
         assert!(matches!(
             verify_card(&resigned, own_key(&signer)),
-            Verification::Invalid(_)
+            Verification::Invalid { .. }
         ));
     }
 
@@ -387,7 +404,7 @@ mod tests {
         garbage["signatures"] = json!([{"protected": "%%%", "signature": "x"}]);
         assert!(matches!(
             verify_card(&garbage, own_key(&signer)),
-            Verification::Invalid(_)
+            Verification::Invalid { .. }
         ));
     }
 

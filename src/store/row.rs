@@ -34,6 +34,7 @@ pub struct AgentRow {
     pub created_at: i64,
     pub updated_at: i64,
     pub published_at: Option<i64>,
+    pub card_signature: Option<String>,
 }
 
 /// The list-valued and JSON columns of a draft, serialised once for any backend.
@@ -42,6 +43,7 @@ pub struct DraftColumns {
     pub capabilities: String,
     pub payment: Option<String>,
     pub card: Option<String>,
+    pub card_signature: Option<String>,
 }
 
 impl DraftColumns {
@@ -51,6 +53,7 @@ impl DraftColumns {
             capabilities: to_json(&draft.capabilities)?,
             payment: draft.payment.as_ref().map(to_json).transpose()?,
             card: draft.card.as_ref().map(to_json).transpose()?,
+            card_signature: draft.card_signature.as_ref().map(to_json).transpose()?,
         })
     }
 }
@@ -85,6 +88,11 @@ impl TryFrom<AgentRow> for Agent {
             .as_deref()
             .map(|text| from_json("card", text))
             .transpose()?;
+        let card_signature = row
+            .card_signature
+            .as_deref()
+            .map(|text| from_json("card_signature", text))
+            .transpose()?;
         let draft = AgentDraft {
             package_name: PackageName::parse(&row.package_name)
                 .map_err(|err| corrupt("package_name", err))?,
@@ -99,6 +107,7 @@ impl TryFrom<AgentRow> for Agent {
             capabilities,
             payment,
             card,
+            card_signature,
         };
         Ok(Agent {
             state: AgentState::parse(&row.state).ok_or_else(|| corrupt("state", &row.state))?,

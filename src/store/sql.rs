@@ -77,7 +77,8 @@ pub struct SqlStore<DB: Dialect> {
 
 const AGENT_COLUMNS: &str = "id, package_name, owner, state, verification_level, \
     verification_token, revision, name, description, version, manifest_url, url, target, \
-    category, tags, capabilities, payment, card, created_at, updated_at, published_at";
+    category, tags, capabilities, payment, card, created_at, updated_at, published_at, \
+    card_signature";
 
 const CHANGE_COLUMNS: &str = "seq, agent_id, package_name, kind, at, public";
 
@@ -197,7 +198,7 @@ where
         let mut tx = self.writer.begin().await?;
         let sql = format!(
             "INSERT INTO agents ({AGENT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, \
-             $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
+             $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)"
         );
         let insert = sqlx::query(&sql)
             .bind(&agent.id)
@@ -211,6 +212,7 @@ where
             .bind(agent.created_at.micros())
             .bind(agent.updated_at.micros())
             .bind(agent.published_at.map(Timestamp::micros))
+            .bind(&columns.card_signature)
             .execute(&mut *tx)
             .await;
         match inserted {
@@ -263,7 +265,7 @@ where
         let sql = format!(
             "UPDATE agents SET name = $1, description = $2, version = $3, manifest_url = $4, \
              url = $5, target = $6, category = $7, tags = $8, capabilities = $9, payment = $10, \
-             card = $11, updated_at = $12, revision = revision + 1 \
+             card = $11, updated_at = $12, revision = revision + 1, card_signature = $15 \
              WHERE id = $13 AND (CAST($14 AS BIGINT) IS NULL OR revision = $14) \
              RETURNING {AGENT_COLUMNS}"
         );
@@ -271,6 +273,7 @@ where
             .bind(at.micros())
             .bind(id)
             .bind(expected_revision)
+            .bind(&columns.card_signature)
             .try_map(|row| AgentRow::from_row(&row))
             .fetch_optional(&mut *tx)
             .await?;

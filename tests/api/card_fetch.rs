@@ -1,7 +1,8 @@
 //! Publishing from a card: a body with a `manifest_url` and no name
 //! or description is filled from the A2A v1.0 card fetched there.
 
-use serde_json::json;
+use agent_registry::signing::{CardSigner, SigningKey};
+use serde_json::{Value, json};
 
 use crate::fakes::{Fake, weather_card};
 use crate::helpers::{TestApp, error_fields};
@@ -189,4 +190,95 @@ async fn the_package_name_is_still_required() {
 
     response.assert_problem(422, "validation_failed");
     assert_eq!(error_fields(&response), ["package_name"]);
+}
+
+/// A card signed as its publisher would, with its key set served by the fake.
+fn publisher_signed_card(fake: &Fake) -> (Value, String) {
+    let key = SigningKey::generate_es256().expect("key");
+    let kid = key.kid().to_owned();
+    let jwks_url = fake.set_document("publisher-jwks.json", json!({"keys": [key.public_jwk()]}));
+    let signer = CardSigner::new(key, Vec::new(), jwks_url);
+    (
+        signer.sign(&weather_card("https://weather.example.com/a2a/v1")),
+        kid,
+    )
+}
+
+#[tokio::test]
+async fn a_publishers_signature_is_checked_and_recorded() {
+    let (app, fake) = app_with_fake().await;
+    let token = app.token("alice", &["agents:write"]).await;
+    let (signed, kid) = publisher_signed_card(&fake);
+    let manifest_url = fake.set_document("signed-card.json", signed.clone());
+
+    let record = app
+        .publish(
+            &token,
+            json!({"package_name": "com.example.signed", "manifest_url": manifest_url}),
+        )
+        .await;
+
+    assert_eq!(record["card_signature"]["status"], "valid", "{record}");
+    assert_eq!(record["card_signature"]["kid"], kid.as_str());
+    assert!(record["card_signature"]["checked_at"].is_string());
+    let id = record["id"].as_str().expect("id");
+    app.post_empty(&format!("/api/agents/{id}/go-live"), &token)
+        .await;
+    let public = app.get("/public/agents/com.example.signed").await;
+    assert_eq!(public.body["card_signature"], record["card_signature"]);
+
+    // The same card changed after signing.
+    let mut tampered = signed;
+    tampered["description"] = json!("Forecasts, now for free.");
+    let record = app
+        .publish(
+            &token,
+            json!({"package_name": "com.example.tampered", "card": tampered}),
+        )
+        .await;
+    assert_eq!(record["card_signature"]["status"], "invalid", "{record}");
+    assert_eq!(record["card_signature"]["kid"], kid.as_str());
+}
+
+#[tokio::test]
+async fn a_signature_whose_key_cannot_be_had_is_unverifiable_and_an_unsigned_card_has_no_check() {
+    let (app, fake) = app_with_fake().await;
+    let token = app.token("alice", &["agents:write"]).await;
+    let (signed, _) = publisher_signed_card(&fake);
+    let mut no_key_set = signed.clone();
+    // Re-point the signature at a key set that is not there: the header no longer matches,
+    // but no key is had, so the check stops at "unverifiable".
+    let protected =
+        json!({"alg": "ES256", "typ": "JOSE", "kid": "k1", "jku": fake.url("/docs/missing.json")});
+    no_key_set["signatures"][0]["protected"] = json!(base64_url(&protected.to_string()));
+
+    let record = app
+        .publish(
+            &token,
+            json!({"package_name": "com.example.nokeys", "card": no_key_set}),
+        )
+        .await;
+    assert_eq!(
+        record["card_signature"]["status"], "unverifiable",
+        "{record}"
+    );
+    assert!(
+        record["card_signature"]["detail"]
+            .as_str()
+            .is_some_and(|detail| detail.contains("404")),
+        "{record}"
+    );
+
+    let record = app
+        .publish(
+            &token,
+            json!({"package_name": "com.example.unsigned", "card": weather_card("https://weather.example.com/a2a/v1")}),
+        )
+        .await;
+    assert!(record.get("card_signature").is_none(), "{record}");
+}
+
+fn base64_url(text: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text)
 }

@@ -9,12 +9,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_registry::config::Config;
-use axum::Router;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use axum::{Json, Router};
 use serde_json::{Value, json};
 
 /// How long the "slow" answers take: beyond the 1 s upstream timeout tests configure.
@@ -32,6 +32,8 @@ struct Shared {
     coingecko_key: Mutex<Option<String>>,
     /// Domain → contents of its verification file.
     verification_files: Mutex<HashMap<String, String>>,
+    /// Name → JSON document served at `/docs/{name}`.
+    documents: Mutex<HashMap<String, Value>>,
 }
 
 /// A running fake; dropped with the test's runtime.
@@ -53,6 +55,7 @@ impl Fake {
             .route("/v8/finance/chart/{symbol}", get(yahoo_chart))
             .route("/pages/{name}", get(page))
             .route("/cards/{name}", get(card))
+            .route("/docs/{name}", get(document))
             .route(
                 "/verify/{domain}/agent-registry-verify.txt",
                 get(verification_file),
@@ -116,6 +119,16 @@ impl Fake {
 
     pub fn coingecko_key(&self) -> Option<String> {
         self.shared.coingecko_key.lock().expect("key").clone()
+    }
+
+    /// Serve `document` at `/docs/{name}` (until then: 404); returns its URL.
+    pub fn set_document(&self, name: &str, document: Value) -> String {
+        self.shared
+            .documents
+            .lock()
+            .expect("documents")
+            .insert(name.to_owned(), document);
+        self.url(&format!("/docs/{name}"))
     }
 
     /// Serve `contents` as `domain`'s verification file.
@@ -564,6 +577,19 @@ async fn card(Path(name): Path<String>) -> Response {
 }
 
 // ---- Domain verification ----
+
+async fn document(State(shared): State<Arc<Shared>>, Path(name): Path<String>) -> Response {
+    let document = shared
+        .documents
+        .lock()
+        .expect("documents")
+        .get(&name)
+        .cloned();
+    match document {
+        Some(document) => Json(document).into_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
 
 async fn verification_file(
     State(shared): State<Arc<Shared>>,

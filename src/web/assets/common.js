@@ -189,6 +189,14 @@ export function agentBadges(agent) {
   const badges = [];
   if (agent.verification_level === "domain_verified") badges.push(el("span", { class: "badge verified", title: "The owner proved control of the package's domain" }, "✓ Domain verified"));
   else badges.push(el("span", { class: "badge" }, "Unverified"));
+  const signature = agent.card_signature;
+  if (signature) {
+    const label = { valid: "✓ Card signed", invalid: "✗ Card signature invalid", unverifiable: "Card signature unchecked" }[signature.status];
+    const title = signature.status === "valid"
+      ? `The publisher signed its card; the signature verified with key ${signature.kid || ""}`
+      : `The publisher's card carries a signature that ${signature.status === "invalid" ? "does not verify" : "could not be checked"}${signature.detail ? `: ${signature.detail}` : ""}`;
+    if (label) badges.push(el("span", { class: `badge ${signature.status === "valid" ? "verified" : signature.status === "invalid" ? "warning" : ""}`.trim(), title }, label));
+  }
   const model = agent.payment && agent.payment.model;
   if (model) badges.push(el("span", { class: `badge ${model === "free" ? "free" : "paid"}` }, model[0].toUpperCase() + model.slice(1)));
   if (agent.category) badges.push(el("span", { class: "badge" }, agent.category));

@@ -827,7 +827,7 @@ fn readiness() -> Value {
 // ----- the shared response rules -----
 
 /// Path templates behind the per-IP rate limit (the `public` and page groups of the router).
-pub const RATE_LIMITED_PATHS: [&str; 9] = [
+pub const RATE_LIMITED_PATHS: [&str; 10] = [
     "/public/agents",
     "/public/agents/search",
     "/public/agents/resolve/{package_name}",
@@ -835,6 +835,7 @@ pub const RATE_LIMITED_PATHS: [&str; 9] = [
     "/public/changes",
     "/.well-known/agent-card.json",
     "/.well-known/jwks.json",
+    "/.well-known/ai-catalog.json",
     "/a2a/message",
     "/a2a/utility/{name}/.well-known/agent-card.json",
 ];

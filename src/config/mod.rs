@@ -104,6 +104,11 @@ pub struct Config {
     #[arg(long, env = "REGISTRY_REQUEST_TIMEOUT_SECS", default_value_t = 60)]
     pub request_timeout_secs: u64,
 
+    /// Agents per page of `/.well-known/ai-catalog.json`; more are in nested catalogue pages.
+    #[arg(long, env = "REGISTRY_AI_CATALOG_PAGE_SIZE", default_value_t = 1000,
+          value_parser = clap::value_parser!(u64).range(10..=10_000))]
+    pub ai_catalog_page_size: u64,
+
     /// Log format: `text` for people, `json` for log collectors.
     #[arg(long, env = "REGISTRY_LOG_FORMAT", default_value = "text")]
     pub log_format: LogFormat,

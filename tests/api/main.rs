@@ -8,6 +8,7 @@ mod pg_schema;
 mod a2a_conformance;
 mod card_fetch;
 pub mod cards;
+mod catalog;
 mod changes;
 mod errors;
 mod hostile;

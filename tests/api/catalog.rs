@@ -1,0 +1,166 @@
+//! The AI Catalog: every ACTIVE agent as an entry pointing at its card, paged by nested
+//! catalogues, cacheable.
+
+use agent_registry::registry::ImportMode;
+use axum::body::Body;
+use axum::http::{Request, header};
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, agent_body};
+
+const PATH: &str = "/.well-known/ai-catalog.json";
+
+fn identifiers(catalog: &Value) -> Vec<String> {
+    catalog["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter(|entry| entry["type"] == "application/a2a-agent-card+json")
+        .map(|entry| entry["identifier"].as_str().expect("identifier").to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn the_catalogue_lists_each_active_agent_by_package_name_with_its_card() {
+    let app = TestApp::spawn().await;
+    let alice = app.token("alice", &[]).await;
+    app.publish_live(&alice, agent_body("com.example.weather"))
+        .await;
+    app.publish(&alice, agent_body("com.example.staged")).await;
+
+    let response = app.get(PATH).await;
+
+    assert_eq!(response.status, 200, "{}", response.text);
+    assert_eq!(response.header("content-type"), Some("application/json"));
+    let catalog = &response.body;
+    assert_eq!(catalog["specVersion"], "1.0");
+    assert_eq!(catalog["host"]["displayName"], "Agent Registry");
+    let listed = identifiers(catalog);
+    assert!(
+        listed.contains(&"com.example.weather".to_owned()),
+        "{listed:?}"
+    );
+    assert!(
+        listed.contains(&"registry.utility.wiki".to_owned()),
+        "{listed:?}"
+    );
+    assert!(
+        !listed.contains(&"com.example.staged".to_owned()),
+        "STAGE is not public"
+    );
+    let mut sorted = listed.clone();
+    sorted.sort();
+    assert_eq!(
+        catalog["entries"].as_array().map(Vec::len),
+        Some(listed.len())
+    );
+
+    let weather = catalog["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .find(|entry| entry["identifier"] == "com.example.weather")
+        .expect("the weather agent");
+    assert_eq!(
+        weather["url"],
+        "http://registry.test/public/agents/resolve/com.example.weather"
+    );
+    assert!(weather["updatedAt"].is_string());
+    assert!(weather["description"].is_string());
+    let card_path = weather["url"]
+        .as_str()
+        .expect("url")
+        .trim_start_matches("http://registry.test");
+    let card = app.get(card_path).await;
+    assert_eq!(card.status, 200);
+    assert!(card.body["signatures"].is_array());
+}
+
+#[tokio::test]
+async fn the_catalogue_is_cacheable() {
+    let app = TestApp::spawn().await;
+    let first = app.get(PATH).await;
+    let etag = first.header("etag").expect("etag").to_owned();
+    assert!(
+        first
+            .header("cache-control")
+            .is_some_and(|value| value.starts_with("public, max-age=")),
+    );
+    let request = Request::builder()
+        .uri(PATH)
+        .header(header::IF_NONE_MATCH, &etag)
+        .body(Body::empty())
+        .expect("request");
+    assert_eq!(app.send(request).await.status, 304);
+
+    let alice = app.token("alice", &[]).await;
+    app.publish_live(&alice, agent_body("com.example.weather"))
+        .await;
+    let after = app.get(PATH).await;
+    assert_ne!(after.header("etag"), Some(etag.as_str()));
+}
+
+#[tokio::test]
+async fn a_large_catalogue_pages_by_nested_catalogues_without_gaps_or_repeats() {
+    let app = TestApp::spawn_with(|config| config.ai_catalog_page_size = 10).await;
+    let count = 25;
+    for i in 0..count {
+        let body = json!({
+            "package_name": format!("com.example.agent{i:02}"),
+            "name": format!("Agent {i:02}"),
+            "description": "One of many.",
+        });
+        let draft = agent_registry::domain::AgentDraft::parse(&body).expect("draft");
+        app.state
+            .registry
+            .import(
+                draft,
+                "alice",
+                ImportMode {
+                    update: false,
+                    go_live: true,
+                },
+            )
+            .await
+            .expect("import");
+    }
+
+    let mut seen = Vec::new();
+    let mut path = PATH.to_owned();
+    let mut pages = 0;
+    loop {
+        let page = app.get(&path).await;
+        assert_eq!(page.status, 200, "{path}: {}", page.text);
+        pages += 1;
+        seen.extend(identifiers(&page.body));
+        let nested: Vec<&Value> = page.body["entries"]
+            .as_array()
+            .expect("entries")
+            .iter()
+            .filter(|entry| entry["type"] == "application/ai-catalog+json")
+            .collect();
+        match nested.as_slice() {
+            [] => break,
+            [next] => {
+                path = next["url"]
+                    .as_str()
+                    .expect("url")
+                    .trim_start_matches("http://registry.test")
+                    .to_owned();
+            }
+            more => panic!("one next page at most: {more:?}"),
+        }
+    }
+    // 25 agents and 3 hosted agents, 10 a page.
+    assert_eq!(pages, 3);
+    let ours: Vec<&String> = seen
+        .iter()
+        .filter(|id| id.starts_with("com.example.agent"))
+        .collect();
+    assert_eq!(ours.len(), count, "every agent once");
+    let distinct: std::collections::BTreeSet<&String> = seen.iter().collect();
+    assert_eq!(distinct.len(), seen.len(), "no agent twice");
+
+    let bad = app.get(&format!("{PATH}?cursor=not-a-cursor")).await;
+    bad.assert_problem(400, "invalid_parameter");
+}

@@ -16,36 +16,65 @@ use crate::timestamp::Timestamp;
 /// Cards above this are refused, as in a publish body.
 pub const MAX_CARD_BYTES: usize = 64 * 1024;
 
+/// What a publish body becomes once its `manifest_url` is read.
+pub enum Completed {
+    /// The body, with the card fetched from `manifest_url` as `card` when it needed one.
+    Body(Value),
+    /// `manifest_url` holds an AI Catalog (many agents) rather than one card.
+    Catalog { url: Url, catalog: Value },
+}
+
 /// When a publish or update body has a `manifest_url` but no `card`, and lacks `name` or
-/// `description`, fetch and check the card and add it as `card`; any other body is returned as is
-/// (its own validation reports what is missing).
-pub async fn complete_from_card(outbound: &Outbound, body: Value) -> ApiResult<Value> {
+/// `description`, fetch the document there: a usable A2A v1.0 card is added as `card`, an AI
+/// Catalog is returned as such; any other body is returned as is (its own validation reports
+/// what is missing).
+pub async fn complete_from_card(outbound: &Outbound, body: Value) -> ApiResult<Completed> {
     let Value::Object(mut object) = body else {
-        return Ok(body);
+        return Ok(Completed::Body(body));
     };
     let absent = |key: &str| object.get(key).is_none_or(Value::is_null);
     if !absent("card") || !(absent("name") || absent("description")) {
-        return Ok(Value::Object(object));
+        return Ok(Completed::Body(Value::Object(object)));
     }
     let Some(url) = object
         .get("manifest_url")
         .and_then(Value::as_str)
         .and_then(|raw| Url::parse(raw.trim()).ok())
     else {
-        return Ok(Value::Object(object));
+        return Ok(Completed::Body(Value::Object(object)));
     };
-    let card = fetch_card(outbound, &url).await?;
+    let document = fetch_document(outbound, &url, "manifest_url").await?;
+    if is_catalog(&document) {
+        return Ok(Completed::Catalog {
+            url,
+            catalog: document,
+        });
+    }
+    let card = A2aCard::parse(document).map_err(ApiError::validation)?;
     object.insert("card".to_owned(), card.into_value());
-    Ok(Value::Object(object))
+    Ok(Completed::Body(Value::Object(object)))
+}
+
+/// Whether a document is an AI Catalog: `specVersion` and an `entries` array.
+pub fn is_catalog(document: &Value) -> bool {
+    document.get("specVersion").is_some_and(Value::is_string)
+        && document.get("entries").is_some_and(Value::is_array)
 }
 
 /// GET an agent card (JSON, at most 64 KiB, redirects checked) and check it is a usable A2A v1.0
 /// card. A card that is missing or invalid is the publisher's to fix (422); an unreachable or
 /// slow host is an upstream failure (502/504).
 pub async fn fetch_card(outbound: &Outbound, url: &Url) -> ApiResult<A2aCard> {
+    let document = fetch_document(outbound, url, "manifest_url").await?;
+    A2aCard::parse(document).map_err(ApiError::validation)
+}
+
+/// GET a JSON document (at most 64 KiB, redirects checked). Problems with the document are
+/// reported on `field` (422); an unreachable or slow host is an upstream failure (502/504).
+async fn fetch_document(outbound: &Outbound, url: &Url, field: &str) -> ApiResult<Value> {
     let manifest_error = |message: String| {
         ApiError::validation(vec![FieldError::new(
-            "manifest_url",
+            field,
             format!("cannot read an agent card there: {message}"),
         )])
     };
@@ -68,10 +97,9 @@ pub async fn fetch_card(outbound: &Outbound, url: &Url) -> ApiResult<A2aCard> {
             fetched.status.as_u16()
         )));
     }
-    let value: Value = fetched
+    fetched
         .json()
-        .map_err(|err| manifest_error(format!("the response is not valid JSON ({err})")))?;
-    A2aCard::parse(value).map_err(ApiError::validation)
+        .map_err(|err| manifest_error(format!("the response is not valid JSON ({err})")))
 }
 
 /// Key sets fetched per card at most (one per distinct `jku`).

@@ -9,8 +9,9 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::a2a;
+use crate::a2a::fetch::Completed;
 use crate::auth::{Caller, Scope};
-use crate::domain::AgentDraft;
+use crate::domain::{AgentDraft, FieldError};
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::extract::{JsonBody, Page, PathParam, Query};
 use crate::state::AppState;
@@ -28,9 +29,10 @@ pub struct OwnAgentsPage {
 
 /// Create an agent in state STAGE.
 #[utoipa::path(post, path = "/api/agents/publish", tag = "management",
-    request_body(content = crate::openapi::PublishRequest, description = "The writable fields of an agent record, optionally with a full A2A `card`. With a `manifest_url` and no `name`/`description`, the A2A v1.0 card there is fetched and fills the record."),
+    request_body(content = crate::openapi::PublishRequest, description = "The writable fields of an agent record, optionally with a full A2A `card`. With a `manifest_url` and no `name`/`description`, the A2A v1.0 card there is fetched and fills the record; when the document there is an AI Catalog, each of its A2A card entries is published instead (at most 100)."),
     responses((status = 201, body = AgentRecord, description = "Created in STAGE; the owner's view",
                 headers(("Location" = String, description = "The agent's management URL"), ("ETag" = String, description = "The revision, quoted"))),
+              (status = 200, body = super::catalog::CatalogPublished, description = "`manifest_url` held an AI Catalog: each entry's result (`created` in STAGE, `rejected` with its errors, or `skipped` with the reason)"),
               (status = 409, body = crate::error::Problem, description = "`conflict`: the package name is taken"),
               (status = 422, body = crate::error::Problem, description = "`validation_failed`, with every invalid field"),
               (status = 502, body = crate::error::Problem, description = "`upstream_error`: the card at `manifest_url` could not be fetched"),
@@ -42,7 +44,13 @@ pub async fn publish_agent(
     JsonBody(body): JsonBody,
 ) -> ApiResult<Response> {
     caller.require(Scope::AgentsWrite)?;
-    let body = a2a::fetch::complete_from_card(&state.outbound, body).await?;
+    let body = match a2a::fetch::complete_from_card(&state.outbound, body).await? {
+        Completed::Body(body) => body,
+        Completed::Catalog { url, catalog } => {
+            let published = super::catalog::publish_entries(&state, &caller, &url, &catalog).await;
+            return Ok(Json(published).into_response());
+        }
+    };
     let draft = parse_draft(&state, &body).await?;
     let agent = state.registry.publish(draft, &caller.actor()).await?;
     tracing::info!(agent.id = %agent.id, agent.package = agent.package_name(), owner = %agent.owner, "agent published");
@@ -80,7 +88,12 @@ pub async fn update_agent(
         .find_owned(&identifier, &caller.actor())
         .await?;
     let expected_revision = if_match(&headers)?;
-    let body = a2a::fetch::complete_from_card(&state.outbound, body).await?;
+    let Completed::Body(body) = a2a::fetch::complete_from_card(&state.outbound, body).await? else {
+        return Err(ApiError::validation(vec![FieldError::new(
+            "manifest_url",
+            "holds an AI Catalog (many agents), not this agent's card",
+        )]));
+    };
     let draft = parse_draft(&state, &body).await?;
     let agent = state
         .registry
@@ -252,7 +265,10 @@ pub async fn get_own_agent(
 
 /// The draft a body describes, with the outcome of checking its card's signatures when the
 /// card carries any.
-async fn parse_draft(state: &AppState, body: &serde_json::Value) -> ApiResult<AgentDraft> {
+pub(super) async fn parse_draft(
+    state: &AppState,
+    body: &serde_json::Value,
+) -> ApiResult<AgentDraft> {
     let mut draft = AgentDraft::parse(body).map_err(ApiError::validation)?;
     if let Some(card) = &draft.card {
         draft.card_signature = a2a::fetch::check_card_signatures(&state.outbound, card).await;

@@ -164,3 +164,88 @@ async fn a_large_catalogue_pages_by_nested_catalogues_without_gaps_or_repeats() 
     let bad = app.get(&format!("{PATH}?cursor=not-a-cursor")).await;
     bad.assert_problem(400, "invalid_parameter");
 }
+
+#[tokio::test]
+async fn publishing_from_a_catalogue_publishes_each_card_entry_and_reports_each_result() {
+    let fake = crate::fakes::Fake::start().await;
+    let app = TestApp::spawn_with(|config| fake.configure(config)).await;
+    let alice = app.token("alice", &["agents:write"]).await;
+    let inline = crate::fakes::weather_card("https://finance.acme.test/a2a/v1");
+    let catalog_url = fake.set_document(
+        "catalog.json",
+        json!({
+            "specVersion": "1.0",
+            "host": {"displayName": "Acme"},
+            "entries": [
+                {"identifier": "com.example.remote", "type": "application/a2a-agent-card+json",
+                 "url": "/cards/weather.json"},
+                {"identifier": "urn:air:acme-corp.com:a2a:finance", "type": "application/a2a-agent-card+json",
+                 "data": inline},
+                {"identifier": "finance-agent", "type": "application/a2a-agent-card+json",
+                 "url": "/cards/weather.json"},
+                {"identifier": "com.example.gone", "type": "application/a2a-agent-card+json",
+                 "url": "/docs/missing.json"},
+                {"identifier": "urn:air:acme-corp.com:catalog:more", "type": "application/ai-catalog+json",
+                 "url": "/docs/more.json"},
+                {"identifier": "urn:air:acme-corp.com:mcp:weather", "type": "application/mcp-server-card+json",
+                 "url": "/docs/server-card.json"}
+            ]
+        }),
+    );
+
+    let response = app
+        .request(
+            axum::http::Method::POST,
+            "/api/agents/publish",
+            Some(&alice),
+            Some(json!({"manifest_url": catalog_url})),
+        )
+        .await;
+
+    assert_eq!(response.status, 200, "{}", response.text);
+    let body = &response.body;
+    assert_eq!(
+        (&body["created"], &body["rejected"], &body["skipped"]),
+        (&json!(2), &json!(2), &json!(2)),
+        "{body}"
+    );
+    let statuses: Vec<&str> = body["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|result| result["status"].as_str().expect("status"))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            "created", "created", "rejected", "rejected", "skipped", "skipped"
+        ]
+    );
+    let results = body["results"].as_array().expect("results");
+    assert_eq!(results[0]["agent"]["state"], "STAGE");
+    assert_eq!(results[0]["agent"]["name"], "Remote Weather");
+    assert_eq!(results[1]["agent"]["package_name"], "com.acme-corp.finance");
+    assert_eq!(results[2]["errors"][0]["field"], "identifier");
+    assert!(
+        results[3]["errors"][0]["message"].is_string(),
+        "{}",
+        results[3]
+    );
+    assert!(
+        results[4]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("nested"))
+    );
+
+    // Updating one agent from a catalogue URL makes no sense.
+    let id = results[0]["agent"]["id"].as_str().expect("id");
+    let update = app
+        .request(
+            axum::http::Method::PUT,
+            &format!("/api/agents/{id}"),
+            Some(&alice),
+            Some(json!({"package_name": "com.example.remote", "manifest_url": catalog_url})),
+        )
+        .await;
+    update.assert_problem(422, "validation_failed");
+}

@@ -261,6 +261,88 @@ fn package_name() -> Value {
     })
 }
 
+/// A required URL: the rules of `url`, not blank and not null.
+fn required_url(description: &str) -> Value {
+    let mut schema = url(description);
+    schema["type"] = json!("string");
+    schema["pattern"] = json!(format!(
+        "{}",
+        schema["pattern"].as_str().unwrap_or_default().replacen(
+            &format!("^[{WS}]*(?:"),
+            &format!("^[{WS}]*(?=[^{WS}])(?:"),
+            1
+        )
+    ));
+    schema
+}
+
+/// How to reach an agent: A2A interfaces, MCP remotes and packages, the repository.
+fn reach_properties() -> Map<String, Value> {
+    use crate::domain::reach::*;
+    let list = |items: Value, max: usize, description: &str| json!({"type": ["array", "null"], "maxItems": max, "items": items, "description": description});
+    let interface = json!({
+        "type": "object",
+        "required": ["url"],
+        "properties": {
+            "url": required_url("The A2A endpoint."),
+            "protocolBinding": lenient_enum(&PROTOCOL_BINDINGS, true, "The binding; absent or null is JSONRPC."),
+            "protocolVersion": optional_text(MAX_LABEL_CHARS, "The A2A version it speaks; absent is 1.0."),
+        },
+    });
+    let remote = json!({
+        "type": "object",
+        "required": ["type", "url"],
+        "properties": {
+            "type": lenient_enum(&REMOTE_TYPES, false, "The MCP transport."),
+            "url": required_url("The MCP endpoint."),
+        },
+    });
+    let variable = json!({
+        "type": "object",
+        "required": ["name"],
+        "properties": {
+            "name": required_text(MAX_ENVIRONMENT_NAME_CHARS, "The variable's name."),
+            "description": optional_text(MAX_ENVIRONMENT_DESCRIPTION_CHARS, "What it sets."),
+            "is_required": {"type": ["boolean", "null"]},
+            "is_secret": {"type": ["boolean", "null"]},
+        },
+    });
+    let package = json!({
+        "type": "object",
+        "required": ["registry_type", "identifier"],
+        "properties": {
+            "registry_type": lenient_enum(&REGISTRY_TYPES, false, "The package registry."),
+            "identifier": required_text(MAX_PACKAGE_IDENTIFIER_CHARS, "The package's name there (an image reference for oci)."),
+            "version": optional_text(MAX_PACKAGE_VERSION_CHARS, "The package version."),
+            "transport": {
+                "type": ["object", "null"],
+                "required": ["type"],
+                "properties": {"type": lenient_enum(&TRANSPORTS, false, "How a client talks to it once started.")},
+                "description": "Absent or null: stdio.",
+            },
+            "runtime_hint": optional_text(MAX_LABEL_CHARS, "The command that runs it, e.g. npx, uvx, docker."),
+            "environment_variables": list(variable, MAX_ENVIRONMENT_VARIABLES, "Settings it reads from its environment."),
+        },
+    });
+    let mut properties = Map::new();
+    properties.insert("interfaces".to_owned(), list(interface, MAX_ENDPOINTS, "A2A endpoints, as in a card's `supportedInterfaces`; `url` is made the first one. Taken from the card's `supportedInterfaces` when the body has none. Member names may also be written in snake_case."));
+    properties.insert("remotes".to_owned(), list(remote, MAX_ENDPOINTS, "MCP servers reachable over the network, as the MCP Registry's `server.json` lists them."));
+    properties.insert("packages".to_owned(), list(package, MAX_ENDPOINTS, "MCP servers to run locally from a package, as the MCP Registry's `server.json` lists them (camelCase member names are read too)."));
+    properties.insert(
+        "repository".to_owned(),
+        json!({
+            "type": ["object", "null"],
+            "required": ["url"],
+            "properties": {
+                "url": required_url("The source repository."),
+                "source": optional_text(MAX_LABEL_CHARS, "Its host kind, e.g. github."),
+            },
+            "description": "Where the source lives.",
+        }),
+    );
+    properties
+}
+
 fn capability() -> Value {
     json!({
         "type": "object",
@@ -433,6 +515,9 @@ fn publish_request() -> Value {
         }),
     );
     properties.insert("payment".to_owned(), payment());
+    for (key, schema) in reach_properties() {
+        properties.insert(key, schema);
+    }
     properties.insert(
         "card".to_owned(),
         json!({

@@ -30,7 +30,7 @@ pub fn card_of_draft(draft: &AgentDraft) -> Value {
     if let Some(card) = &draft.card {
         return card.clone();
     }
-    card::agent_card(&card::CardInput {
+    let mut card = card::agent_card(&card::CardInput {
         name: &draft.name,
         description: &draft.description,
         version: draft.version.as_deref().unwrap_or("1.0.0"),
@@ -41,7 +41,12 @@ pub fn card_of_draft(draft: &AgentDraft) -> Value {
         tags: &draft.tags,
         payment: draft.payment.as_ref(),
         extensions: Vec::new(),
-    })
+    });
+    // Every A2A interface the publisher listed, the first being `url`.
+    if !draft.reach.interfaces.is_empty() {
+        card["supportedInterfaces"] = serde_json::json!(draft.reach.interfaces);
+    }
+    card
 }
 
 /// A card as clients may cache it, signed by the registry's `signer` (the registry's own

@@ -3,7 +3,7 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::domain::{Capability, CardSignatureCheck, Payment};
+use crate::domain::{Capability, CardSignatureCheck, Payment, Reach};
 use crate::search::{Listing, SearchPage};
 use crate::store::{Agent, AgentState, VerificationLevel};
 use crate::timestamp::Timestamp;
@@ -57,6 +57,10 @@ pub struct AgentRecord {
     /// Owner's view only: the token to publish for domain verification.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub verification_token: Option<String>,
+    /// How to reach the agent: `interfaces` (A2A; the first is `url`), `remotes` and `packages`
+    /// (MCP), `repository`. Each is absent when the publisher gave none.
+    #[serde(flatten)]
+    pub reach: Reach,
     /// What checking the signatures on the publisher's own card found, when it carries any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub card_signature: Option<CardSignatureCheck>,
@@ -89,6 +93,7 @@ impl AgentRecord {
             created_at: agent.created_at,
             updated_at: agent.updated_at,
             published_at: agent.published_at,
+            reach: draft.reach.clone(),
             card_signature: draft.card_signature.clone(),
             verification_token: None,
             has_card: None,

@@ -77,6 +77,9 @@ pub struct AgentDraft {
     /// What checking the signatures on `card` found, when it carries any. Not parsed from a
     /// body: the registry sets it after fetching the keys the signatures name.
     pub card_signature: Option<super::CardSignatureCheck>,
+    /// How to reach the agent: A2A interfaces (the first is `url`), MCP remotes and packages,
+    /// the repository.
+    pub reach: super::Reach,
 }
 
 impl AgentDraft {
@@ -96,6 +99,10 @@ impl AgentDraft {
             card: card.as_ref().map(card_fields).unwrap_or_default(),
         };
         let draft = sources.draft(card, &mut errors);
+        // `url` is the first interface: one mistake, reported once.
+        if errors.iter().any(|error| error.field == "url") {
+            errors.retain(|error| error.field != "interfaces[0].url");
+        }
         for error in &mut errors {
             if sources.is_from_card(&error.field) {
                 error.message.push_str(" (taken from card)");
@@ -137,7 +144,12 @@ impl Sources<'_> {
         );
         let version = optional_text("version", self.get("version"), MAX_VERSION_CHARS, errors);
         let manifest_url = optional_url("manifest_url", self.get("manifest_url"), errors);
-        let url = optional_url("url", self.get("url"), errors);
+        let mut url = optional_url("url", self.get("url"), errors);
+        let mut reach = super::reach::parse(|key| self.get(key), errors);
+        match &url {
+            Some(url) => reach.lead_with(url),
+            None => url = reach.interfaces.first().map(|i| i.url.clone()),
+        }
         let target = optional_text("target", self.get("target"), MAX_LABEL_CHARS, errors);
         let category = optional_text("category", self.get("category"), MAX_LABEL_CHARS, errors);
         let tags = parse_tags(self.get("tags"), errors);
@@ -161,17 +173,22 @@ impl Sources<'_> {
             payment,
             card,
             card_signature: None,
+            reach,
         })
     }
 }
 
 /// The value under `key`, treating JSON `null` as absent.
-fn present<'a>(object: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+pub(super) fn present<'a>(object: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
     object.get(key).filter(|value| !value.is_null())
 }
 
 /// A string field, trimmed; pushes an error when it has another JSON type.
-fn text(field: &str, value: Option<&Value>, errors: &mut Vec<FieldError>) -> Option<String> {
+pub(super) fn text(
+    field: &str,
+    value: Option<&Value>,
+    errors: &mut Vec<FieldError>,
+) -> Option<String> {
     match value? {
         // No database text type takes U+0000 (PostgreSQL refuses it), so no backend stores it.
         Value::String(raw) if raw.contains('\0') => {
@@ -187,7 +204,7 @@ fn text(field: &str, value: Option<&Value>, errors: &mut Vec<FieldError>) -> Opt
 }
 
 /// Checks a maximum length in characters (not bytes).
-fn within(
+pub(super) fn within(
     field: &str,
     value: String,
     max_chars: usize,
@@ -205,7 +222,7 @@ fn within(
 }
 
 /// A required, non-blank string of at most `max_chars` characters.
-fn required_text(
+pub(super) fn required_text(
     field: &str,
     value: Option<&Value>,
     max_chars: usize,
@@ -224,7 +241,7 @@ fn required_text(
 }
 
 /// An optional string of at most `max_chars` characters; blank means absent.
-fn optional_text(
+pub(super) fn optional_text(
     field: &str,
     value: Option<&Value>,
     max_chars: usize,
@@ -249,7 +266,7 @@ fn parse_package_name(value: Option<&Value>, errors: &mut Vec<FieldError>) -> Op
 /// An optional absolute http(s) URL; blank means absent. Kept as given (trimmed). Its length
 /// limit counts the characters as sent, surrounding whitespace included, as the OpenAPI
 /// document's `maxLength` does.
-fn optional_url(
+pub(super) fn optional_url(
     field: &str,
     value: Option<&Value>,
     errors: &mut Vec<FieldError>,
@@ -267,7 +284,7 @@ fn optional_url(
     }
 }
 
-fn check_http_url(raw: &str) -> Result<(), String> {
+pub(super) fn check_http_url(raw: &str) -> Result<(), String> {
     // URL parsing drops these silently (tabs and line breaks anywhere, control characters in
     // front): what is stored must be what was meant.
     if raw.contains(['\t', '\n', '\r']) || !raw.starts_with(|c: char| c.is_ascii_alphabetic()) {
@@ -484,6 +501,9 @@ fn card_fields(card: &Value) -> Map<String, Value> {
     }
     if let Some(url) = card_url(card) {
         fields.insert("url".to_owned(), url.clone());
+    }
+    if let Some(interfaces) = present(card, "supportedInterfaces") {
+        fields.insert("interfaces".to_owned(), interfaces.clone());
     }
     if let Some(capabilities) = card_capabilities(card) {
         fields.insert("capabilities".to_owned(), capabilities);

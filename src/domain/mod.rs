@@ -6,6 +6,7 @@ pub mod agent_card;
 pub mod card_signature;
 pub mod package_name;
 pub mod payment;
+pub mod reach;
 
 pub use access::Scope;
 pub use agent::{AgentDraft, Capability};
@@ -13,6 +14,7 @@ pub use agent_card::A2aCard;
 pub use card_signature::{CardSignatureCheck, SignatureStatus};
 pub use package_name::PackageName;
 pub use payment::{Payment, PaymentFilter, Rail};
+pub use reach::Reach;
 
 /// One invalid field of a request body, reported with all others at once.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]

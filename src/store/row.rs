@@ -1,7 +1,7 @@
 //! Rows as the databases return them, and their conversion to the model (shared by backends).
 
 use crate::domain::Scope;
-use crate::domain::{AgentDraft, Capability, PackageName, Payment};
+use crate::domain::{AgentDraft, Capability, PackageName, Payment, Reach};
 use crate::timestamp::Timestamp;
 
 use super::StoreError;
@@ -35,6 +35,7 @@ pub struct AgentRow {
     pub updated_at: i64,
     pub published_at: Option<i64>,
     pub card_signature: Option<String>,
+    pub reach: Option<String>,
 }
 
 /// The list-valued and JSON columns of a draft, serialised once for any backend.
@@ -44,6 +45,7 @@ pub struct DraftColumns {
     pub payment: Option<String>,
     pub card: Option<String>,
     pub card_signature: Option<String>,
+    pub reach: Option<String>,
 }
 
 impl DraftColumns {
@@ -54,6 +56,9 @@ impl DraftColumns {
             payment: draft.payment.as_ref().map(to_json).transpose()?,
             card: draft.card.as_ref().map(to_json).transpose()?,
             card_signature: draft.card_signature.as_ref().map(to_json).transpose()?,
+            reach: (!draft.reach.is_empty())
+                .then(|| to_json(&draft.reach))
+                .transpose()?,
         })
     }
 }
@@ -93,6 +98,16 @@ impl TryFrom<AgentRow> for Agent {
             .as_deref()
             .map(|text| from_json("card_signature", text))
             .transpose()?;
+        let mut reach: Reach = row
+            .reach
+            .as_deref()
+            .map(|text| from_json("reach", text))
+            .transpose()?
+            .unwrap_or_default();
+        // Rows written before agents listed interfaces: the url is the one interface.
+        if let (true, Some(url)) = (reach.interfaces.is_empty(), &row.url) {
+            reach.lead_with(url);
+        }
         let draft = AgentDraft {
             package_name: PackageName::parse(&row.package_name)
                 .map_err(|err| corrupt("package_name", err))?,
@@ -108,6 +123,7 @@ impl TryFrom<AgentRow> for Agent {
             payment,
             card,
             card_signature,
+            reach,
         };
         Ok(Agent {
             state: AgentState::parse(&row.state).ok_or_else(|| corrupt("state", &row.state))?,

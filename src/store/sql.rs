@@ -78,7 +78,7 @@ pub struct SqlStore<DB: Dialect> {
 const AGENT_COLUMNS: &str = "id, package_name, owner, state, verification_level, \
     verification_token, revision, name, description, version, manifest_url, url, target, \
     category, tags, capabilities, payment, card, created_at, updated_at, published_at, \
-    card_signature";
+    card_signature, reach";
 
 const CHANGE_COLUMNS: &str = "seq, agent_id, package_name, kind, at, public";
 
@@ -198,7 +198,7 @@ where
         let mut tx = self.writer.begin().await?;
         let sql = format!(
             "INSERT INTO agents ({AGENT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, \
-             $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22)"
+             $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)"
         );
         let insert = sqlx::query(&sql)
             .bind(&agent.id)
@@ -213,6 +213,7 @@ where
             .bind(agent.updated_at.micros())
             .bind(agent.published_at.map(Timestamp::micros))
             .bind(&columns.card_signature)
+            .bind(&columns.reach)
             .execute(&mut *tx)
             .await;
         match inserted {
@@ -265,7 +266,7 @@ where
         let sql = format!(
             "UPDATE agents SET name = $1, description = $2, version = $3, manifest_url = $4, \
              url = $5, target = $6, category = $7, tags = $8, capabilities = $9, payment = $10, \
-             card = $11, updated_at = $12, revision = revision + 1, card_signature = $15 \
+             card = $11, updated_at = $12, revision = revision + 1, card_signature = $15, reach = $16 \
              WHERE id = $13 AND (CAST($14 AS BIGINT) IS NULL OR revision = $14) \
              RETURNING {AGENT_COLUMNS}"
         );
@@ -274,6 +275,7 @@ where
             .bind(id)
             .bind(expected_revision)
             .bind(&columns.card_signature)
+            .bind(&columns.reach)
             .try_map(|row| AgentRow::from_row(&row))
             .fetch_optional(&mut *tx)
             .await?;

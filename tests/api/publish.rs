@@ -1,5 +1,6 @@
 //! `POST /api/agents/publish` and payment normalisation.
 
+use axum::http::Method;
 use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, agent_body, error_fields, str_at};
@@ -465,4 +466,72 @@ async fn a_card_that_lacks_required_fields_still_fails_validation() {
 
     response.assert_problem(422, "validation_failed");
     assert_eq!(error_fields(&response), ["description"]);
+}
+
+#[tokio::test]
+async fn how_to_reach_an_agent_is_typed_and_round_trips() {
+    let app = TestApp::spawn().await;
+    let alice = app.token("alice", &[]).await;
+    let mut body = agent_body("com.example.reachable");
+    body["url"] = json!(null);
+    body["interfaces"] = json!([
+        {"url": "https://reach.example.com/a2a/v1", "protocolBinding": "jsonrpc"},
+        {"url": "https://reach.example.com/a2a/grpc", "protocolBinding": "GRPC", "protocolVersion": "1.0"}
+    ]);
+    body["remotes"] = json!([{"type": "streamable-http", "url": "https://mcp.example.com/mcp"}]);
+    body["packages"] = json!([{"registryType": "npm", "identifier": "@example/mcp", "runtimeHint": "npx",
+        "environmentVariables": [{"name": "EXAMPLE_TOKEN", "isSecret": true}]}]);
+    body["repository"] = json!({"url": "https://github.com/example/mcp", "source": "github"});
+
+    let record = app.publish_live(&alice, body).await;
+
+    assert_eq!(
+        record["url"], "https://reach.example.com/a2a/v1",
+        "the first interface"
+    );
+    assert_eq!(record["interfaces"][0]["protocolBinding"], "JSONRPC");
+    assert_eq!(record["interfaces"][1]["protocolBinding"], "GRPC");
+    assert_eq!(record["remotes"][0]["type"], "streamable-http");
+    assert_eq!(record["packages"][0]["registry_type"], "npm");
+    assert_eq!(record["packages"][0]["transport"]["type"], "stdio");
+    assert_eq!(
+        record["packages"][0]["environment_variables"][0]["is_secret"],
+        true
+    );
+    assert_eq!(record["repository"]["source"], "github");
+    let card = app
+        .get("/public/agents/resolve/com.example.reachable")
+        .await;
+    let interfaces = card.body["supportedInterfaces"]
+        .as_array()
+        .expect("interfaces");
+    assert_eq!(interfaces.len(), 2);
+    assert_eq!(interfaces[1]["protocolBinding"], "GRPC");
+
+    // A url alone is the one A2A interface.
+    let only_url = app
+        .publish_live(&alice, agent_body("com.example.plain"))
+        .await;
+    assert_eq!(only_url["interfaces"][0]["url"], only_url["url"]);
+    assert!(only_url.get("remotes").is_none());
+
+    // Every bad field at once.
+    let mut bad = agent_body("com.example.bad");
+    bad["remotes"] = json!([{"type": "websocket", "url": "ftp://x"}]);
+    bad["packages"] = json!([{"registry_type": "apt"}]);
+    bad["repository"] = json!("github.com/x");
+    let response = app
+        .request(Method::POST, "/api/agents/publish", Some(&alice), Some(bad))
+        .await;
+    response.assert_problem(422, "validation_failed");
+    let fields = error_fields(&response);
+    for field in [
+        "remotes[0].type",
+        "remotes[0].url",
+        "packages[0].registry_type",
+        "packages[0].identifier",
+        "repository",
+    ] {
+        assert!(fields.contains(&field.to_owned()), "{field}: {fields:?}");
+    }
 }

@@ -312,6 +312,9 @@ async fn import_line(
 ) -> Result<Imported, Vec<FieldError>> {
     let body: Value =
         serde_json::from_str(line).map_err(|err| reject(format!("invalid JSON: {err}")))?;
+    // An MCP Registry server.json (bare, or as the API's {server, _meta} item) reads as the
+    // publish body it describes.
+    let body = crate::domain::server_json::publish_body(&body).unwrap_or(body);
     let draft = AgentDraft::parse(&body)?;
     registry
         .import(draft, owner, mode)

@@ -1025,3 +1025,35 @@ async fn a_bulk_import_by_another_process_is_searchable_within_seconds() {
         assert!(waited < Duration::from_secs(5), "PostgreSQL: {waited:?}");
     }
 }
+
+#[tokio::test]
+async fn the_sample_catalogue_imports_whole_and_keeps_how_to_reach_each_agent() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sample = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/agents.jsonl");
+    let lines = std::fs::read_to_string(&sample).expect("the sample catalogue ships");
+    let count = lines.lines().filter(|line| !line.trim().is_empty()).count();
+
+    let stderr = run_import(&sample, dir.path(), "demo", &["--go-live"]);
+
+    assert!(
+        stderr.trim_end().ends_with(&format!(
+            "import: created {count}, updated 0, unchanged 0, rejected 0"
+        )),
+        "{stderr}"
+    );
+    let exported = Command::new(env!("CARGO_BIN_EXE_agent-registry"))
+        .args(["export", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .expect("export runs");
+    let records: Vec<Value> = String::from_utf8_lossy(&exported.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("export line is JSON"))
+        .filter(|record: &Value| record["owner"] == "demo")
+        .collect();
+    assert_eq!(records.len(), count);
+    let with = |field: &str| records.iter().filter(|r| r.get(field).is_some()).count();
+    assert!(with("packages") > 1000, "MCP packages kept");
+    assert!(with("remotes") > 100, "MCP remotes kept");
+    assert!(with("interfaces") > 100, "A2A interfaces kept");
+}

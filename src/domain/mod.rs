@@ -7,6 +7,7 @@ pub mod card_signature;
 pub mod package_name;
 pub mod payment;
 pub mod reach;
+pub mod server_json;
 
 pub use access::Scope;
 pub use agent::{AgentDraft, Capability};

@@ -217,3 +217,31 @@ def test_publishing_from_a_card_url_then_unpublishing_and_deleting(page: Page, r
     page.get_by_role("button", name="Publish from card").click()
     expect(page.locator("#console-error")).to_contain_text("manifest_url")
     expect(form.get_by_label("Agent card URL")).to_have_attribute("aria-invalid", "true")
+
+
+def test_an_mcp_server_page_shows_how_to_connect_and_no_a2a_call(page: Page, registry: str) -> None:
+    status, record = api(registry, "POST", "/api/agents/publish", {
+        "package_name": "io.github.example.notes-mcp",
+        "name": "Notes MCP",
+        "description": "An MCP server for taking notes, run from npm or reached over HTTP.",
+        "remotes": [{"type": "streamable-http", "url": "https://notes.example.com/mcp"}],
+        "packages": [{"registry_type": "npm", "identifier": "@example/notes-mcp", "transport": {"type": "stdio"},
+                      "environment_variables": [{"name": "NOTES_TOKEN", "is_secret": True}]}],
+        "repository": {"url": "https://github.com/example/notes-mcp", "source": "github"},
+    })
+    assert status == 201, record
+    status, _ = api(registry, "POST", f"/api/agents/{record['id']}/go-live")
+    assert status == 200
+
+    page.goto("/agents/io.github.example.notes-mcp")
+
+    connect = page.locator("#connect")
+    expect(connect).to_be_visible()
+    expect(connect).to_contain_text("mcpServers")
+    expect(connect).to_contain_text("https://notes.example.com/mcp")
+    expect(connect).to_contain_text("@example/notes-mcp")
+    expect(connect).to_contain_text("NOTES_TOKEN")
+    expect(page.locator("#call")).to_be_hidden()
+    expect(page.get_by_role("link", name="Try in the playground")).to_be_hidden()
+    expect(page.locator("#facts")).to_contain_text("Repository")
+    screenshot(page, "agent-mcp")

@@ -26,6 +26,9 @@ function schemaTable(schema) {
     })));
 }
 
+/** Whether an A2A client can call the agent: it lists an A2A interface. */
+const callable = (record) => Array.isArray(record.interfaces) && record.interfaces.length > 0;
+
 function renderCapabilities(record) {
   const box = document.getElementById("capabilities");
   box.replaceChildren();
@@ -38,7 +41,7 @@ function renderCapabilities(record) {
     box.append(el("div", { class: "capability" },
       el("div", { class: "panel-head" },
         el("h3", {}, el("code", { text: cap.name })),
-        el("a", { class: "button small", href: tryHref, "aria-label": `Try ${cap.name} in the playground` }, "Try")),
+        callable(record) ? el("a", { class: "button small", href: tryHref, "aria-label": `Try ${cap.name} in the playground` }, "Try") : null),
       cap.description ? el("p", {}, cap.description) : null,
       schemaTable(cap.input_schema),
       cap.input_schema ? el("details", {},
@@ -71,8 +74,9 @@ function renderFacts(record) {
     ["Category", record.category],
     ["Audience", record.target],
     ["Tags", record.tags.length ? record.tags.join(", ") : null],
-    ["Endpoint", record.url && /^https?:/i.test(record.url) ? link(record.url) : record.url],
-    ["Own card", record.manifest_url && /^https?:/i.test(record.manifest_url) ? link(record.manifest_url) : record.manifest_url],
+    ["A2A endpoint", record.url && /^https?:/i.test(record.url) ? link(record.url) : record.url],
+    [isCardUrl(record.manifest_url) ? "Own card" : "Listed from", record.manifest_url && /^https?:/i.test(record.manifest_url) ? link(record.manifest_url) : record.manifest_url],
+    ["Repository", record.repository && /^https?:/i.test(record.repository.url) ? link(record.repository.url) : null],
     ["Owner", record.owner],
     ["Published", when(record.published_at)],
     ["Updated", when(record.updated_at)],
@@ -80,6 +84,59 @@ function renderFacts(record) {
   ].filter(([, value]) => value);
   facts.replaceChildren(...rows.flatMap(([name, value]) => [el("dt", {}, name), el("dd", {}, value)]));
   document.getElementById("agent-badges").replaceChildren(...agentBadges(record));
+}
+
+/** Whether a URL looks like an agent card rather than, say, a repository page. */
+function isCardUrl(url) {
+  return Boolean(url) && /(agent-card|agent)\.json($|[?#])|\/\.well-known\//i.test(url);
+}
+
+/** The command that runs a package locally, by its registry. */
+function packageCommand(pkg) {
+  const at = (sep) => (pkg.version ? `${sep}${pkg.version}` : "");
+  switch (pkg.registry_type) {
+    case "npm": return { command: "npx", args: ["-y", `${pkg.identifier}${at("@")}`] };
+    case "pypi": return { command: "uvx", args: [`${pkg.identifier}${at("==")}`] };
+    case "oci": return { command: "docker", args: ["run", "-i", "--rm", ...(pkg.environment_variables || []).flatMap((v) => ["-e", v.name]), `${pkg.identifier}${at(":")}`] };
+    case "nuget": return { command: "dnx", args: [`${pkg.identifier}${at("@")}`, "--yes"] };
+    case "cargo": return { command: pkg.identifier, args: [], install: `cargo install ${pkg.identifier}${pkg.version ? ` --version ${pkg.version}` : ""}` };
+    default: return null;
+  }
+}
+
+/** MCP client configuration and install lines for what the agent lists; A2A snippets only for A2A agents. */
+function renderConnect(record) {
+  const section = document.getElementById("connect");
+  const body = document.getElementById("connect-body");
+  const call = document.getElementById("call");
+  const tryLink = document.getElementById("try-link");
+  call.hidden = !callable(record);
+  if (tryLink) tryLink.hidden = !callable(record);
+  const name = record.package_name.split(".").pop() || record.package_name;
+  const parts = [];
+  for (const remote of record.remotes || []) {
+    const config = { mcpServers: { [name]: { type: remote.type === "sse" ? "sse" : "http", url: remote.url } } };
+    parts.push(el("h3", {}, `MCP server at ${remote.type === "sse" ? "an SSE" : "a streamable HTTP"} endpoint`),
+      el("div", { class: "snippet" }, el("pre", { class: "json" }, el("code", { text: pretty(config) })), el("button", { type: "button", class: "copy small" }, "Copy")));
+  }
+  for (const pkg of record.packages || []) {
+    const run = packageCommand(pkg);
+    if (!run) continue;
+    const env = Object.fromEntries((pkg.environment_variables || []).map((v) => [v.name, v.is_secret ? "<secret>" : (v.description || "")]));
+    const server = { command: run.command, args: run.args };
+    if (Object.keys(env).length) server.env = env;
+    parts.push(el("h3", {}, `MCP server from ${pkg.registry_type}: `, el("code", { text: pkg.identifier })),
+      run.install ? el("p", {}, "Install it first: ", el("code", { text: run.install })) : null,
+      el("div", { class: "snippet" }, el("pre", { class: "json" }, el("code", { text: pretty({ mcpServers: { [name]: server } }) })), el("button", { type: "button", class: "copy small" }, "Copy")));
+  }
+  if (parts.length) parts.unshift(el("p", { class: "hint" }, "Add this to your MCP client's configuration (the mcpServers section)."));
+  if (!parts.length && !callable(record)) {
+    parts.push(el("p", { class: "muted" }, record.repository
+      ? ["This agent lists no endpoint or package. Its source: ", el("a", { href: record.repository.url, rel: "nofollow noopener" }, record.repository.url)]
+      : "This agent lists no endpoint, package or repository: there is no way to reach it from here."));
+  }
+  body.replaceChildren(...parts.filter(Boolean));
+  section.hidden = parts.length === 0;
 }
 
 const shellQuote = (text) => `'${text.replaceAll("'", "'\\''")}'`;
@@ -90,7 +147,8 @@ function renderSnippets(record, card) {
   const input = cap ? exampleInput(cap.input_schema) : {};
   const jsonrpc = (card && Array.isArray(card.supportedInterfaces) &&
     card.supportedInterfaces.find((i) => (i.protocolBinding || "JSONRPC") === "JSONRPC")) || null;
-  const endpoint = (jsonrpc && jsonrpc.url) || record.url || `${location.origin}/a2a/v1`;
+  const endpoint = (jsonrpc && jsonrpc.url) || record.url;
+  if (!endpoint) return;
   const cardUrl = `${location.origin}/public/agents/resolve/${path}`;
   const body = {
     jsonrpc: "2.0", id: 1, method: "SendMessage",
@@ -171,6 +229,7 @@ async function load() {
   renderCapabilities(record.value);
   renderPayment(record.value);
   renderFacts(record.value);
+  renderConnect(record.value);
   const cardJson = document.getElementById("card-json");
   if (card.status === "fulfilled") cardJson.textContent = pretty(card.value);
   else cardJson.textContent = `The card could not be loaded: ${card.reason.message}`;

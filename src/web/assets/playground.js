@@ -160,9 +160,11 @@ $("discover-form").addEventListener("submit", async (event) => {
     list.replaceChildren(...(agents.length ? agents.map((agent) => el("li", {},
       el("div", { class: "who" }, el("strong", {}, agent.name), el("code", { text: agent.package_name }),
         el("span", { class: "badges" }, agentBadges(agent))),
-      el("button", { type: "button", class: "small secondary", dataset: { use: agent.package_name }, "aria-label": `Use ${agent.name}` }, "Use")))
+      agent.url
+        ? el("button", { type: "button", class: "small secondary", dataset: { use: agent.package_name }, "aria-label": `Use ${agent.name}` }, "Use")
+        : el("span", { class: "hint", title: "It lists no A2A endpoint, so the playground cannot call it" }, "No A2A endpoint")))
       : [el("li", { class: "muted" }, "No agents found. Try other words.")]));
-    $("agent-options").replaceChildren(...agents.map((a) => el("option", { value: a.package_name }, a.name)));
+    $("agent-options").replaceChildren(...agents.filter((a) => a.url).map((a) => el("option", { value: a.package_name }, a.name)));
     localSteps.push({ kind: "discover", query, agents, duration_ms: Math.round(performance.now() - started), at: new Date().toISOString() });
     await refreshHistory();
   } catch (err) {

@@ -5,12 +5,13 @@ pub mod agent;
 pub mod agent_card;
 pub mod package_name;
 pub mod payment;
+pub mod rails;
 
 pub use access::Scope;
 pub use agent::{AgentDraft, Capability};
 pub use agent_card::A2aCard;
 pub use package_name::PackageName;
-pub use payment::{Payment, PaymentFilter, Rail};
+pub use payment::{Payment, PaymentFilter, Price, Rail};
 
 /// One invalid field of a request body, reported with all others at once.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]

@@ -6,6 +6,7 @@ pub mod agent_card;
 pub mod package_name;
 pub mod payment;
 pub mod rails;
+pub mod x402;
 
 pub use access::Scope;
 pub use agent::{AgentDraft, Capability};

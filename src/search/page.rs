@@ -26,6 +26,8 @@ pub struct Listing {
     /// Names of the agent's capabilities.
     pub capabilities: Vec<String>,
     pub published_at: Option<Timestamp>,
+    /// When the record last changed.
+    pub updated_at: Timestamp,
 }
 
 impl Listing {
@@ -46,6 +48,7 @@ impl Listing {
             payment: draft.payment.clone(),
             capabilities: draft.capabilities.iter().map(|c| c.name.clone()).collect(),
             published_at: agent.published_at,
+            updated_at: agent.updated_at,
         }
     }
 }

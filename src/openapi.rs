@@ -857,12 +857,14 @@ fn readiness() -> Value {
 // ----- the shared response rules -----
 
 /// Path templates behind the per-IP rate limit (the `public` and page groups of the router).
-pub const RATE_LIMITED_PATHS: [&str; 9] = [
+pub const RATE_LIMITED_PATHS: &[&str] = &[
     "/public/agents",
     "/public/agents/search",
     "/public/agents/resolve/{package_name}",
     "/public/agents/{identifier}",
     "/public/changes",
+    "/discovery/resources",
+    "/discovery/search",
     "/.well-known/agent-card.json",
     "/.well-known/jwks.json",
     "/a2a/message",
@@ -890,7 +892,7 @@ fn parameter_schema(path: &str, name: &str) -> Option<Value> {
     Some(match (path, name) {
         // Read as a whole i64; out-of-range page sizes are clamped, not refused.
         (_, "limit") => json!({"type": "integer", "minimum": i64::MIN, "maximum": i64::MAX}),
-        ("/public/changes", "since") => {
+        ("/public/changes", "since") | ("/discovery/resources", "offset") => {
             json!({"type": "integer", "minimum": 0, "maximum": i64::MAX})
         }
         ("/public/agents", "sort") => {

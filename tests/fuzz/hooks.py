@@ -28,7 +28,7 @@ BASE_URL = os.environ["FUZZ_BASE_URL"]
 MASTER_KEY = os.environ["FUZZ_MASTER_KEY"]
 WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 PROTOCOL_ALIASES = {"lsat": "l402", "bolt11": "lightning-invoice"}
-SEARCH_PATHS = {"/public/agents", "/public/agents/search", "/a2a/discover", "/api/playground/session/{id}/discover"}
+SEARCH_PATHS = {"/public/agents", "/public/agents/search", "/a2a/discover", "/api/playground/session/{id}/discover", "/discovery/search"}
 PUBLISH_PATHS = {"/api/agents/publish", "/api/agents/{id}"}
 
 

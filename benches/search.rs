@@ -103,6 +103,7 @@ fn request(query: &str, index: usize) -> SearchRequest {
         sort: None,
         limit: 10,
         cursor: None,
+        offset: 0,
     }
 }
 

@@ -152,6 +152,7 @@ impl Run<'_> {
                 sort: None,
                 limit: self.args.depth.max(10),
                 cursor: None,
+                offset: 0,
             };
             let started = Instant::now();
             let page = index.search(&request).await?;

@@ -19,6 +19,7 @@ use utoipa::openapi::schema::{Object, Schema};
 use utoipa::openapi::{OpenApi, RefOr};
 
 use crate::domain::agent::limits as agent_limits;
+use crate::domain::payment as payment_limits;
 
 /// The JSON-RPC endpoints: their errors are JSON-RPC bodies, not problem+json.
 pub const JSON_RPC_PATHS: [&str; 2] = ["/a2a/v1", "/a2a/utility/{name}/v1"];
@@ -362,16 +363,12 @@ fn protocol_slug() -> String {
     format!("[{WS}]*[A-Za-z0-9][A-Za-z0-9.-]{{0,31}}[{WS}]*")
 }
 
+/// A network slug, or one of the CAIP-2 ids of the rail table (ASCII case ignored).
 fn network_slug() -> String {
-    let caip = [
-        format!("{}:(?:8453|84532|1|137|42161|10)", ci("eip155")),
-        format!("{}:{}", ci("nano"), ci("mainnet")),
-        format!(
-            "{}:{}",
-            ci("bip122"),
-            ci("000000000019d6689c085ae165831e93")
-        ),
-    ];
+    let caip: Vec<String> = crate::domain::rails::known_caip2()
+        .into_iter()
+        .map(ci)
+        .collect();
     format!(
         "[{WS}]*(?:[A-Za-z0-9][A-Za-z0-9-]{{0,63}}|{})[{WS}]*",
         caip.join("|")
@@ -442,6 +439,39 @@ fn payment() -> Value {
                 "maxItems": 32 * crate::domain::LIST_SLACK,
                 "items": rail(),
                 "description": "Accepted rails; at most 32 distinct.",
+            },
+            "scheme": {
+                "type": ["string", "null"],
+                "pattern": format!("^[{WS}]*[A-Za-z0-9][A-Za-z0-9_-]{{0,{}}}[{WS}]*$", payment_limits::MAX_SCHEME_LEN - 1),
+                "examples": ["exact"],
+                "description": "The x402 scheme of the agent's x402 rails; absent means `exact`. Trimmed and lowercased.",
+            },
+            "pay_to": {
+                "type": ["string", "null"],
+                "pattern": format!("^[{WS}]*[!-~]{{1,{}}}[{WS}]*$", payment_limits::MAX_PAY_TO_LEN),
+                "examples": ["0x209693Bc6afc0C5328bA36FaF03C514EF312287C"],
+                "description": format!("The payee's address as its network writes it: 1 to {} printable ASCII characters without spaces; trimmed.", payment_limits::MAX_PAY_TO_LEN),
+            },
+            "price": {
+                "type": ["object", "null"],
+                "required": ["amount", "asset"],
+                "description": "The price of one call. Its asset must be the asset of one of `rails` when any are listed.",
+                "properties": {
+                    "amount": {
+                        "anyOf": [
+                            {"type": "string", "pattern": format!("^[{WS}]*[0-9]{{1,{}}}[{WS}]*$", payment_limits::MAX_AMOUNT_DIGITS)},
+                            {"type": "integer", "minimum": 0, "maximum": u64::MAX},
+                        ],
+                        "examples": ["10000"],
+                        "description": format!("A non-negative integer in the asset's smallest unit (USDC has 6 decimals: `10000` is 0.01 USDC): a string of 1 to {} digits, or a JSON integer up to 2^64-1. Stored as a string without leading zeros.", payment_limits::MAX_AMOUNT_DIGITS),
+                    },
+                    "asset": {
+                        "type": "string",
+                        "pattern": format!("^{}$", asset_slug()),
+                        "examples": ["usdc"],
+                        "description": "Asset slug, as in a rail.",
+                    },
+                },
             },
         },
         "anyOf": [
@@ -912,12 +942,14 @@ fn readiness() -> Value {
 // ----- the shared response rules -----
 
 /// Path templates behind the per-IP rate limit (the `public` and page groups of the router).
-pub const RATE_LIMITED_PATHS: [&str; 10] = [
+pub const RATE_LIMITED_PATHS: &[&str] = &[
     "/public/agents",
     "/public/agents/search",
     "/public/agents/resolve/{package_name}",
     "/public/agents/{identifier}",
     "/public/changes",
+    "/discovery/resources",
+    "/discovery/search",
     "/.well-known/agent-card.json",
     "/.well-known/jwks.json",
     "/.well-known/ai-catalog.json",
@@ -946,7 +978,7 @@ fn parameter_schema(path: &str, name: &str) -> Option<Value> {
     Some(match (path, name) {
         // Read as a whole i64; out-of-range page sizes are clamped, not refused.
         (_, "limit") => json!({"type": "integer", "minimum": i64::MIN, "maximum": i64::MAX}),
-        ("/public/changes", "since") => {
+        ("/public/changes", "since") | ("/discovery/resources", "offset") => {
             json!({"type": "integer", "minimum": 0, "maximum": i64::MAX})
         }
         ("/public/agents", "sort") => {

@@ -486,6 +486,7 @@ mod tests {
             sort: None,
             limit: 10,
             cursor: None,
+            offset: 0,
         }
     }
 

@@ -12,7 +12,7 @@ use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::api::{agents, catalog, changes, ops, playground, public, tokens};
+use crate::api::{agents, bazaar, catalog, changes, ops, playground, public, tokens};
 use crate::middleware::{self, RateLimit};
 use crate::state::AppState;
 use crate::{a2a, error, web};
@@ -26,6 +26,7 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
     paths(
         public::list_agents, public::search_agents, public::get_agent, public::resolve_card,
         changes::list_changes,
+        bazaar::list_resources, bazaar::search_resources,
         a2a::registry_card, a2a::jwks, a2a::utility_card, catalog::ai_catalog,
         a2a::jsonrpc::handle, a2a::legacy::discover, a2a::legacy::message,
         a2a::utility::invoke, a2a::utility::handle,
@@ -41,6 +42,7 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
     modifiers(&BearerAuth),
     tags(
         (name = "public", description = "Unauthenticated reads and search"),
+        (name = "discovery", description = "x402 Bazaar discovery: agents that take x402 payments, as paid resources"),
         (name = "management", description = "Owner-authenticated agent lifecycle (scope agents:write)"),
         (name = "tokens", description = "API tokens"),
         (name = "a2a", description = "Agent cards and A2A endpoints"),
@@ -94,6 +96,8 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/public/agents/{identifier}", get(public::get_agent))
         .route("/public/changes", get(changes::list_changes))
+        .route("/discovery/resources", get(bazaar::list_resources))
+        .route("/discovery/search", get(bazaar::search_resources))
         .route("/.well-known/agent-card.json", get(a2a::registry_card))
         .route("/.well-known/jwks.json", get(a2a::jwks))
         .route("/.well-known/ai-catalog.json", get(catalog::ai_catalog))

@@ -62,6 +62,7 @@ pub async fn ai_catalog(
             sort: Some(Sort::Name),
             limit: (page_size - entries.len()).min(crate::search::MAX_LIMIT),
             cursor: cursor.take(),
+            offset: 0,
         };
         let page = state.registry.search(&request).await?;
         entries.extend(page.hits.iter().map(|hit| entry(&hit.listing, base)));

@@ -6,15 +6,17 @@ pub mod agent_card;
 pub mod card_signature;
 pub mod package_name;
 pub mod payment;
+pub mod rails;
 pub mod reach;
 pub mod server_json;
+pub mod x402;
 
 pub use access::Scope;
 pub use agent::{AgentDraft, Capability};
 pub use agent_card::A2aCard;
 pub use card_signature::{CardSignatureCheck, SignatureStatus};
 pub use package_name::PackageName;
-pub use payment::{Payment, PaymentFilter, Rail};
+pub use payment::{Payment, PaymentFilter, Price, Rail};
 pub use reach::Reach;
 
 /// One invalid field of a request body, reported with all others at once.

@@ -12,20 +12,20 @@ use super::FieldError;
 const MAX_PROTOCOLS: usize = 16;
 /// Most rails one agent may list.
 const MAX_RAILS: usize = 32;
+/// Longest accepted `pay_to` (addresses run to 66 characters: a Lightning node key, a Nano account).
+pub const MAX_PAY_TO_LEN: usize = 128;
+/// Most digits of a price `amount` (a 256-bit unsigned integer has at most 78).
+pub const MAX_AMOUNT_DIGITS: usize = 78;
+/// Longest accepted `scheme` slug.
+pub const MAX_SCHEME_LEN: usize = 32;
 /// Longest accepted `caip2` value (a CAIP-2 id is at most 41 characters; leave room).
 const MAX_CAIP2_LEN: usize = 128;
 
-/// Network aliases, applied on write and to `net:asset` filter terms.
-const NETWORK_ALIASES: &[(&str, &str)] = &[
-    ("eip155:8453", "base"),
-    ("eip155:84532", "base-sepolia"),
-    ("eip155:1", "ethereum"),
-    ("eip155:137", "polygon"),
-    ("eip155:42161", "arbitrum"),
-    ("eip155:10", "optimism"),
-    ("nano:mainnet", "nano"),
-    ("bip122:000000000019d6689c085ae165831e93", "bitcoin"),
-];
+/// Network aliases are the CAIP-2 ids of the rail table (`super::rails`), applied on write and
+/// to `net:asset` filter terms, ASCII case ignored.
+fn network_alias(value: &str) -> Option<&'static str> {
+    super::rails::network_of(value)
+}
 
 /// Asset aliases, applied on write and on the filter side.
 const ASSET_ALIASES: &[(&str, &str)] = &[
@@ -157,6 +157,29 @@ pub struct Payment {
     /// Accepted rails, sorted by (network, asset, protocol, caip2).
     #[serde(default)]
     pub rails: Vec<Rail>,
+    /// The x402 payment scheme of the agent's x402 rails, lowercase; absent means `exact`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(example = "exact")]
+    pub scheme: Option<String>,
+    /// Where payments go: the payee's address (or account) as its network writes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(example = "0x209693Bc6afc0C5328bA36FaF03C514EF312287C")]
+    pub pay_to: Option<String>,
+    /// The price of one call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price: Option<Price>,
+}
+
+/// A price: an amount of one asset, in that asset's smallest unit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Price {
+    /// A non-negative integer as a decimal string without leading zeros, in the asset's
+    /// smallest unit (USDC has 6 decimals: `"10000"` is 0.01 USDC), as x402 writes amounts.
+    #[schema(example = "10000")]
+    pub amount: String,
+    /// The asset slug, one of the assets of the agent's rails when it lists any.
+    #[schema(example = "usdc")]
+    pub asset: String,
 }
 
 impl Payment {
@@ -167,6 +190,9 @@ impl Payment {
             direction: None,
             protocols: Vec::new(),
             rails: Vec::new(),
+            scheme: None,
+            pay_to: None,
+            price: None,
         }
     }
 
@@ -184,18 +210,163 @@ impl Payment {
         let model = parse_model(present(object, "model"), &mut errors);
         let direction = parse_direction(present(object, "direction"), &mut errors);
         let protocols = parse_protocols(present(object, "protocols"), &mut errors);
+        let before_rails = errors.len();
         let rails = parse_rails(present(object, "rails"), protocols.as_ref(), &mut errors);
+        // A price is checked against the rails only when they could all be read.
+        let known_rails = (errors.len() == before_rails).then_some(&rails);
         let direction = default_direction(model, direction, &mut errors);
+        let scheme = parse_scheme(present(object, "scheme"), &mut errors);
+        let pay_to = parse_pay_to(present(object, "pay_to"), &mut errors);
+        let price = parse_price(present(object, "price"), known_rails, &mut errors);
         match model {
             Some(model) if errors.is_empty() => Ok(Self {
                 model,
                 direction,
                 protocols: protocols.unwrap_or_default().into_iter().collect(),
                 rails: rails.into_iter().collect(),
+                scheme,
+                pay_to,
+                price,
             }),
             _ => Err(errors),
         }
     }
+}
+
+/// The canonical slug of an asset named by a filter: lowercase, aliases applied.
+pub fn canonical_asset(value: &str) -> String {
+    apply_alias(ASSET_ALIASES, &clean(value))
+}
+
+/// Reads an amount written as ASCII digits: leading zeros dropped; `None` unless it is 1 to
+/// [`MAX_AMOUNT_DIGITS`] digits.
+pub fn canonical_amount(raw: &str) -> Option<String> {
+    if raw.is_empty() || raw.len() > MAX_AMOUNT_DIGITS || !raw.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let trimmed = raw.trim_start_matches('0');
+    Some(if trimmed.is_empty() { "0" } else { trimmed }.to_owned())
+}
+
+/// Compares two canonical amounts as the integers they write.
+pub fn compare_amounts(a: &str, b: &str) -> std::cmp::Ordering {
+    a.len().cmp(&b.len()).then_with(|| a.cmp(b))
+}
+
+fn parse_scheme(value: Option<&Value>, errors: &mut Vec<FieldError>) -> Option<String> {
+    let field = "payment.scheme";
+    let Some(raw) = value?.as_str() else {
+        errors.push(FieldError::new(field, "must be a string"));
+        return None;
+    };
+    let scheme = clean(raw);
+    if is_slug(&scheme, MAX_SCHEME_LEN, &['-', '_']) {
+        return Some(scheme);
+    }
+    errors.push(FieldError::new(
+        field,
+        format!(
+            "'{}' is not an x402 scheme such as `exact`: 1-{MAX_SCHEME_LEN} of a-z, 0-9, '-', '_', starting with a letter or digit",
+            shown(&scheme)
+        ),
+    ));
+    None
+}
+
+/// Whether `value` could be an address: 1 to [`MAX_PAY_TO_LEN`] printable ASCII characters,
+/// no spaces.
+pub fn is_address(value: &str) -> bool {
+    (1..=MAX_PAY_TO_LEN).contains(&value.len()) && value.bytes().all(|b| b.is_ascii_graphic())
+}
+
+fn parse_pay_to(value: Option<&Value>, errors: &mut Vec<FieldError>) -> Option<String> {
+    let field = "payment.pay_to";
+    let Some(raw) = value?.as_str() else {
+        errors.push(FieldError::new(field, "must be a string"));
+        return None;
+    };
+    let address = raw.trim();
+    if is_address(address) {
+        return Some(address.to_owned());
+    }
+    errors.push(FieldError::new(
+        field,
+        format!(
+            "must be the payee's address: 1 to {MAX_PAY_TO_LEN} printable ASCII characters without spaces"
+        ),
+    ));
+    None
+}
+
+/// `{amount, asset}`: each field's error reported on its own.
+fn parse_price(
+    value: Option<&Value>,
+    rails: Option<&BTreeSet<Rail>>,
+    errors: &mut Vec<FieldError>,
+) -> Option<Price> {
+    let field = "payment.price";
+    let Some(object) = value?.as_object() else {
+        errors.push(FieldError::new(
+            field,
+            "must be an object {amount, asset}: an amount in the asset's smallest unit",
+        ));
+        return None;
+    };
+    let amount = parse_amount(present(object, "amount"), errors);
+    let asset = required_slug(object, "asset", field, normalise_asset, errors);
+    let asset = asset.and_then(|asset| {
+        let Some(rails) = rails.filter(|rails| !rails.is_empty()) else {
+            return Some(asset);
+        };
+        if rails.iter().any(|rail| rail.asset == asset) {
+            return Some(asset);
+        }
+        let listed: BTreeSet<&str> = rails.iter().map(|rail| rail.asset.as_str()).collect();
+        errors.push(FieldError::new(
+            format!("{field}.asset"),
+            format!(
+                "'{asset}' is not the asset of any of payment.rails ({})",
+                listed.into_iter().collect::<Vec<_>>().join(", ")
+            ),
+        ));
+        None
+    });
+    Some(Price {
+        amount: amount?,
+        asset: asset?,
+    })
+}
+
+/// A price amount: a string of digits (or a JSON integer), leading zeros dropped.
+fn parse_amount(value: Option<&Value>, errors: &mut Vec<FieldError>) -> Option<String> {
+    let field = "payment.price.amount";
+    let parsed = match value {
+        None => Err("is required".to_owned()),
+        Some(Value::String(raw)) => canonical_amount(raw.trim()).ok_or_else(|| {
+            format!(
+                "'{}' is not an amount: 1 to {MAX_AMOUNT_DIGITS} digits 0-9, in the asset's smallest unit (no sign, decimal point or exponent)",
+                shown(raw.trim())
+            )
+        }),
+        // `10000.0` is an integer to JSON Schema, and read as one here.
+        Some(Value::Number(number)) => number
+            .as_u64()
+            .or_else(|| {
+                number
+                    .as_f64()
+                    .filter(|f| *f >= 0.0 && f.fract() == 0.0 && *f < 18_446_744_073_709_551_616.0)
+                    .map(|f| f as u64)
+            })
+            .map(|n| n.to_string())
+            .ok_or_else(|| {
+                "must be a non-negative integer below 2^64; write larger amounts as a string of digits"
+                    .to_owned()
+            }),
+        Some(_) => Err("must be a string of digits".to_owned()),
+    };
+    parsed
+        .map_err(|message| errors.push(FieldError::new(field, message)))
+        .ok()
 }
 
 /// The value under `key`, treating JSON `null` as absent.
@@ -361,16 +532,15 @@ fn normalise_network(raw: &str) -> Result<String, String> {
     if cleaned.is_empty() {
         return Err("network is missing".to_owned());
     }
-    let network = apply_alias(NETWORK_ALIASES, &cleaned);
+    let network = network_alias(&cleaned).map_or(cleaned, str::to_owned);
     if is_slug(&network, 64, &['-']) {
         return Ok(network);
     }
     if network.contains(':') {
-        let known: Vec<&str> = NETWORK_ALIASES.iter().map(|(alias, _)| *alias).collect();
         return Err(format!(
             "'{}' is not a known network; CAIP-2 style names must be one of {}",
             shown(&network),
-            known.join(", ")
+            super::rails::known_caip2().join(", ")
         ));
     }
     Err(format!(
@@ -400,7 +570,7 @@ fn normalise_asset(raw: &str) -> Result<String, String> {
 /// `"eip155:8453:usdc"` names asset `usdc` on network alias `eip155:8453`.
 fn parse_rail_string(raw: &str) -> Result<Rail, String> {
     let cleaned = clean(raw);
-    if let Some(network) = alias_of(NETWORK_ALIASES, &cleaned) {
+    if let Some(network) = network_alias(&cleaned) {
         return Err(format!(
             "'{cleaned}' names the network '{network}' but no asset: use \"{network}:<asset>\""
         ));
@@ -600,7 +770,7 @@ enum RailTerm {
 
 impl RailTerm {
     fn parse(token: &str) -> Self {
-        if let Some(network) = alias_of(NETWORK_ALIASES, token) {
+        if let Some(network) = network_alias(token) {
             return Self::Network(network.to_owned());
         }
         let Some((network, asset)) = token.rsplit_once(':') else {
@@ -610,7 +780,7 @@ impl RailTerm {
             };
         };
         let network = if network.contains(':') {
-            alias_of(NETWORK_ALIASES, network).map(str::to_owned)
+            network_alias(network).map(str::to_owned)
         } else {
             Some(network.to_owned()).filter(|network| !network.is_empty())
         };
@@ -1307,6 +1477,217 @@ mod tests {
         let stored = serde_json::to_string(&parsed).expect("should succeed");
         let read_back: Payment = serde_json::from_str(&stored).expect("should succeed");
         assert_eq!(read_back, parsed);
+    }
+
+    #[test]
+    fn pay_to_price_and_scheme_are_stored_in_canonical_form() {
+        let parsed = payment(json!({
+            "model": "paid", "protocols": ["x402"], "rails": ["base:usdc", "lightning:sats"],
+            "scheme": " Exact ", "pay_to": "  0x209693Bc6afc0C5328bA36FaF03C514EF312287C ",
+            "price": {"amount": " 0010000 ", "asset": "USDC", "note": "ignored"}
+        }));
+        assert_eq!(parsed.scheme.as_deref(), Some("exact"));
+        assert_eq!(
+            parsed.pay_to.as_deref(),
+            Some("0x209693Bc6afc0C5328bA36FaF03C514EF312287C")
+        );
+        assert_eq!(
+            parsed.price,
+            Some(Price {
+                amount: "10000".to_owned(),
+                asset: "usdc".to_owned()
+            })
+        );
+        let sats = payment(json!({
+            "model": "paid", "rails": ["lightning:btc"], "price": {"amount": 0, "asset": "sats"}
+        }));
+        assert_eq!(
+            sats.price,
+            Some(Price {
+                amount: "0".to_owned(),
+                asset: "btc".to_owned()
+            })
+        );
+    }
+
+    #[test]
+    fn without_pay_to_price_or_scheme_the_stored_form_is_unchanged() {
+        let parsed =
+            payment(json!({"model": "paid", "pay_to": null, "price": null, "scheme": null}));
+        assert_eq!(
+            serde_json::to_value(&parsed).expect("should succeed"),
+            json!({"model": "paid", "direction": "inbound", "protocols": [], "rails": []})
+        );
+        let stored: Payment =
+            serde_json::from_value(json!({"model": "free", "protocols": [], "rails": []}))
+                .expect("older stored payment");
+        assert_eq!(stored, Payment::free());
+    }
+
+    #[test]
+    fn an_amount_is_digits_in_the_smallest_unit() {
+        for (amount, field_ok) in [
+            (json!("1"), true),
+            (json!("0"), true),
+            (json!("9".repeat(78)), true),
+            (json!(18_446_744_073_709_551_615_u64), true),
+            (json!(10000.0), true),
+            (json!(1e30), false),
+            (json!("9".repeat(79)), false),
+            (json!("1.5"), false),
+            (json!("-1"), false),
+            (json!("+1"), false),
+            (json!("1e3"), false),
+            (json!("1 000"), false),
+            (json!(""), false),
+            (json!("١٢"), false),
+            (json!(1.5), false),
+            (json!(-1), false),
+            (json!(true), false),
+        ] {
+            let body = json!({"model": "paid", "price": {"amount": amount, "asset": "usdc"}});
+            let result = Payment::parse(&body);
+            assert_eq!(result.is_ok(), field_ok, "{amount}: {result:?}");
+            if let Err(errors) = result {
+                assert_eq!(errors[0].field, "payment.price.amount", "{amount}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_price_needs_an_amount_and_an_asset_of_the_rails() {
+        assert_eq!(
+            fields(json!({"model": "paid", "price": {}})),
+            ["payment.price.amount", "payment.price.asset"]
+        );
+        assert_eq!(
+            fields(json!({"model": "paid", "price": "0.01 USDC"})),
+            ["payment.price"]
+        );
+        let error = &errors(json!({
+            "model": "paid", "rails": ["base:usdc", "nano:xno"],
+            "price": {"amount": "1", "asset": "eurc"}
+        }))[0];
+        assert_eq!(error.field, "payment.price.asset");
+        assert!(error.message.contains("usdc, xno"), "{}", error.message);
+        assert_eq!(
+            fields(json!({"model": "paid", "price": {"amount": "1", "asset": "not an asset"}})),
+            ["payment.price.asset"]
+        );
+        // Without rails any asset slug will do; with unreadable rails only theirs are reported.
+        assert!(
+            Payment::parse(&json!({"model": "paid", "price": {"amount": "1", "asset": "eurc"}}))
+                .is_ok()
+        );
+        assert_eq!(
+            fields(
+                json!({"model": "paid", "rails": ["base:"], "price": {"amount": "1", "asset": "eurc"}})
+            ),
+            ["payment.rails[0]"]
+        );
+    }
+
+    #[test]
+    fn pay_to_is_printable_ascii_without_spaces() {
+        let long = "x".repeat(MAX_PAY_TO_LEN + 1);
+        for bad in [
+            json!(""),
+            json!("0x12 34"),
+            json!("nänö"),
+            json!(long),
+            json!(7),
+        ] {
+            assert_eq!(
+                fields(json!({"model": "paid", "pay_to": bad})),
+                ["payment.pay_to"],
+                "{bad}"
+            );
+        }
+        let nano = "nano_3ah94brzdm3e5nzzpstzcyxgkddt3ydgzi4478jshawrh7gtof5sb8twxqxt";
+        assert_eq!(
+            payment(json!({"model": "paid", "pay_to": nano}))
+                .pay_to
+                .as_deref(),
+            Some(nano)
+        );
+    }
+
+    #[test]
+    fn a_scheme_is_a_slug() {
+        for bad in [
+            json!("ex act"),
+            json!("-exact"),
+            json!("a".repeat(33)),
+            json!(1),
+        ] {
+            assert_eq!(
+                fields(json!({"model": "paid", "scheme": bad})),
+                ["payment.scheme"],
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            payment(json!({"model": "paid", "scheme": "batch-settlement"}))
+                .scheme
+                .as_deref(),
+            Some("batch-settlement")
+        );
+    }
+
+    #[test]
+    fn bad_pay_to_price_and_scheme_are_reported_with_every_other_error() {
+        let found = fields(json!({
+            "model": "gratis", "rails": ["base:"], "scheme": "?", "pay_to": " ",
+            "price": {"amount": "1.5", "asset": "usdc"}
+        }));
+        assert_eq!(
+            found,
+            [
+                "payment.model",
+                "payment.rails[0]",
+                "payment.scheme",
+                "payment.pay_to",
+                "payment.price.amount"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_serialized_payment_parses_back_to_itself() {
+        // What export writes, import reads: the record's payment is a valid payment body.
+        let parsed = payment(json!({
+            "model": "freemium", "direction": "both", "protocols": ["x402", "l402"],
+            "rails": [{"network": "base", "asset": "usdc", "protocol": "x402", "caip2": "eip155:8453"}, "nano:xno"],
+            "scheme": "exact", "pay_to": "0xAbC0000000000000000000000000000000000001",
+            "price": {"amount": "2500", "asset": "usdc"}
+        }));
+        let written = serde_json::to_value(&parsed).expect("should succeed");
+        assert_eq!(payment(written.clone()), parsed);
+        let read_back: Payment = serde_json::from_value(written).expect("should succeed");
+        assert_eq!(read_back, parsed);
+    }
+
+    #[test]
+    fn every_caip2_id_of_the_rail_table_names_its_network() {
+        for id in super::super::rails::RAIL_IDS {
+            let rail = format!("{}:{}", id.caip2, id.asset);
+            assert_eq!(
+                with_rails(json!([rail])).rails[0].network,
+                id.network,
+                "{rail}"
+            );
+            let upper = format!("{}:{}", id.caip2.to_ascii_uppercase(), id.asset);
+            assert_eq!(
+                with_rails(json!([upper])).rails[0].network,
+                id.network,
+                "{upper}"
+            );
+        }
+        assert!(rail_matches(json!(["avalanche:usdc"]), "eip155:43114"));
+        assert!(rail_matches(
+            json!(["solana:usdc"]),
+            "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp:usdc"
+        ));
     }
 
     #[test]

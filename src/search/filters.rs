@@ -2,6 +2,7 @@
 //! JSON-RPC data part) so every path applies exactly the same rules.
 
 use crate::domain::payment::{PaymentFilter, PaymentFilterInput};
+use crate::domain::x402::X402Filter;
 use crate::store::VerificationLevel;
 
 use super::SearchError;
@@ -29,6 +30,9 @@ pub struct Filters {
     pub tags: Vec<String>,
     pub verification_levels: Vec<VerificationLevel>,
     pub payment: PaymentFilter,
+    /// The x402 discovery paths' filter: only agents taking x402 payments, with an offer
+    /// meeting its constraints. No query string or body of the search paths sets it.
+    pub x402: Option<X402Filter>,
 }
 
 impl Filters {
@@ -39,6 +43,13 @@ impl Filters {
             && self.tags.is_empty()
             && self.verification_levels.is_empty()
             && self.payment.is_empty()
+            && self.x402.is_none()
+    }
+
+    /// Whether an agent with these payment terms passes the per-agent filters (payment and
+    /// x402); the facet filters are set operations of the index.
+    pub fn payment_matches(&self, payment: Option<&crate::domain::Payment>) -> bool {
+        self.payment.matches(payment) && self.x402.as_ref().is_none_or(|x402| x402.matches(payment))
     }
 
     pub fn parse(raw: &RawFilters) -> Result<Self, SearchError> {
@@ -89,6 +100,7 @@ impl Filters {
             tags: comma_terms(raw.tags.as_deref()),
             verification_levels,
             payment,
+            x402: None,
         })
     }
 }

@@ -72,6 +72,10 @@ pub enum Sort {
     Newest,
     /// By display name, A→Z.
     Name,
+    /// Longest published first: agents that go live join the end, so offsets into this order
+    /// stay put while the catalogue grows (the x402 resource list pages by offset). Not a
+    /// `sort` value of the search paths.
+    Oldest,
 }
 
 impl Sort {
@@ -95,6 +99,9 @@ pub struct SearchRequest {
     /// Already clamped to 1..=MAX_LIMIT by the caller's defaults.
     pub limit: usize,
     pub cursor: Option<String>,
+    /// Matches skipped (after the cursor, if any) before the page: offset paging, for the
+    /// paths that offer it. 0 everywhere else.
+    pub offset: usize,
 }
 
 impl SearchRequest {
@@ -207,7 +214,7 @@ impl Catalog {
     }
 
     /// The slots `filters` let through, `None` when there is no filter. Facet filters are set
-    /// operations; a payment filter is then tested on each agent that passed them.
+    /// operations; payment and x402 filters are then tested on each agent that passed them.
     fn allowed(&self, filters: &Filters) -> Option<SlotSet> {
         if filters.is_empty() {
             return None;
@@ -216,13 +223,13 @@ impl Catalog {
             .facets
             .matching(filters)
             .unwrap_or_else(|| self.facets.live().clone());
-        if !filters.payment.is_empty() {
+        if !filters.payment.is_empty() || filters.x402.is_some() {
             let refused: Vec<u32> = allowed
                 .iter()
                 .filter(|slot| {
                     !self
                         .doc(*slot)
-                        .is_some_and(|doc| filters.payment.matches(doc.listing.payment.as_ref()))
+                        .is_some_and(|doc| filters.payment_matches(doc.listing.payment.as_ref()))
                 })
                 .collect();
             for slot in refused {
@@ -290,7 +297,7 @@ impl Cursor {
             Sort::Relevance => cursor
                 .score
                 .is_some_and(|bits| f64::from_bits(bits).is_finite()),
-            Sort::Newest => cursor.time.is_some(),
+            Sort::Newest | Sort::Oldest => cursor.time.is_some(),
             Sort::Name => cursor.name.is_some(),
         };
         if cursor.sort != sort || !complete {
@@ -706,12 +713,14 @@ impl SearchIndex {
             .transpose()?;
         let catalog = self.read_catalog();
         let limit = request.limit.clamp(1, MAX_LIMIT);
+        // The matches the page is cut from: the skipped ones and the page itself.
+        let reach = request.offset.saturating_add(limit);
         // Relevance pages need only the keyword matches that can still reach them (see
         // `fuse`); any other order needs every match.
         let depth = match (sort, &cursor) {
-            (Sort::Relevance, None) => limit + VECTOR_DEPTH,
+            (Sort::Relevance, None) => reach.saturating_add(VECTOR_DEPTH),
             (Sort::Relevance, Some(cursor)) => keyword_depth_after(cursor)
-                .saturating_add(limit)
+                .saturating_add(reach)
                 .saturating_add(VECTOR_DEPTH),
             _ => usize::MAX,
         };
@@ -721,7 +730,7 @@ impl SearchIndex {
                 .hits
                 .retain(|hit| after_cursor(sort, hit, cursor).is_gt());
         }
-        if found.omitted > 0 && found.hits.len() <= limit {
+        if found.omitted > 0 && found.hits.len() <= reach {
             // Cannot happen when `keyword_depth_after` is right; stay correct if it is not.
             tracing::warn!(
                 depth,
@@ -739,13 +748,15 @@ impl SearchIndex {
             total,
             omitted,
         } = found;
-        let more = hits.len() > limit || omitted > 0;
-        // Only the page is ordered: selecting it is linear, sorting every match is not.
-        if hits.len() > limit {
-            hits.select_nth_unstable_by(limit - 1, |a, b| compare(sort, a, b));
-            hits.truncate(limit);
+        let more = hits.len() > reach || omitted > 0;
+        // Only the page (and what it skips) is ordered: selecting it is linear, sorting every
+        // match is not.
+        if hits.len() > reach {
+            hits.select_nth_unstable_by(reach - 1, |a, b| compare(sort, a, b));
+            hits.truncate(reach);
         }
         hits.sort_unstable_by(|a, b| compare(sort, a, b));
+        hits.drain(..request.offset.min(hits.len()));
         let next_cursor = match hits.last() {
             Some(last) if more => Some(cursor_after(sort, last).encode()),
             _ => None,
@@ -1059,6 +1070,7 @@ fn compare(sort: Sort, a: &Scored<'_>, b: &Scored<'_>) -> Ordering {
         Sort::Relevance => b.score.total_cmp(&a.score),
         Sort::Newest => b.doc.published_micros.cmp(&a.doc.published_micros),
         Sort::Name => a.doc.name_key.cmp(&b.doc.name_key),
+        Sort::Oldest => a.doc.published_micros.cmp(&b.doc.published_micros),
     };
     primary.then_with(|| a.doc.id.cmp(&b.doc.id))
 }
@@ -1076,6 +1088,10 @@ fn after_cursor(sort: Sort, hit: &Scored<'_>, cursor: &Cursor) -> Ordering {
             .name_key
             .as_str()
             .cmp(cursor.name.as_deref().unwrap_or_default()),
+        Sort::Oldest => hit
+            .doc
+            .published_micros
+            .cmp(&cursor.time.unwrap_or_default()),
     };
     // Equal keys: ids at or before the cursor's id were already served.
     match primary.then_with(|| hit.doc.id.as_str().cmp(&cursor.id)) {
@@ -1088,7 +1104,7 @@ fn cursor_after(sort: Sort, last: &Scored<'_>) -> Cursor {
     Cursor {
         sort,
         score: (sort == Sort::Relevance).then_some(last.score.to_bits()),
-        time: (sort == Sort::Newest).then_some(last.doc.published_micros),
+        time: matches!(sort, Sort::Newest | Sort::Oldest).then_some(last.doc.published_micros),
         name: (sort == Sort::Name).then(|| last.doc.name_key.clone()),
         id: last.doc.id.clone(),
     }
@@ -1215,6 +1231,118 @@ mod tests {
             }
             assert_eq!(served, expected, "round {round}, limit {limit}");
         }
+    }
+
+    /// Twelve ACTIVE agents gone live two at a time, a second apart, in a keyword index; their
+    /// ids oldest first and newest first (ties by id in both).
+    async fn live_agents() -> (SearchIndex, Vec<String>, Vec<String>, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store: Arc<dyn Store> = Arc::new(
+            crate::store::sqlite::SqliteStore::open_dir(dir.path())
+                .await
+                .expect("store"),
+        );
+        let mut agents = Vec::new();
+        for i in 0..12_i64 {
+            let draft = crate::domain::AgentDraft::parse(&serde_json::json!({
+                "package_name": format!("com.example.agent{i}"),
+                "name": format!("Agent {i}"),
+                "description": "Forecasts for any city.",
+            }))
+            .expect("draft");
+            let mut agent = Agent::new(draft, "alice", crate::timestamp::Timestamp::now());
+            agent.state = AgentState::Active;
+            agent.published_at = Some(crate::timestamp::Timestamp::from_micros(
+                1_000_000 * (i / 2),
+            ));
+            agents.push(agent);
+        }
+        let index = SearchIndex::new(store, None).expect("index");
+        index.rebuild_keyword(&agents).await.expect("index");
+        let mut order: Vec<(i64, String)> = agents
+            .iter()
+            .map(|agent| {
+                (
+                    agent.published_at.map_or(0, |t| t.micros()),
+                    agent.id.clone(),
+                )
+            })
+            .collect();
+        order.sort();
+        let oldest_first = order.iter().map(|(_, id)| id.clone()).collect();
+        order.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        let newest_first = order.into_iter().map(|(_, id)| id).collect();
+        (index, oldest_first, newest_first, dir)
+    }
+
+    fn ids(page: &SearchPage) -> Vec<String> {
+        page.hits.iter().map(|hit| hit.listing.id.clone()).collect()
+    }
+
+    fn ordered(sort: Sort, limit: usize, offset: usize, cursor: Option<String>) -> SearchRequest {
+        SearchRequest {
+            text: String::new(),
+            filters: Filters::default(),
+            sort: Some(sort),
+            limit,
+            cursor,
+            offset,
+        }
+    }
+
+    #[tokio::test]
+    async fn offset_pages_are_slices_of_the_whole_order() {
+        let (index, oldest_first, newest_first, _dir) = live_agents().await;
+        let all = index
+            .search(&ordered(Sort::Oldest, 100, 0, None))
+            .await
+            .expect("search");
+        assert_eq!(ids(&all), oldest_first);
+        for (sort, whole) in [(Sort::Oldest, &oldest_first), (Sort::Newest, &newest_first)] {
+            for offset in [0, 1, 5, 11, 12, 40] {
+                let page = index
+                    .search(&ordered(sort, 5, offset, None))
+                    .await
+                    .expect("search");
+                let expected: Vec<String> = whole.iter().skip(offset).take(5).cloned().collect();
+                assert_eq!(ids(&page), expected, "{sort:?} offset {offset}");
+                assert_eq!(page.total, 12);
+                assert_eq!(page.next_cursor.is_some(), offset + 5 < 12, "{offset}");
+            }
+        }
+        let page = index
+            .search(&ordered(Sort::Oldest, 5, usize::MAX, None))
+            .await
+            .expect("search");
+        assert!(page.hits.is_empty());
+    }
+
+    #[tokio::test]
+    async fn oldest_first_pages_by_cursor_like_every_order() {
+        let (index, oldest_first, _, _dir) = live_agents().await;
+        let mut served = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = index
+                .search(&ordered(Sort::Oldest, 5, 0, cursor))
+                .await
+                .expect("search");
+            served.extend(ids(&page));
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        assert_eq!(served, oldest_first);
+        // A cursor of one order is refused by another.
+        let first = index
+            .search(&ordered(Sort::Oldest, 5, 0, None))
+            .await
+            .expect("search");
+        let refused = index
+            .search(&ordered(Sort::Newest, 5, 0, first.next_cursor))
+            .await;
+        assert!(matches!(refused, Err(SearchError::InvalidCursor)));
     }
 
     /// Counts the texts it embeds; every vector is the same unit vector.

@@ -26,6 +26,7 @@ pub struct Listing {
     /// Names of the agent's capabilities.
     pub capabilities: Vec<String>,
     pub published_at: Option<Timestamp>,
+    /// When the record last changed.
     pub updated_at: Timestamp,
 }
 

@@ -91,6 +91,7 @@ pub fn from_query_pairs(
         sort,
         limit: clamp_limit(limit, limits.default, limits.max),
         cursor: joined("cursor"),
+        offset: 0,
     })
 }
 
@@ -169,6 +170,7 @@ pub fn from_json(body: &Value, limits: Limits) -> Result<SearchRequest, SearchEr
         sort,
         limit: clamp_limit(limit, limits.default, limits.max),
         cursor,
+        offset: 0,
     })
 }
 

@@ -5,6 +5,7 @@ The document says each of these in words; the generator cannot read words:
 - capability names are distinct (after trimming);
 - at most 32 distinct tags, 16 distinct payment protocols, 32 distinct rails (after normalising);
 - a rail's `protocol` is one of the agent's `payment.protocols`;
+- a payment's `price.asset` is the asset of one of its rails when it lists any;
 - a card given with a publish body has its fields checked too, including the url of its first
   `supportedInterfaces` entry and its `skills` (the document describes only the text fields);
 - an update keeps the agent's own `package_name` (the server knows it, the schema cannot);
@@ -27,7 +28,7 @@ BASE_URL = os.environ["FUZZ_BASE_URL"]
 MASTER_KEY = os.environ["FUZZ_MASTER_KEY"]
 WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 PROTOCOL_ALIASES = {"lsat": "l402", "bolt11": "lightning-invoice"}
-SEARCH_PATHS = {"/public/agents", "/public/agents/search", "/a2a/discover", "/api/playground/session/{id}/discover"}
+SEARCH_PATHS = {"/public/agents", "/public/agents/search", "/a2a/discover", "/api/playground/session/{id}/discover", "/discovery/search"}
 PUBLISH_PATHS = {"/api/agents/publish", "/api/agents/{id}"}
 
 
@@ -75,7 +76,22 @@ def repair_payment(payment: dict) -> None:
             protocol = rail.get("protocol") if isinstance(rail, dict) else None
             if isinstance(protocol, str) and PROTOCOL_ALIASES.get(clean(protocol), clean(protocol)) not in listed:
                 del rail["protocol"]
-        payment["rails"] = distinct_prefix(rails, lambda r: json.dumps(r, sort_keys=True), 32)
+        payment["rails"] = rails = distinct_prefix(rails, lambda r: json.dumps(r, sort_keys=True), 32)
+    price = payment.get("price")
+    if isinstance(price, dict) and isinstance(rails, list) and rails:
+        asset = rail_asset(rails[0])
+        if asset is not None:
+            price["asset"] = asset
+
+
+def rail_asset(rail) -> str | None:
+    """The asset text of a rail as the parser reads it (it normalises a price's asset alike)."""
+    if isinstance(rail, str):
+        return rail.rsplit(":", 1)[1] if ":" in rail else None
+    if isinstance(rail, dict):
+        asset = rail.get("asset")
+        return asset if isinstance(asset, str) else rail.get("token") if isinstance(rail.get("token"), str) else None
+    return None
 
 
 def current_package_name(identifier: str) -> str | None:

@@ -953,6 +953,8 @@ pub const RATE_LIMITED_PATHS: &[&str] = &[
     "/.well-known/agent-card.json",
     "/.well-known/jwks.json",
     "/.well-known/ai-catalog.json",
+    "/v0.1/servers",
+    "/v0.1/servers/{name}/versions/{version}",
     "/a2a/message",
     "/a2a/utility/{name}/.well-known/agent-card.json",
 ];

@@ -12,7 +12,7 @@ use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::api::{agents, bazaar, catalog, changes, ops, playground, public, tokens};
+use crate::api::{agents, bazaar, catalog, changes, mcp_registry, ops, playground, public, tokens};
 use crate::middleware::{self, RateLimit};
 use crate::state::AppState;
 use crate::{a2a, error, web};
@@ -27,6 +27,7 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
         public::list_agents, public::search_agents, public::get_agent, public::resolve_card,
         changes::list_changes,
         bazaar::list_resources, bazaar::search_resources,
+        mcp_registry::list_servers, mcp_registry::get_server,
         a2a::registry_card, a2a::jwks, a2a::utility_card, catalog::ai_catalog,
         a2a::jsonrpc::handle, a2a::legacy::discover, a2a::legacy::message,
         a2a::utility::invoke, a2a::utility::handle,
@@ -101,6 +102,11 @@ pub fn router(state: AppState) -> Router {
         .route("/.well-known/agent-card.json", get(a2a::registry_card))
         .route("/.well-known/jwks.json", get(a2a::jwks))
         .route("/.well-known/ai-catalog.json", get(catalog::ai_catalog))
+        .route("/v0.1/servers", get(mcp_registry::list_servers))
+        .route(
+            "/v0.1/servers/{name}/versions/{version}",
+            get(mcp_registry::get_server),
+        )
         .route("/a2a/message", post(a2a::legacy::message))
         .route(
             "/a2a/utility/{name}/.well-known/agent-card.json",

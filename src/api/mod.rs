@@ -4,6 +4,7 @@ pub mod agents;
 pub mod bazaar;
 pub mod catalog;
 pub mod changes;
+pub mod mcp_registry;
 pub mod ops;
 pub mod playground;
 pub mod public;

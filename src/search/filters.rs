@@ -33,6 +33,32 @@ pub struct Filters {
     /// The x402 discovery paths' filter: only agents taking x402 payments, with an offer
     /// meeting its constraints. No query string or body of the search paths sets it.
     pub x402: Option<X402Filter>,
+    /// The MCP Registry paths' filters: only agents that list an MCP remote or package, changed
+    /// at or after a time, of one version. No query string or body of the search paths sets
+    /// them.
+    pub mcp: Option<McpFilter>,
+}
+
+/// Which MCP servers the MCP Registry read API lists.
+#[derive(Debug, Default, Clone)]
+pub struct McpFilter {
+    /// Only records updated at or after this.
+    pub updated_since: Option<crate::timestamp::Timestamp>,
+    /// Only this version (as the record states it, `1.0.0` when none).
+    pub version: Option<String>,
+}
+
+impl McpFilter {
+    /// Whether a listed agent passes: it is an MCP server and meets the constraints.
+    pub fn matches(&self, listing: &super::Listing) -> bool {
+        listing.mcp
+            && self
+                .updated_since
+                .is_none_or(|since| listing.updated_at >= since)
+            && self.version.as_deref().is_none_or(|version| {
+                listing.version.as_deref().unwrap_or(super::DEFAULT_VERSION) == version
+            })
+    }
 }
 
 impl Filters {
@@ -44,6 +70,18 @@ impl Filters {
             && self.verification_levels.is_empty()
             && self.payment.is_empty()
             && self.x402.is_none()
+            && self.mcp.is_none()
+    }
+
+    /// Whether some filter is tested agent by agent (the rest are set operations of the index).
+    pub fn per_agent(&self) -> bool {
+        !self.payment.is_empty() || self.x402.is_some() || self.mcp.is_some()
+    }
+
+    /// Whether a listed agent passes the per-agent filters.
+    pub fn listing_matches(&self, listing: &super::Listing) -> bool {
+        self.payment_matches(listing.payment.as_ref())
+            && self.mcp.as_ref().is_none_or(|mcp| mcp.matches(listing))
     }
 
     /// Whether an agent with these payment terms passes the per-agent filters (payment and
@@ -101,6 +139,7 @@ impl Filters {
             verification_levels,
             payment,
             x402: None,
+            mcp: None,
         })
     }
 }

@@ -26,7 +26,10 @@ pub mod request;
 pub mod text;
 pub mod vectors;
 
-pub use filters::{Filters, RawFilters};
+pub use filters::{Filters, McpFilter, RawFilters};
+
+/// The version a record without one is served as.
+pub const DEFAULT_VERSION: &str = "1.0.0";
 pub use page::{Hit, Listing, SearchPage};
 
 use embed::Embedder;
@@ -223,13 +226,13 @@ impl Catalog {
             .facets
             .matching(filters)
             .unwrap_or_else(|| self.facets.live().clone());
-        if !filters.payment.is_empty() || filters.x402.is_some() {
+        if filters.per_agent() {
             let refused: Vec<u32> = allowed
                 .iter()
                 .filter(|slot| {
                     !self
                         .doc(*slot)
-                        .is_some_and(|doc| filters.payment_matches(doc.listing.payment.as_ref()))
+                        .is_some_and(|doc| filters.listing_matches(&doc.listing))
                 })
                 .collect();
             for slot in refused {

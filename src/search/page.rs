@@ -28,6 +28,8 @@ pub struct Listing {
     pub published_at: Option<Timestamp>,
     /// When the record last changed.
     pub updated_at: Timestamp,
+    /// Whether it lists an MCP remote or package.
+    pub mcp: bool,
 }
 
 impl Listing {
@@ -49,6 +51,7 @@ impl Listing {
             capabilities: draft.capabilities.iter().map(|c| c.name.clone()).collect(),
             published_at: agent.published_at,
             updated_at: agent.updated_at,
+            mcp: !draft.reach.remotes.is_empty() || !draft.reach.packages.is_empty(),
         }
     }
 }

@@ -15,6 +15,7 @@ mod errors;
 mod hostile;
 mod interop;
 mod lifecycle;
+mod mcp_registry;
 mod ops;
 mod ownership;
 mod playground;

@@ -9,7 +9,8 @@ The document says each of these in words; the generator cannot read words:
 - a card given with a publish body has its fields checked too, including the url of its first
   `supportedInterfaces` entry and its `skills` (the document describes only the text fields);
 - an update keeps the agent's own `package_name` (the server knows it, the schema cannot);
-- a search `cursor` is an opaque token from a previous page, not any string.
+- a search `cursor` (also of the AI Catalog and the MCP server list) is an opaque token from a
+  previous page, not any string.
 Invalid (negative) cases are left exactly as generated.
 """
 
@@ -28,7 +29,8 @@ BASE_URL = os.environ["FUZZ_BASE_URL"]
 MASTER_KEY = os.environ["FUZZ_MASTER_KEY"]
 WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 PROTOCOL_ALIASES = {"lsat": "l402", "bolt11": "lightning-invoice"}
-SEARCH_PATHS = {"/public/agents", "/public/agents/search", "/a2a/discover", "/api/playground/session/{id}/discover", "/discovery/search"}
+SEARCH_PATHS = {"/public/agents", "/public/agents/search", "/a2a/discover", "/api/playground/session/{id}/discover", "/discovery/search",
+                "/.well-known/ai-catalog.json", "/v0.1/servers"}
 PUBLISH_PATHS = {"/api/agents/publish", "/api/agents/{id}"}
 
 

@@ -60,8 +60,8 @@ pub async fn list_servers(
     State(state): State<AppState>,
     Query(query): Query<ServersQuery>,
 ) -> ApiResult<Json<Value>> {
-    let updated_since = match query.updated_since.as_deref().map(str::trim) {
-        None | Some("") => None,
+    let updated_since = match query.updated_since.as_deref() {
+        None => None,
         Some(text) => Some(
             serde_json::from_value::<Timestamp>(json!(text)).map_err(|_| {
                 ApiError::invalid_parameter("updated_since: must be an RFC 3339 time")

@@ -53,6 +53,9 @@ struct Args {
     /// How many results each query fetches (metrics still read the first 10).
     #[arg(long, default_value_t = 10)]
     depth: usize,
+    /// Show one agent per duplicate group, as the search paths do by default.
+    #[arg(long)]
+    collapse: bool,
     /// Keep the store (and so every embedder's vectors) in this directory between runs.
     #[arg(long)]
     store_dir: Option<PathBuf>,
@@ -148,7 +151,10 @@ impl Run<'_> {
         for labelled in self.queries {
             let request = SearchRequest {
                 text: labelled.query.clone(),
-                filters: Filters::default(),
+                filters: Filters {
+                    collapse_duplicates: self.args.collapse,
+                    ..Filters::default()
+                },
                 sort: None,
                 limit: self.args.depth.max(10),
                 cursor: None,

@@ -686,6 +686,10 @@ fn search_request() -> Value {
     );
     properties.insert("sort".to_owned(), sort_value());
     properties.insert(
+        "collapse".to_owned(),
+        json!({"type": ["boolean", "null"], "description": "true (default): one agent per duplicate group (agents sharing a repository or an endpoint), the group's best member; false: every agent. Also read inside `filters`."}),
+    );
+    properties.insert(
         "filters".to_owned(),
         json!({"type": ["object", "null"], "properties": filter_properties(),
             "description": "Filters, applied before ranking and paging."}),

@@ -415,6 +415,15 @@ impl Registry {
         self.index.as_ref().map_or(0, |index| index.len())
     }
 
+    /// The package names of the other ACTIVE agents that share `id`'s repository or endpoint
+    /// (its duplicate group), best first.
+    pub fn duplicates_of(&self, id: &str) -> Vec<String> {
+        self.index
+            .as_ref()
+            .map(|index| index.duplicates_of(id))
+            .unwrap_or_default()
+    }
+
     /// How far the index's vectors are (offline: no embedder).
     pub fn vector_progress(&self) -> VectorProgress {
         self.index.as_ref().map_or(

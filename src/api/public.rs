@@ -26,6 +26,7 @@ use super::wire::{AgentPage, AgentRecord};
         ("payment_rail" = Option<String>, Query, description = "Rails as `network:asset` (asset prefix), `network:`, or a bare prefix of either, comma-separated, e.g. `base:usdc`, `nano:`, `usdc`"),
         ("payment_direction" = Option<String>, Query, description = "`inbound`, `outbound`, `both`"),
         ("sort" = Option<String>, Query, description = "`relevance` (default with q), `newest` (default without), `name`"),
+        ("collapse" = Option<bool>, Query, description = "`true` (default): one agent per duplicate group (agents sharing a repository or an endpoint), the group's best member; `false`: every agent"),
         ("limit" = Option<i64>, Query, description = "Page size, default 20, max 100; values below 1 are read as 1, above 100 as 100"),
         ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
     ),
@@ -61,7 +62,9 @@ pub async fn get_agent(
     PathParam(identifier): PathParam,
 ) -> ApiResult<Json<AgentRecord>> {
     let agent = state.registry.find_active(&identifier).await?;
-    Ok(Json(AgentRecord::public(&agent)))
+    let mut record = AgentRecord::public(&agent);
+    record.duplicates = state.registry.duplicates_of(&agent.id);
+    Ok(Json(record))
 }
 
 /// The A2A v1.0 card of one ACTIVE agent.

@@ -61,6 +61,10 @@ pub struct AgentRecord {
     /// (MCP), `repository`. Each is absent when the publisher gave none.
     #[serde(flatten)]
     pub reach: Reach,
+    /// Public view: the other ACTIVE agents that share this one's repository or endpoint (its
+    /// duplicate group), best first; search shows one agent per group unless `collapse=false`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub duplicates: Vec<String>,
     /// What checking the signatures on the publisher's own card found, when it carries any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub card_signature: Option<CardSignatureCheck>,
@@ -94,6 +98,7 @@ impl AgentRecord {
             updated_at: agent.updated_at,
             published_at: agent.published_at,
             reach: draft.reach.clone(),
+            duplicates: Vec::new(),
             card_signature: draft.card_signature.clone(),
             verification_token: None,
             has_card: None,

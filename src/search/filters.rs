@@ -15,6 +15,8 @@ pub struct RawFilters {
     pub tags: Option<String>,
     pub verification_level: Option<String>,
     pub payment: PaymentFilterInput,
+    /// `collapse`: one agent per duplicate group (default), or every agent.
+    pub collapse: Option<bool>,
 }
 
 /// Most distinct values one filter may list.
@@ -37,6 +39,9 @@ pub struct Filters {
     /// at or after a time, of one version. No query string or body of the search paths sets
     /// them.
     pub mcp: Option<McpFilter>,
+    /// Show one agent per duplicate group (`duplicates`): what the search paths do unless asked
+    /// for `collapse=false`. Not a filter `is_empty` counts: it hides no distinct agent.
+    pub collapse_duplicates: bool,
 }
 
 /// Which MCP servers the MCP Registry read API lists.
@@ -140,6 +145,7 @@ impl Filters {
             payment,
             x402: None,
             mcp: None,
+            collapse_duplicates: raw.collapse.unwrap_or(true),
         })
     }
 }

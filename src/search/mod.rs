@@ -17,6 +17,7 @@ use sha2::{Digest, Sha256};
 
 use crate::store::{Agent, AgentState, Store, StoredEmbedding};
 
+pub mod duplicates;
 pub mod embed;
 pub mod facets;
 pub mod filters;
@@ -151,6 +152,9 @@ struct Doc {
     facets: Facets,
     text: DocText,
     content_hash: String,
+    /// The duplicate group it belongs to (`duplicates::group_key`), and its rank there.
+    group: Option<String>,
+    rank: duplicates::Rank,
 }
 
 /// Everything searches read, behind one lock.
@@ -165,6 +169,7 @@ struct Catalog {
     revisions: HashMap<String, i64>,
     vectors: Option<VectorStore>,
     facets: FacetIndex,
+    groups: duplicates::Groups,
     live: usize,
 }
 
@@ -191,10 +196,18 @@ impl Catalog {
         self.revisions.insert(doc.id.clone(), doc.revision);
         let entry = &mut self.docs[slot as usize];
         match entry {
-            Some(old) => self.facets.remove(slot, &old.facets),
+            Some(old) => {
+                self.facets.remove(slot, &old.facets);
+                if let Some(key) = &old.group {
+                    self.groups.remove(key, slot);
+                }
+            }
             None => self.live += 1,
         }
         self.facets.insert(slot, &doc.facets);
+        if let Some(key) = &doc.group {
+            self.groups.insert(key, slot, doc.rank.clone());
+        }
         *entry = Some(doc);
         if let Some(vectors) = &mut self.vectors {
             match vector {
@@ -208,6 +221,9 @@ impl Catalog {
         let removed = self.docs[slot as usize].take();
         if let Some(old) = &removed {
             self.facets.remove(slot, &old.facets);
+            if let Some(key) = &old.group {
+                self.groups.remove(key, slot);
+            }
             self.live -= 1;
         }
         if let Some(vectors) = &mut self.vectors {
@@ -219,13 +235,19 @@ impl Catalog {
     /// The slots `filters` let through, `None` when there is no filter. Facet filters are set
     /// operations; payment and x402 filters are then tested on each agent that passed them.
     fn allowed(&self, filters: &Filters) -> Option<SlotSet> {
-        if filters.is_empty() {
+        let collapse = filters.collapse_duplicates && self.groups.hidden().iter().next().is_some();
+        if filters.is_empty() && !collapse {
             return None;
         }
         let mut allowed = self
             .facets
             .matching(filters)
             .unwrap_or_else(|| self.facets.live().clone());
+        if collapse {
+            for slot in self.groups.hidden().iter() {
+                allowed.remove(slot);
+            }
+        }
         if filters.per_agent() {
             let refused: Vec<u32> = allowed
                 .iter()
@@ -878,7 +900,32 @@ impl SearchIndex {
             },
             content_hash: hex::encode(Sha256::digest(embedding_text(&text).as_bytes())),
             text,
+            group: duplicates::group_key(agent),
+            rank: duplicates::Rank::of(agent),
         }
+    }
+
+    /// The package names of the other ACTIVE agents in `id`'s duplicate group (same repository
+    /// or endpoint), best first.
+    pub fn duplicates_of(&self, id: &str) -> Vec<String> {
+        let catalog = self.read_catalog();
+        let Some(slot) = catalog.slots.get(id).copied() else {
+            return Vec::new();
+        };
+        let Some(key) = catalog.doc(slot).and_then(|doc| doc.group.clone()) else {
+            return Vec::new();
+        };
+        let mut others: Vec<&Arc<Doc>> = catalog
+            .groups
+            .others(&key, slot)
+            .into_iter()
+            .filter_map(|member| catalog.doc(member))
+            .collect();
+        others.sort_by(|a, b| a.rank.cmp(&b.rank));
+        others
+            .into_iter()
+            .map(|doc| doc.listing.package_name.clone())
+            .collect()
     }
 
     fn read_catalog(&self) -> std::sync::RwLockReadGuard<'_, Catalog> {

@@ -48,6 +48,15 @@ pub fn integer_param(pairs: &[(String, String)], name: &str) -> Result<Option<i6
         .map_err(|_| format!("{name}: must be an integer"))
 }
 
+/// `true` or `false`, ASCII case and surrounding whitespace ignored.
+fn parse_bool(value: &str) -> Option<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" => Some(true),
+        "false" => Some(false),
+        _ => None,
+    }
+}
+
 fn invalid(parameter: &str, message: impl Into<String>) -> SearchError {
     SearchError::InvalidParameter {
         parameter: parameter.to_owned(),
@@ -83,6 +92,15 @@ pub fn from_query_pairs(
             protocol: joined("payment_protocol"),
             rail: joined("payment_rail"),
             direction: joined("payment_direction"),
+        },
+        collapse: match joined("collapse") {
+            None => None,
+            Some(value) => Some(parse_bool(&value).ok_or_else(|| {
+                invalid(
+                    "collapse",
+                    "must be true (one agent per duplicate group) or false",
+                )
+            })?),
         },
     };
     Ok(SearchRequest {
@@ -162,6 +180,11 @@ pub fn from_json(body: &Value, limits: Limits) -> Result<SearchRequest, SearchEr
             protocol: filter(&["payment_protocol", "paymentProtocol"])?,
             rail: filter(&["payment_rail", "paymentRail"])?,
             direction: filter(&["payment_direction", "paymentDirection"])?,
+        },
+        collapse: match filters.get("collapse").or_else(|| object.get("collapse")) {
+            None | Some(Value::Null) => None,
+            Some(Value::Bool(collapse)) => Some(*collapse),
+            Some(_) => return Err(invalid("collapse", "collapse must be true or false")),
         },
     };
     Ok(SearchRequest {

@@ -339,3 +339,122 @@ async fn a_filtered_top_five_returns_five_matches_when_five_exist() {
     );
     assert_eq!(page.body["total"], 5);
 }
+
+/// Three listings of one server (one repository, as aggregators list it) and one other.
+async fn publish_duplicates(app: &TestApp) -> String {
+    let alice = app.token("alice", &[]).await;
+    for (package, name) in [
+        ("io.github.acme.mail", "Acme Mail"),
+        ("com.aggregator.acme-mail", "acme-mail"),
+        ("dev.lists.acme-mail-server", "Acme mail server"),
+    ] {
+        app.publish_live(
+            &alice,
+            json!({"package_name": package, "name": name,
+                   "description": "Send email from your agent over MCP.",
+                   "repository": {"url": "https://github.com/Acme/Mail.git", "source": "github"}}),
+        )
+        .await;
+    }
+    app.publish_live(
+        &alice,
+        json!({"package_name": "com.example.postman", "name": "Postman",
+               "description": "Send email and letters."}),
+    )
+    .await;
+    alice
+}
+
+fn packages(body: &Value) -> Vec<String> {
+    body["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .map(|agent| agent["package_name"].as_str().expect("package").to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn duplicates_collapse_to_their_best_member_on_every_search_path_unless_asked() {
+    let app = TestApp::spawn().await;
+    let alice = publish_duplicates(&app).await;
+
+    let collapsed = app.get("/public/agents?q=send%20email").await;
+    let found = packages(&collapsed.body);
+    assert_eq!(
+        found.iter().filter(|p| p.contains("mail")).count(),
+        1,
+        "one per group: {found:?}"
+    );
+    assert!(
+        found.contains(&"io.github.acme.mail".to_owned()),
+        "the first published"
+    );
+    let total = |body: &Value| body["total"].as_u64().expect("total");
+    let all = app
+        .get("/public/agents?q=send%20email&collapse=false")
+        .await;
+    assert_eq!(
+        total(&all.body),
+        total(&collapsed.body) + 2,
+        "the two duplicates come back"
+    );
+    let posted = app
+        .post(
+            "/public/agents/search",
+            None,
+            json!({"query": "send email", "collapse": false}),
+        )
+        .await;
+    assert_eq!(total(&posted.body), total(&all.body));
+    let discovered = app
+        .post(
+            "/a2a/discover",
+            Some(&alice),
+            json!({"query": "send email"}),
+        )
+        .await;
+    assert_eq!(
+        total(&discovered.body),
+        total(&collapsed.body),
+        "{}",
+        discovered.text
+    );
+
+    let record = app.get("/public/agents/io.github.acme.mail").await;
+    assert_eq!(
+        record.body["duplicates"],
+        json!(["com.aggregator.acme-mail", "dev.lists.acme-mail-server"])
+    );
+    app.get("/public/agents?collapse=maybe")
+        .await
+        .assert_problem(400, "invalid_parameter");
+
+    // Paging a collapsed list never repeats or skips.
+    let mut seen = Vec::new();
+    let mut path = "/public/agents?limit=1&sort=name".to_owned();
+    loop {
+        let page = app.get(&path).await;
+        seen.extend(packages(&page.body));
+        match page.body["next_cursor"].as_str() {
+            Some(cursor) => path = format!("/public/agents?limit=1&sort=name&cursor={cursor}"),
+            None => break,
+        }
+    }
+    assert_eq!(
+        seen.iter().filter(|p| p.contains("mail")).count(),
+        1,
+        "{seen:?}"
+    );
+
+    // When the representative leaves, the next best member is shown.
+    let id = record.body["id"].as_str().expect("id");
+    app.post_empty(&format!("/api/agents/{id}/unpublish"), &alice)
+        .await;
+    let after = app.get("/public/agents?q=send%20email").await;
+    assert!(
+        packages(&after.body).contains(&"com.aggregator.acme-mail".to_owned()),
+        "{:?}",
+        packages(&after.body)
+    );
+}

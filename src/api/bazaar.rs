@@ -174,7 +174,7 @@ pub enum ResourceType {
 }
 
 /// One way to pay for a resource, in x402's terms.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PaymentRequirements {
     /// `exact` unless the agent names another scheme.
@@ -196,7 +196,7 @@ pub struct PaymentRequirements {
 }
 
 /// What the registry knows of the agent behind a resource.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceMetadata {
     /// Display name.
@@ -210,7 +210,7 @@ pub struct ResourceMetadata {
 }
 
 /// One paid resource: an agent that takes x402 payments.
-#[derive(Debug, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DiscoveryResource {
     /// The agent's A2A endpoint, or its public record in the registry when it has none.
@@ -269,8 +269,11 @@ pub struct DiscoverySearch {
     /// Always 2.
     #[schema(example = 2)]
     pub x402_version: u32,
-    /// Best match first.
+    /// Best match first (the x402 Bazaar's name for the list).
     pub resources: Vec<DiscoveryResource>,
+    /// The same list under the name `/discovery/resources` uses, for clients that read both
+    /// answers alike.
+    pub items: Vec<DiscoveryResource>,
     /// Always false: every match is reachable through `pagination.cursor`.
     pub partial_results: bool,
     pub pagination: CursorPagination,
@@ -396,9 +399,11 @@ pub async fn search_resources(
         }
         None => None,
     };
+    let found = resources(page.as_ref(), &state.base_url);
     Ok(Json(DiscoverySearch {
         x402_version: X402_VERSION,
-        resources: resources(page.as_ref(), &state.base_url),
+        items: found.clone(),
+        resources: found,
         partial_results: false,
         pagination: CursorPagination {
             limit,

@@ -337,6 +337,10 @@ async fn search_ranks_x402_agents_and_pages_by_cursor() {
     let body = &response.body;
     assert_eq!(body["x402Version"], 2);
     assert_eq!(body["partialResults"], false);
+    assert_eq!(
+        body["items"], body["resources"],
+        "the list under both names"
+    );
     let mut found = packages(&body["resources"]);
     found.sort();
     assert_eq!(found, ["com.example.forecast", "com.example.sepolia"]);

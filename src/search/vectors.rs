@@ -39,7 +39,8 @@ pub struct IndexParams {
 pub struct QueryParams {
     /// Search width of a query: the graph search keeps this many candidates (at least `k`).
     pub ef_search: usize,
-    /// Stores with fewer distinct vectors than this are always scanned exactly.
+    /// Stores with fewer distinct vectors than this are always scanned exactly, and have no
+    /// graph until they reach it.
     pub exact_below: usize,
     /// A filter expected to let fewer slots than this through is answered by an exact scan of
     /// the slots it lets through.
@@ -87,6 +88,8 @@ const PURGE_FRACTION: usize = 16;
 pub struct VectorStore {
     dim: usize,
     params: IndexParams,
+    /// Whether the store builds a graph once it is large enough.
+    graph_wanted: bool,
     /// By node, `dim` codes each.
     codes: Vec<i8>,
     /// By node: the factor that turns codes back into the vector.
@@ -101,6 +104,7 @@ pub struct VectorStore {
     /// By slot: the next slot holding the same vector.
     next_slot: Vec<u32>,
     live_slots: usize,
+    /// Built once the store holds `exact_below` distinct vectors, then kept.
     graph: Option<Graph>,
 }
 
@@ -161,11 +165,13 @@ impl VectorStore {
         Self::with_params(dim, graph.then(IndexParams::default))
     }
 
-    /// An empty store with a graph built with `params`, or with none (exact scans only).
+    /// An empty store whose graph is built with `params` once the store is large enough, or
+    /// with none (exact scans only).
     pub fn with_params(dim: usize, params: Option<IndexParams>) -> Self {
-        Self {
+        let mut store = Self {
             dim,
             params: params.unwrap_or_default(),
+            graph_wanted: params.is_some(),
             codes: Vec::new(),
             scales: Vec::new(),
             heads: Vec::new(),
@@ -174,8 +180,10 @@ impl VectorStore {
             slot_nodes: Vec::new(),
             next_slot: Vec::new(),
             live_slots: 0,
-            graph: params.map(|params| Graph::new(params.graph)),
-        }
+            graph: None,
+        };
+        store.build_graph_when_due();
+        store
     }
 
     pub fn dim(&self) -> usize {
@@ -189,6 +197,53 @@ impl VectorStore {
     /// Change when and how wide the graph is searched.
     pub fn set_query_params(&mut self, query: QueryParams) {
         self.params.query = query;
+        self.build_graph_when_due();
+    }
+
+    /// Build the graph over every stored vector once the store has grown to `exact_below`
+    /// distinct vectors (a one-off: from then on `set` and `clear` keep it up to date).
+    /// Identical vectors, separate nodes until now, are merged.
+    fn build_graph_when_due(&mut self) {
+        if !self.graph_wanted
+            || self.graph.is_some()
+            || self.live_nodes < self.params.query.exact_below
+        {
+            return;
+        }
+        self.graph = Some(Graph::new(self.params.graph));
+        for node in 0..self.heads.len() as u32 {
+            if self.heads[node as usize] == NONE {
+                continue;
+            }
+            let query = prepare(Quantised {
+                codes: self.row(node).to_vec(),
+                scale: self.scales[node as usize],
+            });
+            let located = self.locate(&query);
+            match self.twin(&located, &query) {
+                Some(twin) => self.merge(node, twin),
+                None => {
+                    self.edit(Edit::Link {
+                        node,
+                        located: &located,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Move every slot of `from` to `into`, which holds the same vector, and free `from`.
+    fn merge(&mut self, from: u32, into: u32) {
+        let mut slot = std::mem::replace(&mut self.heads[from as usize], NONE);
+        while slot != NONE {
+            let next = self.next_slot[slot as usize];
+            self.slot_nodes[slot as usize] = into;
+            self.next_slot[slot as usize] = self.heads[into as usize];
+            self.heads[into as usize] = slot;
+            slot = next;
+        }
+        self.live_nodes -= 1;
+        self.free.push(from);
     }
 
     /// Slots holding a vector.
@@ -244,39 +299,22 @@ impl VectorStore {
             return;
         }
         self.clear(slot);
-        let node = match self.graph.is_some() {
-            true => self.insert(prepare(quantised), slot),
-            false => {
-                let node = self.alloc(&quantised.codes, quantised.scale);
-                self.attach(slot, node);
-                node
-            }
-        };
-        debug_assert_eq!(self.slot_nodes[index], node);
+        if self.graph.is_some() {
+            self.insert(prepare(quantised), slot);
+        } else {
+            let node = self.alloc(&quantised.codes, quantised.scale);
+            self.attach(slot, node);
+            self.build_graph_when_due();
+        }
     }
 
     /// Give `slot` the node holding `query`'s vector: an identical live node the graph finds, or
     /// a new node linked into the graph.
-    fn insert(&mut self, query: Prepared, slot: u32) -> u32 {
-        let Some(graph) = self.graph.as_mut() else {
-            return NONE;
-        };
-        let level = graph.draw_level();
-        let located = dispatch(
-            self.dim,
-            Locate {
-                graph: self.graph.as_ref().expect("graph"),
-                view: self.view(),
-                query: &query,
-                level,
-            },
-        );
-        if let Some(twin) = located.best()
-            && self.scales[twin.node as usize] == query.scale
-            && self.row(twin.node) == query.codes.as_slice()
-        {
-            self.attach(slot, twin.node);
-            return twin.node;
+    fn insert(&mut self, query: Prepared, slot: u32) {
+        let located = self.locate(&query);
+        if let Some(twin) = self.twin(&located, &query) {
+            self.attach(slot, twin);
+            return;
         }
         let node = self.alloc(&query.codes, query.scale);
         self.attach(slot, node);
@@ -284,7 +322,37 @@ impl VectorStore {
             node,
             located: &located,
         });
-        node
+    }
+
+    /// Where the graph would put `query`, at a level drawn for it.
+    fn locate(&mut self, query: &Prepared) -> Located {
+        let Some(graph) = self.graph.as_mut() else {
+            return Located::default();
+        };
+        let level = graph.draw_level();
+        let graph: &Graph = graph;
+        dispatch(
+            self.dim,
+            Locate {
+                graph,
+                view: View {
+                    dim: self.dim,
+                    codes: &self.codes,
+                    scales: &self.scales,
+                    heads: &self.heads,
+                },
+                query,
+                level,
+            },
+        )
+    }
+
+    /// The live node `located` found that holds exactly `query`'s vector, if any.
+    fn twin(&self, located: &Located, query: &Prepared) -> Option<u32> {
+        let best = located.best()?;
+        (self.scales[best.node as usize] == query.scale
+            && self.row(best.node) == query.codes.as_slice())
+        .then_some(best.node)
     }
 
     /// A node holding `codes`, from the free list or new; it holds no slot yet.
@@ -1352,6 +1420,58 @@ mod tests {
         assert_eq!(store.dim(), 16);
         assert_eq!(store.len(), 200);
         assert_eq!(store.nearest(&vectors[9], 1, -1.0, |_| true)[0].0, 9);
+    }
+
+    #[test]
+    fn the_graph_is_built_once_the_store_reaches_its_size() {
+        let dim = 16;
+        let vectors = clustered(261, 5, dim, 18);
+        let queries = clustered(10, 5, dim, 19);
+        let mut params = graph_params(100);
+        params.query.exact_below = 300;
+        let mut store = VectorStore::with_params(dim, Some(params));
+        for (slot, vector) in vectors.iter().take(250).enumerate() {
+            store.set(slot as u32, vector);
+        }
+        store.clear(3);
+        // Copies of the first 40 vectors: separate nodes until the graph merges them (slot 253
+        // holds the only copy of vector 3 left).
+        for (slot, vector) in (250..).zip(&vectors[..40]) {
+            store.set(slot, vector);
+        }
+        for (slot, vector) in (290..).zip(&vectors[250..260]) {
+            store.set(slot, vector);
+        }
+        assert_eq!(store.distinct(), 299);
+        assert!(store.graph.is_none());
+        store.set(300, &vectors[260]);
+        assert!(store.graph.is_some());
+        assert_eq!(store.distinct(), 261, "copies merged");
+        assert_eq!(store.len(), 300);
+        assert!(mean_recall(&store, &queries, 50, |_| true) >= 0.97);
+        let slots = |found: Vec<(u32, f32)>| found.into_iter().map(|(s, _)| s).collect::<Vec<_>>();
+        assert_eq!(
+            slots(store.nearest(&vectors[7], 2, -1.0, |_| true)),
+            [7, 257]
+        );
+        store.set(310, &vectors[3]);
+        assert_eq!(store.distinct(), 261, "a copy joins its twin");
+        assert_eq!(
+            slots(store.nearest(&vectors[3], 2, -1.0, |_| true)),
+            [253, 310]
+        );
+    }
+
+    #[test]
+    fn a_store_without_a_graph_stays_exact() {
+        let vectors = clustered(300, 5, 16, 20);
+        let store = store_of(&vectors, None);
+        assert!(store.graph.is_none());
+        let query = &clustered(1, 5, 16, 21)[0];
+        assert_eq!(
+            store.nearest(query, 30, -1.0, |_| true),
+            store.nearest_exact(query, 30, -1.0, |_| true)
+        );
     }
 
     #[test]

@@ -124,6 +124,7 @@ impl Visited {
 
 /// What a search for a new node's place found: per layer from 0 up, the nodes to link it to,
 /// most similar first.
+#[derive(Default)]
 pub(super) struct Located {
     level: u8,
     layers: Vec<Vec<Scored>>,

@@ -52,7 +52,7 @@ impl Default for IndexParams {
         Self {
             graph: GraphParams {
                 m: 16,
-                ef_construction: 200,
+                ef_construction: 150,
                 alpha: 1.0,
                 keep_pruned: true,
                 seed: 0x0005_eed0_fa11_0e15,

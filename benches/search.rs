@@ -1,12 +1,22 @@
 //! `cargo bench --bench search`: latency percentiles of the one search function over real agent
-//! descriptions at 1k, 10k and 100k agents, keyword-only and hybrid with the static embedder,
-//! plus index build time and resident memory. Writes nothing; prints a Markdown table.
+//! descriptions at 1k, 10k and 100k agents, keyword-only and hybrid with the static embedder
+//! (its vectors ranked by the exact scan and by the HNSW graph), plus index build time and
+//! resident memory; then the vector index alone: exact scan against graph, build time, memory
+//! and recall. Writes nothing; prints Markdown tables.
 //!
-//! `REGISTRY_BENCH_SIZES=10000` and `REGISTRY_BENCH_RANKINGS=keyword` narrow a run (for profiling);
-//! `REGISTRY_BENCH_SLOWEST=10` prints the ten slowest queries of each measurement.
+//! `REGISTRY_BENCH_SIZES=10000` and `REGISTRY_BENCH_RANKINGS=keyword` narrow a run (for profiling;
+//! the rankings are `keyword`, `exact`, `ann` and `vectors`, the last being the vector index
+//! alone); `REGISTRY_BENCH_SLOWEST=10` prints the ten slowest queries of each measurement.
+//! `REGISTRY_BENCH_SWEEP=1` instead measures the graph's parameters (`benches/support/vectors.rs`);
+//! `REGISTRY_BENCH_ORIGINALS=n` builds every size from the first n real agents only, so that a
+//! small set has the copies-per-agent of a large one.
 //!
 //! Queries: at least 1,000 distinct ones (the labelled set plus phrases cut from the data with a
 //! fixed seed), each run once per measurement, so no cache can make repeats the common case.
+//!
+//! Agents beyond the real catalogue are its agents again with renamed packages and, so that each
+//! is a distinct vector as in a real catalogue, a description of their own: a quarter of the
+//! words dropped and a few words of another agent added (`distinguish_copies`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,6 +30,8 @@ use agent_registry::store::sqlite::SqliteStore;
 
 #[path = "../examples/support/corpus.rs"]
 mod corpus;
+#[path = "support/vectors.rs"]
+mod vectors;
 
 const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
 const QUERIES: usize = 1_200;
@@ -91,10 +103,47 @@ fn queries(agents: &[Agent], count: usize) -> Vec<String> {
     queries
 }
 
+/// Give every renamed copy a description of its own: without it a copy embeds to the very
+/// vector of its original, and 100k agents would be 20k distinct vectors five times over.
+fn distinguish_copies(agents: &mut [Agent]) {
+    let descriptions: Vec<Vec<String>> = agents
+        .iter()
+        .filter(|agent| !agent.package_name().contains(".copy"))
+        .map(|agent| {
+            agent
+                .draft
+                .description
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect()
+        })
+        .collect();
+    let mut rng = Rng(0x000d_1571_c7c0_b1e5);
+    for agent in agents
+        .iter_mut()
+        .filter(|agent| agent.package_name().contains(".copy"))
+    {
+        let mut words: Vec<&str> = agent
+            .draft
+            .description
+            .split_whitespace()
+            .filter(|_| rng.below(4) != 0)
+            .collect();
+        let other = &descriptions[rng.below(descriptions.len())];
+        let extra = 3 + rng.below(6);
+        let start = rng.below(other.len().saturating_sub(extra) + 1);
+        words.extend(other.iter().skip(start).take(extra).map(String::as_str));
+        agent.draft.description = words.join(" ");
+    }
+}
+
+/// The tags every fifth request filters by.
+pub const FILTER_TAGS: [&str; 3] = ["mcp", "ai", "api"];
+
 /// Every fifth request also filters by a frequent tag, the way clients narrow a search.
 fn request(query: &str, index: usize) -> SearchRequest {
     let raw = RawFilters {
-        tags: (index % 5 == 4).then(|| "mcp,ai,api".to_owned()),
+        tags: (index % 5 == 4).then(|| FILTER_TAGS.join(",")),
         ..RawFilters::default()
     };
     SearchRequest {
@@ -107,12 +156,12 @@ fn request(query: &str, index: usize) -> SearchRequest {
     }
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let rank = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[rank.min(sorted.len() - 1)]
 }
 
-fn micros(d: Duration) -> String {
+pub fn micros(d: Duration) -> String {
     format!("{:.0}", d.as_secs_f64() * 1e6)
 }
 
@@ -129,7 +178,7 @@ fn resident_mib() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
-fn embedder_config(kind: EmbedderKind) -> EmbedderConfig {
+pub fn embedder_config(kind: EmbedderKind) -> EmbedderConfig {
     use clap::Parser;
     #[derive(Parser)]
     struct Wrapper {
@@ -196,8 +245,6 @@ fn main() {
         .expect("runtime");
     runtime.block_on(async {
         let path = data_path();
-        let copies = if benching { 5 } else { 1 };
-        let all = corpus::agents_from_jsonl(&path, "bench", copies).expect("corpus");
         let sizes: Vec<usize> = match std::env::var("REGISTRY_BENCH_SIZES") {
             Ok(list) => list
                 .split(',')
@@ -206,21 +253,67 @@ fn main() {
             Err(_) if benching => SIZES.to_vec(),
             Err(_) => vec![1_000],
         };
+        let real = corpus::agents_from_jsonl(&path, "bench", 1)
+            .expect("corpus")
+            .len();
+        let largest = sizes.iter().copied().max().unwrap_or(0);
+        let originals: usize = std::env::var("REGISTRY_BENCH_ORIGINALS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(real)
+            .clamp(1, real.max(1));
+        let copies = largest.div_ceil(originals).max(1);
+        let mut all = corpus::agents_from_jsonl(&path, "bench", copies).expect("corpus");
+        distinguish_copies(&mut all);
+        let queries = queries(&all[..real], if benching { QUERIES } else { 50 });
+        // `REGISTRY_BENCH_ORIGINALS=n`: only the first n real agents and their copies, so that a
+        // small set has the cluster structure of a large one (as many copies per agent).
+        if let Some(originals) = std::env::var("REGISTRY_BENCH_ORIGINALS")
+            .ok()
+            .and_then(|n| n.parse::<usize>().ok())
+        {
+            let kept: std::collections::HashSet<String> = all[..originals.min(real)]
+                .iter()
+                .map(|agent| agent.package_name().to_owned())
+                .collect();
+            all.retain(|agent| {
+                let name = agent.package_name();
+                kept.contains(name.split(".copy").next().unwrap_or(name))
+            });
+        }
         let rankings = std::env::var("REGISTRY_BENCH_RANKINGS")
-            .unwrap_or_else(|_| "keyword,hybrid".to_owned());
-        let queries = queries(&all, if benching { QUERIES } else { 50 });
+            .unwrap_or_else(|_| "keyword,exact,ann,vectors".to_owned());
         println!("data: {} ({} agents available)", path.display(), all.len());
         println!();
+        if std::env::var_os("REGISTRY_BENCH_SWEEP").is_some() {
+            vectors::sweep(&all, &sizes, &queries).await;
+            return;
+        }
         println!("| ranking | agents | p50 µs | p95 µs | p99 µs | max µs | queries | build s | index MiB | queries with hits |");
         println!("|---|---|---|---|---|---|---|---|---|---|");
-        for size in sizes {
+        for &size in &sizes {
             let agents = &all[..size.min(all.len())];
             if rankings.contains("keyword") {
                 measure("keyword", agents, EmbedderKind::None, &queries).await;
             }
-            if rankings.contains("hybrid") {
-                measure("hybrid (static)", agents, EmbedderKind::Static, &queries).await;
+            if rankings.contains("exact") {
+                agent_registry::search::vectors::set_graph_enabled(false);
+                measure(
+                    "hybrid (static, exact)",
+                    agents,
+                    EmbedderKind::Static,
+                    &queries,
+                )
+                .await;
+                agent_registry::search::vectors::set_graph_enabled(true);
             }
+            if rankings.contains("ann") {
+                measure("hybrid (static, HNSW)", agents, EmbedderKind::Static, &queries).await;
+            }
+        }
+        if rankings.contains("vectors") {
+            println!();
+            vectors::compare(&all, &sizes, &queries).await;
         }
     });
 }

@@ -246,7 +246,10 @@ pub async fn sweep(agents: &[Agent], sizes: &[usize], queries: &[String]) {
         "REGISTRY_BENCH_KEEP_PRUNED",
         &[usize::from(IndexParams::default().graph.keep_pruned)],
     );
-    let defaults = IndexParams::default();
+    // The graph from the first vector, whatever the size: the sweep measures it below the size
+    // at which the store would build it too.
+    let mut defaults = IndexParams::default();
+    defaults.query.exact_below = 0;
     for &size in sizes {
         let agents = &agents[..size.min(agents.len())];
         println!("### {} agents", agents.len());
@@ -334,7 +337,6 @@ pub async fn sweep(agents: &[Agent], sizes: &[usize], queries: &[String]) {
             let (scan_times, _) = timed(&query_vectors, |q| {
                 graph.nearest(q, K, MIN_SIMILARITY, filter)
             });
-            graph.set_query_params(defaults.query);
             println!(
                 "| 1/{every} | {} | {} | {:.3} | {} |",
                 agents.len() / every as usize,

@@ -232,22 +232,17 @@ impl Catalog {
         removed.is_some()
     }
 
-    /// The slots `filters` let through, `None` when there is no filter. Facet filters are set
+    /// The slots `filters` let through, `None` when there is no filter (duplicate collapsing is
+    /// applied by `matches`, not here). Facet filters are set
     /// operations; payment and x402 filters are then tested on each agent that passed them.
     fn allowed(&self, filters: &Filters) -> Option<SlotSet> {
-        let collapse = filters.collapse_duplicates && self.groups.hidden().iter().next().is_some();
-        if filters.is_empty() && !collapse {
+        if filters.is_empty() {
             return None;
         }
         let mut allowed = self
             .facets
             .matching(filters)
             .unwrap_or_else(|| self.facets.live().clone());
-        if collapse {
-            for slot in self.groups.hidden().iter() {
-                allowed.remove(slot);
-            }
-        }
         if filters.per_agent() {
             let refused: Vec<u32> = allowed
                 .iter()
@@ -812,22 +807,27 @@ impl SearchIndex {
         depth: usize,
     ) -> Matches<'c> {
         let allowed = catalog.allowed(&request.filters);
+        // Duplicates collapse by a set the index keeps up to date: checked per slot, never
+        // copied per request.
+        let hidden = request
+            .filters
+            .collapse_duplicates
+            .then(|| catalog.groups.hidden());
+        let shown = |slot: u32| hidden.is_none_or(|hidden| !hidden.contains(slot));
         let accepted = |slot: u32| {
-            catalog
-                .doc(slot)
-                .filter(|_| allowed.as_ref().is_none_or(|set| set.contains(slot)))
+            catalog.doc(slot).filter(|_| {
+                allowed.as_ref().is_none_or(|set| set.contains(slot)) && shown(slot)
+            })
         };
         if !request.has_text() {
             let hits: Vec<Scored<'c>> = match &allowed {
-                None => catalog
-                    .docs
-                    .iter()
-                    .flatten()
+                None => (0..catalog.docs.len() as u32)
+                    .filter_map(accepted)
                     .map(|doc| Scored { doc, score: 0.0 })
                     .collect(),
                 Some(set) => set
                     .iter()
-                    .filter_map(|slot| catalog.doc(slot))
+                    .filter_map(accepted)
                     .map(|doc| Scored { doc, score: 0.0 })
                     .collect(),
             };

@@ -815,9 +815,9 @@ impl SearchIndex {
             .then(|| catalog.groups.hidden());
         let shown = |slot: u32| hidden.is_none_or(|hidden| !hidden.contains(slot));
         let accepted = |slot: u32| {
-            catalog.doc(slot).filter(|_| {
-                allowed.as_ref().is_none_or(|set| set.contains(slot)) && shown(slot)
-            })
+            catalog
+                .doc(slot)
+                .filter(|_| allowed.as_ref().is_none_or(|set| set.contains(slot)) && shown(slot))
         };
         if !request.has_text() {
             let hits: Vec<Scored<'c>> = match &allowed {

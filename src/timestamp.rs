@@ -37,6 +37,12 @@ impl Timestamp {
         Self(self.0.saturating_add(secs.saturating_mul(1_000_000)))
     }
 
+    /// This time plus a duration (saturating).
+    pub fn plus(self, duration: std::time::Duration) -> Self {
+        let micros = i64::try_from(duration.as_micros()).unwrap_or(i64::MAX);
+        Self(self.0.saturating_add(micros))
+    }
+
     /// RFC 3339 in UTC with whole seconds, e.g. `2026-11-22T10:00:00Z`.
     pub fn to_rfc3339(self) -> String {
         let secs = self.0.div_euclid(1_000_000);

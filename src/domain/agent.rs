@@ -28,6 +28,7 @@ pub mod limits {
     pub const MAX_CAPABILITIES: usize = 64;
     pub const MAX_CAPABILITY_NAME_CHARS: usize = 128;
     pub const MAX_CARD_BYTES: usize = 64 * 1024;
+    pub const MAX_PROBE_MESSAGE_CHARS: usize = 500;
 }
 use limits::*;
 
@@ -80,6 +81,9 @@ pub struct AgentDraft {
     /// How to reach the agent: A2A interfaces (the first is `url`), MCP remotes and packages,
     /// the repository.
     pub reach: super::Reach,
+    /// A message the owner chose for the liveness prober to send with `SendMessage` after the
+    /// card checks out (opt-in; at most 500 characters).
+    pub probe_message: Option<String>,
 }
 
 impl AgentDraft {
@@ -154,6 +158,12 @@ impl Sources<'_> {
         let category = optional_text("category", self.get("category"), MAX_LABEL_CHARS, errors);
         let tags = parse_tags(self.get("tags"), errors);
         let capabilities = parse_capabilities(self.get("capabilities"), errors);
+        let probe_message = optional_text(
+            "probe_message",
+            present(self.body, "probe_message"),
+            MAX_PROBE_MESSAGE_CHARS,
+            errors,
+        );
         let payment = self.get("payment").and_then(|value| {
             Payment::parse(value)
                 .map_err(|payment_errors| errors.extend(payment_errors))
@@ -174,6 +184,7 @@ impl Sources<'_> {
             card,
             card_signature: None,
             reach,
+            probe_message,
         })
     }
 }

@@ -7,8 +7,8 @@ use super::{
     Agent, AgentState, ChangeKind, PlaygroundSession, SessionStep, StepKind, Store, StoreError,
     StoredEmbedding, TokenRecord, VerificationLevel,
 };
-use crate::domain::AgentDraft;
-use crate::domain::Scope;
+use crate::domain::health::{ProbeKind, ProbeOutcome};
+use crate::domain::{AgentDraft, HealthStatus, Scope};
 use crate::timestamp::Timestamp;
 
 fn draft(package_name: &str) -> AgentDraft {
@@ -436,6 +436,164 @@ pub async fn racing_updates_of_one_revision_admit_exactly_one(store: &dyn Store)
     assert_eq!(stored.revision, 2);
 }
 
+fn outcome(status: HealthStatus, secs: i64) -> ProbeOutcome {
+    ProbeOutcome {
+        status,
+        kind: ProbeKind::A2aCard,
+        target: "https://weather.example.com/.well-known/agent-card.json".to_owned(),
+        at: at(secs),
+        latency_ms: 12,
+        detail: None,
+    }
+}
+
+pub async fn due_probes_are_leased_to_one_claimer_at_a_time(store: &dyn Store) {
+    let mut ids = Vec::new();
+    for n in 0..6 {
+        let agent = Agent::new(draft(&format!("com.example.a{n}")), "alice", at(0));
+        store.insert_agent(&agent).await.expect("insert");
+        ids.push(agent.id);
+    }
+    let due: Vec<(String, Timestamp)> = ids
+        .iter()
+        .enumerate()
+        .map(|(n, id)| (id.clone(), at(n as i64)))
+        .collect();
+    store.schedule_probes(&due).await.expect("schedule");
+    // Scheduling again keeps the existing schedule.
+    store
+        .schedule_probes(&[(ids[0].clone(), at(1_000))])
+        .await
+        .expect("schedule again");
+    let not_yet = store
+        .claim_probes("p1", at(-1), at(100), 10)
+        .await
+        .expect("claim");
+    assert!(not_yet.is_empty(), "{not_yet:?}");
+    // Two claimers at once share the due probes without overlap.
+    let (a, b) = futures::join!(
+        store.claim_probes("p1", at(3), at(100), 3),
+        store.claim_probes("p2", at(3), at(100), 3)
+    );
+    let (a, b) = (a.expect("claim a"), b.expect("claim b"));
+    let mut both: Vec<&String> = a.iter().chain(&b).collect();
+    both.sort();
+    both.dedup();
+    assert_eq!(both.len(), a.len() + b.len(), "{a:?} {b:?}");
+    assert_eq!(both.len(), 4, "agents 0 to 3 are due at 3 s: {a:?} {b:?}");
+    // Leased probes are not handed out again until the lease runs out.
+    let again = store
+        .claim_probes("p3", at(10), at(100), 10)
+        .await
+        .expect("claim");
+    assert_eq!(again, ids[4..].to_vec(), "earliest due first");
+    let expired = store
+        .claim_probes("p3", at(101), at(200), 10)
+        .await
+        .expect("claim");
+    assert_eq!(expired.len(), 6, "every lease ran out at 100 s");
+}
+
+pub async fn probes_record_health_uptime_and_status_changes(store: &dyn Store) {
+    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
+    store.insert_agent(&agent).await.expect("insert");
+    store
+        .schedule_probes(&[(agent.id.clone(), at(0))])
+        .await
+        .expect("schedule");
+    let claimed = store
+        .claim_probes("p1", at(0), at(60), 10)
+        .await
+        .expect("claim");
+    assert_eq!(claimed, vec![agent.id.clone()]);
+    let before = store.latest_change().await.expect("latest");
+    let (health, changed) = store
+        .record_probe(&agent.id, &outcome(HealthStatus::Up, 1), at(100))
+        .await
+        .expect("record")
+        .expect("agent exists");
+    assert!(changed);
+    assert_eq!(health.status, HealthStatus::Up);
+    assert_eq!(health.uptime_7d, Some(1.0));
+    // The lease is released and the next probe is due at 100 s.
+    let early = store
+        .claim_probes("p2", at(50), at(60), 10)
+        .await
+        .expect("claim");
+    assert!(early.is_empty(), "{early:?}");
+    let (health, changed) = store
+        .record_probe(&agent.id, &outcome(HealthStatus::Up, 2), at(100))
+        .await
+        .expect("record")
+        .expect("agent exists");
+    assert!(!changed, "same status, no change logged");
+    assert_eq!(health.consecutive_failures, 0);
+    let (health, changed) = store
+        .record_probe(&agent.id, &outcome(HealthStatus::Down, 3), at(100))
+        .await
+        .expect("record")
+        .expect("agent exists");
+    assert!(changed);
+    assert_eq!(health.consecutive_failures, 1);
+    assert_eq!(health.last_ok_at, Some(at(2)));
+    assert_eq!(health.uptime_7d, Some(0.6667));
+    // 40 days later the old days no longer count.
+    let (health, _) = store
+        .record_probe(&agent.id, &outcome(HealthStatus::Up, 40 * 86_400), at(100))
+        .await
+        .expect("record")
+        .expect("agent exists");
+    assert_eq!(
+        (health.uptime_7d, health.uptime_30d),
+        (Some(1.0), Some(1.0))
+    );
+    let stored = store
+        .find_agent(&agent.id)
+        .await
+        .expect("find")
+        .expect("agent");
+    assert_eq!(stored.health.as_ref(), Some(&health));
+    assert_eq!(stored.revision, agent.revision, "health is not a revision");
+    let logged = store.changes_since(before, 100).await.expect("changes");
+    let kinds: Vec<(ChangeKind, bool)> = logged.iter().map(|c| (c.kind, c.public)).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (ChangeKind::Health, false),
+            (ChangeKind::Health, false),
+            (ChangeKind::Health, false)
+        ]
+    );
+    // A reset forgets the health and makes the next probe due now.
+    store
+        .reset_probe(&agent.id, Some(at(5)))
+        .await
+        .expect("reset");
+    let stored = store
+        .find_agent(&agent.id)
+        .await
+        .expect("find")
+        .expect("agent");
+    assert_eq!(stored.health, None);
+    let due = store
+        .claim_probes("p3", at(5), at(60), 10)
+        .await
+        .expect("claim");
+    assert_eq!(due, vec![agent.id.clone()]);
+    // Deleting the agent deletes its schedule; recording a probe of it records nothing.
+    assert!(store.delete_agent(&agent.id, at(6)).await.expect("delete"));
+    let gone = store
+        .record_probe(&agent.id, &outcome(HealthStatus::Up, 7), at(100))
+        .await
+        .expect("record");
+    assert_eq!(gone, None);
+    let none = store
+        .claim_probes("p4", at(1_000), at(2_000), 10)
+        .await
+        .expect("claim");
+    assert!(none.is_empty(), "{none:?}");
+}
+
 fn token(id: &str, owner: &str, hash: &str, created: i64) -> TokenRecord {
     TokenRecord {
         id: id.to_owned(),
@@ -640,6 +798,8 @@ macro_rules! conformance_suite {
             embeddings_are_keyed_by_embedder_and_die_with_their_agent,
             sessions_read_back_with_their_steps_in_order,
             sessions_are_touched_deleted_and_purged_when_expired,
+            due_probes_are_leased_to_one_claimer_at_a_time,
+            probes_record_health_uptime_and_status_changes,
         );
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {

@@ -9,6 +9,8 @@ use async_trait::async_trait;
 
 use crate::config::StorageConfig;
 use crate::domain::AgentDraft;
+use crate::domain::Health;
+use crate::domain::health::ProbeOutcome;
 use crate::timestamp::Timestamp;
 
 pub mod model;
@@ -136,6 +138,37 @@ pub trait Store: Send + Sync + 'static {
         embedder_id: &str,
         embeddings: &[StoredEmbedding],
     ) -> StoreResult<()>;
+
+    /// Give each agent in `due` a probe schedule, first due at the time given, unless it has
+    /// one already (its existing schedule is kept).
+    async fn schedule_probes(&self, due: &[(String, Timestamp)]) -> StoreResult<()>;
+
+    /// Claim at most `limit` probes due at `now` whose lease is free or expired, leasing them
+    /// to `owner` until `lease_until`; returns the agent ids, earliest due first. Concurrent
+    /// claims (other processes) never get the same agent while its lease holds.
+    async fn claim_probes(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: u32,
+    ) -> StoreResult<Vec<String>>;
+
+    /// Record one probe of `agent_id`: count it in the day's uptime, write the agent's new
+    /// health (from `Health::after`), schedule the next probe at `next_at` and release the
+    /// lease, and log a `Health` change when the status changed. Returns the new health and
+    /// whether the status changed; `None` (and no schedule) when the agent is gone.
+    async fn record_probe(
+        &self,
+        agent_id: &str,
+        outcome: &ProbeOutcome,
+        next_at: Timestamp,
+    ) -> StoreResult<Option<(Health, bool)>>;
+
+    /// Stop probing `agent_id` (it is no longer ACTIVE or lists no endpoint), or, with
+    /// `Some(at)`, make its next probe due at `at` with its health reset to never probed (its
+    /// endpoint changed). Its uptime history goes with it either way.
+    async fn reset_probe(&self, agent_id: &str, due_at: Option<Timestamp>) -> StoreResult<()>;
 
     async fn insert_token(&self, token: &TokenRecord) -> StoreResult<()>;
 

@@ -3,8 +3,8 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::domain::AgentDraft;
 use crate::domain::Scope;
+use crate::domain::{AgentDraft, Health};
 use crate::timestamp::Timestamp;
 
 /// Lifecycle state of an agent entry.
@@ -74,6 +74,9 @@ pub struct Agent {
     pub updated_at: Timestamp,
     pub published_at: Option<Timestamp>,
     pub draft: AgentDraft,
+    /// What the prober last found (`None`: never probed). Not part of the draft: the registry
+    /// derives it, and writing it changes neither `revision` nor `updated_at`.
+    pub health: Option<Health>,
 }
 
 impl Agent {
@@ -90,6 +93,7 @@ impl Agent {
             updated_at: at,
             published_at: None,
             draft,
+            health: None,
         }
     }
 
@@ -108,6 +112,11 @@ pub enum ChangeKind {
     Unpublished,
     Verified,
     Deleted,
+    /// The prober found a different health status. Never public: the record's fields did not
+    /// change; serving processes re-read the agent's health. (`skip_deserializing` only keeps
+    /// it out of the OpenAPI enum, which describes the public feed; it still serialises.)
+    #[serde(skip_deserializing)]
+    Health,
 }
 
 impl ChangeKind {
@@ -119,6 +128,7 @@ impl ChangeKind {
             Self::Unpublished => "unpublished",
             Self::Verified => "verified",
             Self::Deleted => "deleted",
+            Self::Health => "health",
         }
     }
 
@@ -130,6 +140,7 @@ impl ChangeKind {
             Self::Unpublished,
             Self::Verified,
             Self::Deleted,
+            Self::Health,
         ]
         .into_iter()
         .find(|kind| kind.as_str() == s)

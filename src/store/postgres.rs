@@ -105,6 +105,7 @@ impl Dialect for Postgres {
         SELECT pg_notify($6, seq::text) FROM logged";
 
     /// Both reads of a session see one snapshot, not each its own (READ COMMITTED).
+    const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";
     const READ_SNAPSHOT: Option<&'static str> =
         Some("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY");
 

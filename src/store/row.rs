@@ -36,6 +36,8 @@ pub struct AgentRow {
     pub published_at: Option<i64>,
     pub card_signature: Option<String>,
     pub reach: Option<String>,
+    pub probe_message: Option<String>,
+    pub health: Option<String>,
 }
 
 /// The list-valued and JSON columns of a draft, serialised once for any backend.
@@ -68,7 +70,10 @@ pub(super) fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreErr
         .map_err(|err| StoreError::Database(sqlx::Error::Encode(err.into())))
 }
 
-fn from_json<T: serde::de::DeserializeOwned>(column: &str, text: &str) -> Result<T, StoreError> {
+pub(super) fn from_json<T: serde::de::DeserializeOwned>(
+    column: &str,
+    text: &str,
+) -> Result<T, StoreError> {
     serde_json::from_str(text).map_err(|err| corrupt(column, err))
 }
 
@@ -108,6 +113,11 @@ impl TryFrom<AgentRow> for Agent {
         if let (true, Some(url)) = (reach.interfaces.is_empty(), &row.url) {
             reach.lead_with(url);
         }
+        let health = row
+            .health
+            .as_deref()
+            .map(|text| from_json("health", text))
+            .transpose()?;
         let draft = AgentDraft {
             package_name: PackageName::parse(&row.package_name)
                 .map_err(|err| corrupt("package_name", err))?,
@@ -124,6 +134,7 @@ impl TryFrom<AgentRow> for Agent {
             card,
             card_signature,
             reach,
+            probe_message: row.probe_message,
         };
         Ok(Agent {
             state: AgentState::parse(&row.state).ok_or_else(|| corrupt("state", &row.state))?,
@@ -137,6 +148,7 @@ impl TryFrom<AgentRow> for Agent {
             updated_at: Timestamp::from_micros(row.updated_at),
             published_at: row.published_at.map(Timestamp::from_micros),
             draft,
+            health,
         })
     }
 }

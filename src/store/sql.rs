@@ -25,12 +25,13 @@ use sqlx::encode::Encode;
 use sqlx::query::Query;
 use sqlx::{Database, Executor, FromRow, IntoArguments, Pool, Transaction, Type};
 
-use crate::domain::AgentDraft;
+use crate::domain::health::{self, ProbeCount, ProbeOutcome, Uptime};
+use crate::domain::{AgentDraft, Health, HealthStatus};
 use crate::timestamp::Timestamp;
 
 use super::row::{
-    AgentRow, ChangeRow, DraftColumns, EmbeddingRow, SessionRow, StepRow, TokenRow, scopes_column,
-    to_json,
+    AgentRow, ChangeRow, DraftColumns, EmbeddingRow, SessionRow, StepRow, TokenRow, from_json,
+    scopes_column, to_json,
 };
 use super::{
     Agent, AgentState, Change, ChangeKind, PlaygroundSession, SessionStep, Store, StoreError,
@@ -49,6 +50,10 @@ pub trait Dialect: Database {
 
     /// Run first in a read transaction that must see one snapshot, where `BEGIN` does not.
     const READ_SNAPSHOT: Option<&'static str>;
+
+    /// Appended to the subquery that picks due probes, so concurrent claims skip the rows
+    /// another transaction is claiming instead of waiting for it.
+    const SKIP_LOCKED: &'static str;
 
     /// Run `insert` (`LOG_CHANGE` with its five values bound) in `tx`, as the last statement
     /// before commit.
@@ -75,10 +80,16 @@ pub struct SqlStore<DB: Dialect> {
     pub(super) feed: DB::Feed,
 }
 
+/// The columns an insert writes: every one but `health`, which only the prober writes.
+const INSERT_COLUMNS: &str = "id, package_name, owner, state, verification_level, \
+    verification_token, revision, name, description, version, manifest_url, url, target, \
+    category, tags, capabilities, payment, card, created_at, updated_at, published_at, \
+    card_signature, reach, probe_message";
+
 const AGENT_COLUMNS: &str = "id, package_name, owner, state, verification_level, \
     verification_token, revision, name, description, version, manifest_url, url, target, \
     category, tags, capabilities, payment, card, created_at, updated_at, published_at, \
-    card_signature, reach";
+    card_signature, reach, probe_message, health";
 
 const CHANGE_COLUMNS: &str = "seq, agent_id, package_name, kind, at, public";
 
@@ -96,13 +107,32 @@ where
     i64: Encode<'q, DB> + Type<DB>,
     bool: Encode<'q, DB> + Type<DB>,
 {
+    logged_change(&agent.id, agent.package_name(), kind, at, public)
+}
+
+/// `DB::LOG_CHANGE` for an agent known by id and package name.
+fn logged_change<'q, DB: Dialect>(
+    agent_id: &'q str,
+    package_name: &'q str,
+    kind: ChangeKind,
+    at: Timestamp,
+    public: bool,
+) -> Query<'q, DB, DB::Arguments<'q>>
+where
+    &'q str: Encode<'q, DB> + Type<DB>,
+    i64: Encode<'q, DB> + Type<DB>,
+    bool: Encode<'q, DB> + Type<DB>,
+{
     sqlx::query(DB::LOG_CHANGE)
-        .bind(agent.id.as_str())
-        .bind(agent.package_name())
+        .bind(agent_id)
+        .bind(package_name)
         .bind(kind.as_str())
         .bind(at.micros())
         .bind(public)
 }
+
+/// Days of probe history kept per agent: enough for the 30-day uptime.
+const PROBE_DAYS_KEPT: i64 = 31;
 
 /// `query` with a draft's writable columns bound next, in the order of `AGENT_COLUMNS`: name,
 /// description, version, manifest_url, url, target, category, tags, capabilities, payment, card.
@@ -180,6 +210,10 @@ where
     for<'q> Vec<u8>: Encode<'q, DB> + Type<DB>,
     for<'r> (i64,): FromRow<'r, DB::Row>,
     for<'r> (Option<i64>,): FromRow<'r, DB::Row>,
+    for<'r> (String,): FromRow<'r, DB::Row>,
+    for<'r> (String, i64): FromRow<'r, DB::Row>,
+    for<'r> (String, Option<String>): FromRow<'r, DB::Row>,
+    for<'r> (i64, i64, i64, i64): FromRow<'r, DB::Row>,
     for<'r> AgentRow: FromRow<'r, DB::Row>,
     for<'r> ChangeRow: FromRow<'r, DB::Row>,
     for<'r> TokenRow: FromRow<'r, DB::Row>,
@@ -197,8 +231,8 @@ where
         let draft = &agent.draft;
         let mut tx = self.writer.begin().await?;
         let sql = format!(
-            "INSERT INTO agents ({AGENT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, \
-             $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)"
+            "INSERT INTO agents ({INSERT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, \
+             $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)"
         );
         let insert = sqlx::query(&sql)
             .bind(&agent.id)
@@ -214,6 +248,7 @@ where
             .bind(agent.published_at.map(Timestamp::micros))
             .bind(&columns.card_signature)
             .bind(&columns.reach)
+            .bind(&draft.probe_message)
             .execute(&mut *tx)
             .await;
         match inserted {
@@ -266,7 +301,8 @@ where
         let sql = format!(
             "UPDATE agents SET name = $1, description = $2, version = $3, manifest_url = $4, \
              url = $5, target = $6, category = $7, tags = $8, capabilities = $9, payment = $10, \
-             card = $11, updated_at = $12, revision = revision + 1, card_signature = $15, reach = $16 \
+             card = $11, updated_at = $12, revision = revision + 1, card_signature = $15, reach = $16, \
+             probe_message = $17 \
              WHERE id = $13 AND (CAST($14 AS BIGINT) IS NULL OR revision = $14) \
              RETURNING {AGENT_COLUMNS}"
         );
@@ -276,6 +312,7 @@ where
             .bind(expected_revision)
             .bind(&columns.card_signature)
             .bind(&columns.reach)
+            .bind(&draft.probe_message)
             .try_map(|row| AgentRow::from_row(&row))
             .fetch_optional(&mut *tx)
             .await?;
@@ -381,6 +418,12 @@ where
             return Ok(false);
         };
         let deleted = Agent::try_from(row)?;
+        for table in ["agent_probes", "agent_probe_days"] {
+            sqlx::query(&format!("DELETE FROM {table} WHERE agent_id = $1"))
+                .bind(id)
+                .execute(&mut *tx)
+                .await?;
+        }
         let public = Change::is_public(Some(deleted.state), None);
         let change = change_insert(&deleted, ChangeKind::Deleted, at, public);
         DB::log_change(&self.feed, &mut tx, change).await?;
@@ -503,6 +546,191 @@ where
             .bind(&embedding.agent_id)
             .execute(&mut *tx)
             .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn schedule_probes(&self, due: &[(String, Timestamp)]) -> StoreResult<()> {
+        const ROWS: usize = 500;
+        let mut tx = self.writer.begin().await?;
+        for chunk in due.chunks(ROWS) {
+            let values = (0..chunk.len())
+                .map(|i| format!("(${}, ${})", 2 * i + 1, 2 * i + 2))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let sql = format!(
+                "INSERT INTO agent_probes (agent_id, next_at) VALUES {values} \
+                 ON CONFLICT (agent_id) DO NOTHING"
+            );
+            let mut insert = sqlx::query(&sql);
+            for (agent_id, at) in chunk {
+                insert = insert.bind(agent_id.as_str()).bind(at.micros());
+            }
+            insert.execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn claim_probes(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: u32,
+    ) -> StoreResult<Vec<String>> {
+        // The outer guard repeats the subquery's: on PostgreSQL a row another claim leased
+        // meanwhile is re-checked against it and dropped, so no agent is claimed twice.
+        let sql = format!(
+            "UPDATE agent_probes SET lease_owner = $1, lease_until = $2 \
+             WHERE (lease_until IS NULL OR lease_until < $3) AND next_at <= $3 \
+             AND agent_id IN (SELECT agent_id FROM agent_probes \
+             WHERE next_at <= $3 AND (lease_until IS NULL OR lease_until < $3) \
+             ORDER BY next_at, agent_id LIMIT $4{}) \
+             RETURNING agent_id, next_at",
+            DB::SKIP_LOCKED
+        );
+        let mut claimed: Vec<(String, i64)> = sqlx::query_as(&sql)
+            .bind(owner)
+            .bind(lease_until.micros())
+            .bind(now.micros())
+            .bind(i64::from(limit))
+            .fetch_all(&self.writer)
+            .await?;
+        claimed.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+        Ok(claimed.into_iter().map(|(id, _)| id).collect())
+    }
+
+    async fn record_probe(
+        &self,
+        agent_id: &str,
+        outcome: &ProbeOutcome,
+        next_at: Timestamp,
+    ) -> StoreResult<Option<(Health, bool)>> {
+        let mut tx = self.writer.begin().await?;
+        let current: Option<(String, Option<String>)> =
+            sqlx::query_as("SELECT package_name, health FROM agents WHERE id = $1")
+                .bind(agent_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let Some((package_name, previous)) = current else {
+            sqlx::query("DELETE FROM agent_probes WHERE agent_id = $1")
+                .bind(agent_id)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            return Ok(None);
+        };
+        let previous: Option<Health> = previous
+            .as_deref()
+            .map(|text| from_json("health", text))
+            .transpose()?;
+        let day = health::day_of(outcome.at);
+        let ok = i64::from(outcome.status == HealthStatus::Up);
+        sqlx::query(
+            "INSERT INTO agent_probe_days (agent_id, day, probes, ok) VALUES ($1, $2, 1, $3) \
+             ON CONFLICT (agent_id, day) DO UPDATE SET \
+             probes = agent_probe_days.probes + 1, ok = agent_probe_days.ok + excluded.ok",
+        )
+        .bind(agent_id)
+        .bind(day)
+        .bind(ok)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("DELETE FROM agent_probe_days WHERE agent_id = $1 AND day <= $2")
+            .bind(agent_id)
+            .bind(day - PROBE_DAYS_KEPT)
+            .execute(&mut *tx)
+            .await?;
+        let counts: (i64, i64, i64, i64) = sqlx::query_as(
+            "SELECT \
+             CAST(COALESCE(SUM(CASE WHEN day > $2 THEN probes ELSE 0 END), 0) AS BIGINT), \
+             CAST(COALESCE(SUM(CASE WHEN day > $2 THEN ok ELSE 0 END), 0) AS BIGINT), \
+             CAST(COALESCE(SUM(probes), 0) AS BIGINT), CAST(COALESCE(SUM(ok), 0) AS BIGINT) \
+             FROM agent_probe_days WHERE agent_id = $1 AND day > $3",
+        )
+        .bind(agent_id)
+        .bind(day - 7)
+        .bind(day - 30)
+        .fetch_one(&mut *tx)
+        .await?;
+        let uptime = Uptime {
+            week: ProbeCount {
+                probes: counts.0,
+                ok: counts.1,
+            },
+            month: ProbeCount {
+                probes: counts.2,
+                ok: counts.3,
+            },
+        };
+        let health = Health::after(previous.as_ref(), outcome, uptime);
+        sqlx::query("UPDATE agents SET health = $1 WHERE id = $2")
+            .bind(to_json(&health)?)
+            .bind(agent_id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "INSERT INTO agent_probes (agent_id, next_at) VALUES ($1, $2) \
+             ON CONFLICT (agent_id) DO UPDATE SET next_at = excluded.next_at, \
+             lease_owner = NULL, lease_until = NULL",
+        )
+        .bind(agent_id)
+        .bind(next_at.micros())
+        .execute(&mut *tx)
+        .await?;
+        let changed = previous.as_ref().map(|health| health.status) != Some(health.status);
+        if changed {
+            let change = logged_change(
+                agent_id,
+                &package_name,
+                ChangeKind::Health,
+                outcome.at,
+                false,
+            );
+            DB::log_change(&self.feed, &mut tx, change).await?;
+        }
+        tx.commit().await?;
+        Ok(Some((health, changed)))
+    }
+
+    async fn reset_probe(&self, agent_id: &str, due_at: Option<Timestamp>) -> StoreResult<()> {
+        let mut tx = self.writer.begin().await?;
+        sqlx::query("DELETE FROM agent_probe_days WHERE agent_id = $1")
+            .bind(agent_id)
+            .execute(&mut *tx)
+            .await?;
+        match due_at {
+            None => {
+                sqlx::query("DELETE FROM agent_probes WHERE agent_id = $1")
+                    .bind(agent_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            Some(at) => {
+                sqlx::query(
+                    "INSERT INTO agent_probes (agent_id, next_at) SELECT id, $2 FROM agents \
+                     WHERE id = $1 ON CONFLICT (agent_id) DO UPDATE SET \
+                     next_at = excluded.next_at, lease_owner = NULL, lease_until = NULL",
+                )
+                .bind(agent_id)
+                .bind(at.micros())
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        let cleared: Option<(String,)> = sqlx::query_as(
+            "UPDATE agents SET health = NULL WHERE id = $1 AND health IS NOT NULL \
+             RETURNING package_name",
+        )
+        .bind(agent_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some((package_name,)) = &cleared {
+            let at = Timestamp::now();
+            let change = logged_change(agent_id, package_name, ChangeKind::Health, at, false);
+            DB::log_change(&self.feed, &mut tx, change).await?;
         }
         tx.commit().await?;
         Ok(())

@@ -73,6 +73,7 @@ impl Dialect for Sqlite {
         (agent_id, package_name, kind, at, public) VALUES ($1, $2, $3, $4, $5)";
 
     /// A WAL read transaction keeps the snapshot of its first read.
+    const SKIP_LOCKED: &'static str = "";
     const READ_SNAPSHOT: Option<&'static str> = None;
 
     /// One writer connection: changes are logged, and committed, in sequence order.

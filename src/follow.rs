@@ -53,7 +53,9 @@ async fn catch_up(store: &dyn Store, index: &SearchIndex, cursor: i64) -> StoreR
             continue;
         }
         match store.find_agent(&change.agent_id).await? {
-            Some(agent) if index.holds(&agent) => {}
+            // Indexed at this revision already; only its health (which the prober writes
+            // without a new revision) may be news.
+            Some(agent) if index.holds(&agent) => index.set_health(&agent.id, agent.health),
             Some(agent) => changed.push(agent),
             None => deleted.push(change.agent_id.clone()),
         }

@@ -14,6 +14,7 @@ pub mod middleware;
 pub mod openapi;
 pub mod outbound;
 pub mod playground;
+pub mod probe;
 pub mod registry;
 pub mod router;
 pub mod search;
@@ -78,6 +79,8 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
         config.token_rate_limit_burst,
     ));
     auth::TokenRateLimit::prune_periodically(&token_limit);
+    let prober = probe::Prober::spawn(Arc::clone(&registry), Arc::clone(&outbound), &config.probe)
+        .map(Arc::new);
     let state = AppState {
         master_key_hash: config
             .master_key
@@ -94,6 +97,7 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
         started_at: timestamp::Timestamp::now(),
         token_limit,
         signer,
+        _prober: prober,
     };
     let router = router::router(state.clone());
     Ok(App { state, router })

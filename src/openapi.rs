@@ -545,6 +545,13 @@ fn publish_request() -> Value {
         }),
     );
     properties.insert("payment".to_owned(), payment());
+    properties.insert(
+        "probe_message".to_owned(),
+        optional_text(
+            MAX_PROBE_MESSAGE_CHARS,
+            "Opt-in: a message the liveness prober sends to the agent's first JSON-RPC interface with `SendMessage` after its card checks out; any result counts as up. Shown only to the owner.",
+        ),
+    );
     for (key, schema) in reach_properties() {
         properties.insert(key, schema);
     }
@@ -648,6 +655,14 @@ pub fn filter_properties() -> Map<String, Value> {
     map.insert(
         "payment_direction".to_owned(),
         closed_filter(&["inbound", "outbound", "both"], true, "Payment direction."),
+    );
+    map.insert(
+        "health".to_owned(),
+        closed_filter(
+            &["up", "down", "not_conformant", "unknown"],
+            false,
+            "What the last liveness probe found; an agent never probed is `unknown`.",
+        ),
     );
     map
 }
@@ -992,9 +1007,10 @@ fn parameter_schema(path: &str, name: &str) -> Option<Value> {
             sort["type"] = json!("string");
             sort
         }
-        ("/public/agents", "verification_level" | "payment_model" | "payment_direction") => {
-            filter_properties().get(name)?["anyOf"][0].clone()
-        }
+        (
+            "/public/agents",
+            "verification_level" | "payment_model" | "payment_direction" | "health",
+        ) => filter_properties().get(name)?["anyOf"][0].clone(),
         ("/api/agents", "cursor") => json!({
             "type": "string",
             "pattern": r"^(?:agt_[\u0001-\u007f]{0,60})?$",

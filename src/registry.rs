@@ -11,7 +11,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::domain::access::{Actor, SYSTEM_OWNER};
-use crate::domain::{AgentDraft, FieldError};
+use crate::domain::health::{ProbeOutcome, ProbeTarget};
+use crate::domain::{AgentDraft, FieldError, Health, HealthStatus};
 use crate::search::embed::Embedder;
 use crate::search::text::TextStats;
 use crate::search::{SearchError, SearchIndex, SearchPage, SearchRequest, VectorProgress};
@@ -262,6 +263,7 @@ impl Registry {
             .update_agent(&current.id, &draft, expected_revision, Timestamp::now())
             .await?;
         self.apply(&agent).await;
+        self.reschedule_probe(Some(&current), &agent).await;
         Ok(agent)
     }
 
@@ -279,6 +281,7 @@ impl Registry {
             .transition(&current.id, from, to, Timestamp::now())
             .await?;
         self.apply(&agent).await;
+        self.reschedule_probe(Some(&current), &agent).await;
         Ok(agent)
     }
 
@@ -376,6 +379,7 @@ impl Registry {
                 }
                 self.store.insert_agent(&agent).await?;
                 self.apply(&agent).await;
+                self.reschedule_probe(None, &agent).await;
                 return Ok(Imported::Created);
             }
             Some(existing) if existing.owner != owner => {
@@ -394,6 +398,7 @@ impl Registry {
                     .update_agent(&existing.id, &draft, Some(existing.revision), now)
                     .await?;
                 self.apply(&updated).await;
+                self.reschedule_probe(Some(&existing), &updated).await;
                 (updated, Imported::Updated)
             }
         };
@@ -403,9 +408,131 @@ impl Registry {
                 .transition(&agent.id, AgentState::Stage, AgentState::Active, now)
                 .await?;
             self.apply(&live).await;
+            self.reschedule_probe(Some(&agent), &live).await;
             return Ok(Imported::Updated);
         }
         Ok(outcome)
+    }
+
+    // ---- liveness probes ----
+
+    /// After a write: an agent that became probeable, or whose probe target changed, is due
+    /// for a probe now (its old health no longer says anything); one that stopped being
+    /// probeable (unpublished, endpoint removed) leaves the schedule. A failure here is logged,
+    /// not returned: the write itself has committed, and the prober's start-up pass or the next
+    /// write schedules it again.
+    async fn reschedule_probe(&self, before: Option<&Agent>, after: &Agent) {
+        let target = |agent: &Agent| {
+            (agent.state == AgentState::Active && agent.owner != SYSTEM_OWNER)
+                .then(|| ProbeTarget::of(&agent.draft))
+                .flatten()
+        };
+        let (old, new) = (before.and_then(target), target(after));
+        if old == new {
+            return;
+        }
+        let due = new.is_some().then(Timestamp::now);
+        if let Err(err) = self.store.reset_probe(&after.id, due).await {
+            tracing::warn!(error = %err, agent = %after.id, "cannot reschedule the agent's probe");
+        }
+        if let Some(index) = &self.index {
+            index.set_health(&after.id, None);
+        }
+    }
+
+    /// Give every ACTIVE agent that lists an endpoint a probe schedule, unless it has one; the
+    /// first probes are due at `first_due(i)` for the i-th agent. Reads the catalogue a page at
+    /// a time. Returns how many agents are probeable.
+    pub async fn schedule_all_probes(
+        &self,
+        first_due: impl Fn(usize) -> Timestamp,
+    ) -> RegistryResult<usize> {
+        const PAGE: u32 = 1_000;
+        let mut after: Option<String> = None;
+        let mut count = 0;
+        loop {
+            let page = self.store.list_agents(None, after.as_deref(), PAGE).await?;
+            let Some(last) = page.last() else {
+                break;
+            };
+            after = Some(last.id.clone());
+            let due: Vec<(String, Timestamp)> = page
+                .iter()
+                .filter(|agent| agent.state == AgentState::Active && agent.owner != SYSTEM_OWNER)
+                .filter(|agent| ProbeTarget::of(&agent.draft).is_some())
+                .enumerate()
+                .map(|(i, agent)| (agent.id.clone(), first_due(count + i)))
+                .collect();
+            count += due.len();
+            self.store.schedule_probes(&due).await?;
+            if page.len() < PAGE as usize {
+                break;
+            }
+        }
+        Ok(count)
+    }
+
+    /// Lease at most `limit` due probes to `owner` until `lease_until` (see `Store::claim_probes`).
+    pub async fn claim_probes(
+        &self,
+        owner: &str,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limit: u32,
+    ) -> RegistryResult<Vec<String>> {
+        Ok(self
+            .store
+            .claim_probes(owner, now, lease_until, limit)
+            .await?)
+    }
+
+    /// A claimed agent and what to probe; `None`, and off the schedule, when it is gone, no
+    /// longer ACTIVE, or lists no endpoint any more.
+    pub async fn probe_subject(&self, id: &str) -> RegistryResult<Option<(Agent, ProbeTarget)>> {
+        let agent = self.store.find_agent(id).await?;
+        let subject = agent.and_then(|agent| {
+            let probeable = agent.state == AgentState::Active && agent.owner != SYSTEM_OWNER;
+            let target = probeable.then(|| ProbeTarget::of(&agent.draft)).flatten()?;
+            Some((agent, target))
+        });
+        if subject.is_none() {
+            self.store.reset_probe(id, None).await?;
+        }
+        Ok(subject)
+    }
+
+    /// Record a probe's outcome and show it in this process's index at once (other processes
+    /// learn of a changed status through the change log). `None` when the agent is gone.
+    pub async fn record_probe(
+        &self,
+        id: &str,
+        outcome: &ProbeOutcome,
+        next_at: Timestamp,
+    ) -> RegistryResult<Option<Health>> {
+        let Some((health, _changed)) = self.store.record_probe(id, outcome, next_at).await? else {
+            return Ok(None);
+        };
+        if let Some(index) = &self.index {
+            index.set_health(id, Some(health.clone()));
+        }
+        Ok(Some(health))
+    }
+
+    /// Indexed agents by health status (never probed: `unknown`).
+    pub fn health_counts(&self) -> Vec<(HealthStatus, usize)> {
+        self.index
+            .as_ref()
+            .map(|index| index.health_counts())
+            .unwrap_or_default()
+    }
+
+    /// The health this process's index holds for an agent (fresher than a stored record read
+    /// before the last probe).
+    pub fn health_of(&self, id: &str) -> Option<Health> {
+        self.index
+            .as_ref()
+            .and_then(|index| index.health_of(id))
+            .map(|health| (*health).clone())
     }
 
     // ---- the index, for readiness and metrics ----

@@ -35,4 +35,7 @@ pub struct AppState {
     pub signer: Arc<crate::signing::CardSigner>,
     /// Requests per token on authenticated paths.
     pub token_limit: Arc<crate::auth::TokenRateLimit>,
+    /// The liveness prober, stopped when the last copy of the state is dropped; `None` when
+    /// probing is off.
+    pub _prober: Option<Arc<crate::task::AbortOnDrop>>,
 }

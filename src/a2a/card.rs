@@ -3,7 +3,10 @@
 use serde_json::{Map, Value, json};
 
 use crate::domain::agent::{CAPABILITIES_EXTENSION_URI, REGISTRY_EXTENSION_URI};
-use crate::domain::{Capability, Payment};
+use crate::domain::{Capability, Health, Payment};
+
+/// URI of the card extension carrying the agent's health as the registry last probed it.
+pub const HEALTH_EXTENSION_URI: &str = "https://a2a-registry.org/extensions/health/v1";
 
 /// The A2A protocol version every interface the registry builds speaks.
 pub const PROTOCOL_VERSION: &str = "1.0";
@@ -157,6 +160,16 @@ fn payment_extension(payment: &Payment) -> Value {
         "description": "Payment terms of this agent as listed in the agent registry.",
         "required": false,
         "params": {"payment": payment}
+    })
+}
+
+/// The registry extension carrying what the liveness prober last found.
+pub fn health_extension(health: &Health) -> Value {
+    json!({
+        "uri": HEALTH_EXTENSION_URI,
+        "description": "Whether this agent's endpoint answered the agent registry's last liveness probe.",
+        "required": false,
+        "params": {"health": health}
     })
 }
 

@@ -21,8 +21,28 @@ pub mod utility;
 const CARD_MAX_AGE_SECS: u32 = 300;
 
 /// The A2A card of a registered agent: the card its owner published, or one built from the record.
+///
+/// Once the agent has been probed, the card carries its health in the registry's health
+/// extension, unless the publisher signed their card: adding to it would break their
+/// signatures, so the record alone shows it then.
 pub fn card_of(agent: &Agent) -> Value {
-    card_of_draft(&agent.draft)
+    let mut card = card_of_draft(&agent.draft);
+    let signed_by_publisher = card.get("signatures").is_some_and(|s| !s.is_null());
+    if let (Some(health), false) = (&agent.health, signed_by_publisher) {
+        if let Some(capabilities) = card.get_mut("capabilities").and_then(Value::as_object_mut) {
+            let extension = card::health_extension(health);
+            match capabilities
+                .get_mut("extensions")
+                .and_then(Value::as_array_mut)
+            {
+                Some(extensions) => extensions.push(extension),
+                None => {
+                    capabilities.insert("extensions".to_owned(), Value::Array(vec![extension]));
+                }
+            }
+        }
+    }
+    card
 }
 
 /// The card of an agent's writable fields: the published card, or one built from them.

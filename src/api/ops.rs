@@ -46,9 +46,11 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Value>> {
     })))
 }
 
-/// Prometheus text format: request counts and latency histograms by route and status.
+/// Prometheus text format: request counts and latency histograms by route and status, the
+/// index's size, and the liveness prober's work (`registry_agents_by_health{status}`,
+/// `registry_probes_total{status}`, `registry_probe_duration_seconds`).
 #[utoipa::path(get, path = "/metrics", tag = "operations",
-    responses((status = 200, description = "Prometheus text exposition format", body = String, content_type = "text/plain")))]
+    responses((status = 200, description = "Prometheus text exposition format: request counts and latencies by route and status, index size, agents by health status, probes run by outcome", body = String, content_type = "text/plain")))]
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     metrics::gauge!("registry_indexed_agents").set(state.registry.indexed() as f64);
     let progress = state.registry.vector_progress();
@@ -58,6 +60,9 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     metrics::gauge!("registry_text_segments").set(text.segments as f64);
     metrics::gauge!("registry_text_stored_docs").set(text.stored_docs as f64);
     metrics::gauge!("registry_text_live_docs").set(text.live_docs as f64);
+    for (status, count) in state.registry.health_counts() {
+        metrics::gauge!("registry_agents_by_health", "status" => status.as_str()).set(count as f64);
+    }
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         state.metrics.render(),

@@ -26,6 +26,7 @@ use super::wire::{AgentPage, AgentRecord};
         ("payment_rail" = Option<String>, Query, description = "Rails as `network:asset` (asset prefix), `network:`, or a bare prefix of either, comma-separated, e.g. `base:usdc`, `nano:`, `usdc`"),
         ("payment_direction" = Option<String>, Query, description = "`inbound`, `outbound`, `both`"),
         ("sort" = Option<String>, Query, description = "`relevance` (default with q), `newest` (default without), `name`"),
+        ("health" = Option<String>, Query, description = "`up`, `down`, `not_conformant`, `unknown` (OR): what the last liveness probe found"),
         ("collapse" = Option<bool>, Query, description = "`true` (default): one agent per duplicate group (agents sharing a repository or an endpoint), the group's best member; `false`: every agent"),
         ("limit" = Option<i64>, Query, description = "Page size, default 20, max 100; values below 1 are read as 1, above 100 as 100"),
         ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
@@ -82,10 +83,13 @@ pub async fn resolve_card(
     PathParam(package_name): PathParam,
 ) -> ApiResult<Response> {
     let agent = state.registry.find_active(&package_name).await?;
+    // The card carries the agent's health, which changes without a new revision.
+    let probed = agent.health.as_ref().and_then(|health| health.checked_at);
+    let last_modified = probed.map_or(agent.updated_at, |at| at.max(agent.updated_at));
     Ok(a2a::card_response(
         Some(&state.signer),
         &headers,
         &a2a::card_of(&agent),
-        Some(agent.updated_at),
+        Some(last_modified),
     ))
 }

@@ -3,7 +3,7 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::domain::{Capability, CardSignatureCheck, Payment, Reach};
+use crate::domain::{Capability, CardSignatureCheck, Health, Payment, Reach};
 use crate::search::{Listing, SearchPage};
 use crate::store::{Agent, AgentState, VerificationLevel};
 use crate::timestamp::Timestamp;
@@ -68,9 +68,16 @@ pub struct AgentRecord {
     /// What checking the signatures on the publisher's own card found, when it carries any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub card_signature: Option<CardSignatureCheck>,
+    /// Whether the agent's endpoint answers, as the registry's liveness prober last found it
+    /// (`unknown` when it lists no endpoint or was not probed yet).
+    pub health: Health,
     /// Owner's view only: whether the owner published a full A2A card with the record.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub has_card: Option<bool>,
+    /// Owner's view only: the message the prober sends with `SendMessage` once the card checks
+    /// out, when the owner opted in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probe_message: Option<String>,
 }
 
 impl AgentRecord {
@@ -100,8 +107,10 @@ impl AgentRecord {
             reach: draft.reach.clone(),
             duplicates: Vec::new(),
             card_signature: draft.card_signature.clone(),
+            health: agent.health.clone().unwrap_or_else(Health::unknown),
             verification_token: None,
             has_card: None,
+            probe_message: None,
         }
     }
 
@@ -110,6 +119,7 @@ impl AgentRecord {
         Self {
             verification_token: Some(agent.verification_token.clone()),
             has_card: Some(agent.draft.card.is_some()),
+            probe_message: agent.draft.probe_message.clone(),
             ..Self::public(agent)
         }
     }
@@ -137,12 +147,14 @@ pub struct AgentSummary {
     pub capabilities: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub published_at: Option<Timestamp>,
+    /// What the liveness prober last found (`unknown`: never probed).
+    pub health: Health,
 }
 
 impl AgentSummary {
-    /// The wire form of a search listing; `base_url` supplies a card address when the owner
-    /// gave none.
-    pub fn of(listing: &Listing, base_url: &str) -> Self {
+    /// The wire form of a search listing with its health; `base_url` supplies a card address
+    /// when the owner gave none.
+    pub fn of(listing: &Listing, health: Option<&Health>, base_url: &str) -> Self {
         Self {
             id: listing.id.clone(),
             package_name: listing.package_name.clone(),
@@ -160,6 +172,7 @@ impl AgentSummary {
             payment: listing.payment.clone(),
             capabilities: listing.capabilities.clone(),
             published_at: listing.published_at,
+            health: health.cloned().unwrap_or_else(Health::unknown),
         }
     }
 }
@@ -195,7 +208,7 @@ impl AgentPage {
                 .hits
                 .iter()
                 .map(|hit| AgentHit {
-                    agent: AgentSummary::of(&hit.listing, base_url),
+                    agent: AgentSummary::of(&hit.listing, hit.health.as_deref(), base_url),
                     score: hit.score,
                 })
                 .collect(),

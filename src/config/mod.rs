@@ -7,9 +7,11 @@ use clap::Args;
 use url::Url;
 
 mod embedder;
+mod probe;
 mod upstream;
 
 pub use embedder::{EmbedderConfig, EmbedderKind};
+pub use probe::ProbeConfig;
 pub use upstream::UpstreamConfig;
 
 /// Where the registry keeps its data.
@@ -51,6 +53,9 @@ pub struct Config {
 
     #[command(flatten)]
     pub signing: SigningConfig,
+
+    #[command(flatten)]
+    pub probe: ProbeConfig,
 
     /// A bearer secret accepted with every scope, for operators. Unset: only CLI-made tokens exist.
     #[arg(long, env = "REGISTRY_MASTER_KEY", hide_env_values = true)]

@@ -163,6 +163,9 @@ pub struct Fetch {
     /// Media types accepted on a 2xx response; other statuses are returned whatever their type.
     pub accept: MediaRanges,
     pub headers: Vec<(HeaderName, String)>,
+    /// Stop reading the body once this holds for what has arrived (an event stream that stays
+    /// open after its first event); `None` reads to the end.
+    pub complete: Option<fn(&[u8]) -> bool>,
 }
 
 impl Fetch {
@@ -176,6 +179,7 @@ impl Fetch {
             timeout: None,
             accept,
             headers: Vec::new(),
+            complete: None,
         }
     }
 
@@ -205,6 +209,12 @@ impl Fetch {
 
     pub fn header(mut self, name: HeaderName, value: impl Into<String>) -> Self {
         self.headers.push((name, value.into()));
+        self
+    }
+
+    /// Stop reading once `complete` holds for the body so far.
+    pub fn until(mut self, complete: fn(&[u8]) -> bool) -> Self {
+        self.complete = Some(complete);
         self
     }
 }
@@ -577,6 +587,9 @@ async fn read(
             return Err(too_large());
         }
         body.extend_from_slice(&chunk);
+        if fetch.complete.is_some_and(|complete| complete(&body)) {
+            break;
+        }
     }
     Ok(Fetched {
         url,

@@ -1,6 +1,7 @@
 //! Search filters, parsed once from what any transport received (query string, JSON body,
 //! JSON-RPC data part) so every path applies exactly the same rules.
 
+use crate::domain::HealthStatus;
 use crate::domain::payment::{PaymentFilter, PaymentFilterInput};
 use crate::domain::x402::X402Filter;
 use crate::store::VerificationLevel;
@@ -17,6 +18,8 @@ pub struct RawFilters {
     pub payment: PaymentFilterInput,
     /// `collapse`: one agent per duplicate group (default), or every agent.
     pub collapse: Option<bool>,
+    /// `health`: comma-separated statuses (OR).
+    pub health: Option<String>,
 }
 
 /// Most distinct values one filter may list.
@@ -42,6 +45,8 @@ pub struct Filters {
     /// Show one agent per duplicate group (`duplicates`): what the search paths do unless asked
     /// for `collapse=false`. Not a filter `is_empty` counts: it hides no distinct agent.
     pub collapse_duplicates: bool,
+    /// Only agents whose last probe found one of these (an agent never probed is `unknown`).
+    pub health: Vec<HealthStatus>,
 }
 
 /// Which MCP servers the MCP Registry read API lists.
@@ -76,6 +81,7 @@ impl Filters {
             && self.payment.is_empty()
             && self.x402.is_none()
             && self.mcp.is_none()
+            && self.health.is_empty()
     }
 
     /// Whether some filter is tested agent by agent (the rest are set operations of the index).
@@ -106,6 +112,7 @@ impl Filters {
             ("payment_protocol", &raw.payment.protocol),
             ("payment_rail", &raw.payment.rail),
             ("payment_direction", &raw.payment.direction),
+            ("health", &raw.health),
         ];
         for (parameter, value) in lists {
             // Blank and repeated entries cost nothing once read, so only distinct ones count.
@@ -137,6 +144,18 @@ impl Filters {
                 })
             })
             .collect::<Result<_, _>>()?;
+        let health = comma_terms(raw.health.as_deref())
+            .into_iter()
+            .map(|term| {
+                HealthStatus::parse(&term).ok_or_else(|| SearchError::InvalidParameter {
+                    parameter: "health".to_owned(),
+                    message: format!(
+                        "unknown health '{}'; allowed: up, down, not_conformant, unknown",
+                        crate::domain::truncate(&term, 40)
+                    ),
+                })
+            })
+            .collect::<Result<_, _>>()?;
         Ok(Self {
             targets: comma_terms(raw.target.as_deref()),
             categories: comma_terms(raw.category.as_deref()),
@@ -146,6 +165,7 @@ impl Filters {
             x402: None,
             mcp: None,
             collapse_duplicates: raw.collapse.unwrap_or(true),
+            health,
         })
     }
 }

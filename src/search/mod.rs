@@ -15,6 +15,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::domain::{Health, HealthStatus};
 use crate::store::{Agent, AgentState, Store, StoredEmbedding};
 
 pub mod duplicates;
@@ -155,6 +156,8 @@ struct Doc {
     /// The duplicate group it belongs to (`duplicates::group_key`), and its rank there.
     group: Option<String>,
     rank: duplicates::Rank,
+    /// The agent's health as read with it; the catalog keeps the newest it has seen.
+    health: Option<Arc<Health>>,
 }
 
 /// Everything searches read, behind one lock.
@@ -170,6 +173,9 @@ struct Catalog {
     vectors: Option<VectorStore>,
     facets: FacetIndex,
     groups: duplicates::Groups,
+    /// Health by slot, for agents probed at least once. Kept beside the documents because the
+    /// prober updates it without a new revision.
+    health: HashMap<u32, Arc<Health>>,
     live: usize,
 }
 
@@ -208,7 +214,11 @@ impl Catalog {
         if let Some(key) = &doc.group {
             self.groups.insert(key, slot, doc.rank.clone());
         }
+        let health = doc.health.clone();
         *entry = Some(doc);
+        if health.is_some() {
+            self.update_health(slot, health, false);
+        }
         if let Some(vectors) = &mut self.vectors {
             match vector {
                 Some(vector) => vectors.set(slot, vector),
@@ -226,10 +236,37 @@ impl Catalog {
             }
             self.live -= 1;
         }
+        self.health.remove(&slot);
         if let Some(vectors) = &mut self.vectors {
             vectors.clear(slot);
         }
         removed.is_some()
+    }
+
+    /// Replace a slot's health unless it is older than the one held; `None` clears it only
+    /// when `clear` (the endpoint changed), since a record read before a probe carries none.
+    fn update_health(&mut self, slot: u32, health: Option<Arc<Health>>, clear: bool) {
+        match health {
+            Some(new) => {
+                let older = self
+                    .health
+                    .get(&slot)
+                    .is_some_and(|held| held.checked_at > new.checked_at);
+                if !older {
+                    self.health.insert(slot, new);
+                }
+            }
+            None if clear => {
+                self.health.remove(&slot);
+            }
+            None => {}
+        }
+    }
+
+    fn health_status(&self, slot: u32) -> HealthStatus {
+        self.health
+            .get(&slot)
+            .map_or(HealthStatus::Unknown, |health| health.status)
     }
 
     /// The slots `filters` let through, `None` when there is no filter (duplicate collapsing is
@@ -243,13 +280,15 @@ impl Catalog {
             .facets
             .matching(filters)
             .unwrap_or_else(|| self.facets.live().clone());
-        if filters.per_agent() {
+        if filters.per_agent() || !filters.health.is_empty() {
             let refused: Vec<u32> = allowed
                 .iter()
                 .filter(|slot| {
-                    !self
-                        .doc(*slot)
-                        .is_some_and(|doc| filters.listing_matches(&doc.listing))
+                    !self.doc(*slot).is_some_and(|doc| {
+                        filters.listing_matches(&doc.listing)
+                            && (filters.health.is_empty()
+                                || filters.health.contains(&self.health_status(*slot)))
+                    })
                 })
                 .collect();
             for slot in refused {
@@ -328,6 +367,7 @@ impl Cursor {
 }
 
 struct Scored<'c> {
+    slot: u32,
     doc: &'c Doc,
     score: f64,
 }
@@ -672,6 +712,40 @@ impl SearchIndex {
                 .is_some_and(|doc| doc.revision == agent.revision)
     }
 
+    /// Set an indexed agent's health as the prober (of any process) last recorded it; `None`
+    /// clears it (its endpoint changed). Health older than the one held is ignored.
+    pub fn set_health(&self, id: &str, health: Option<Health>) {
+        let mut catalog = self.write_catalog();
+        if let Some(slot) = catalog.slots.get(id).copied() {
+            if catalog.doc(slot).is_some() {
+                let clear = health.is_none();
+                catalog.update_health(slot, health.map(Arc::new), clear);
+            }
+        }
+    }
+
+    /// Indexed agents by health status; those never probed count as `unknown`.
+    pub fn health_counts(&self) -> Vec<(HealthStatus, usize)> {
+        let catalog = self.read_catalog();
+        let mut counts: HashMap<HealthStatus, usize> = HashMap::new();
+        for health in catalog.health.values() {
+            *counts.entry(health.status).or_default() += 1;
+        }
+        let probed: usize = counts.values().sum();
+        *counts.entry(HealthStatus::Unknown).or_default() += catalog.live.saturating_sub(probed);
+        HealthStatus::ALL
+            .into_iter()
+            .map(|status| (status, counts.get(&status).copied().unwrap_or(0)))
+            .collect()
+    }
+
+    /// The health the index holds for an agent.
+    pub fn health_of(&self, id: &str) -> Option<Arc<Health>> {
+        let catalog = self.read_catalog();
+        let slot = catalog.slots.get(id)?;
+        catalog.health.get(slot).cloned()
+    }
+
     /// Forget a deleted agent for good.
     pub async fn delete(&self, id: &str) {
         self.apply_batch(&[], &[id.to_owned()]).await;
@@ -788,6 +862,7 @@ impl SearchIndex {
                 .map(|hit| Hit {
                     listing: Arc::clone(&hit.doc.listing),
                     score: with_score.then_some(hit.score),
+                    health: catalog.health.get(&hit.slot).cloned(),
                 })
                 .collect(),
             total,
@@ -820,16 +895,18 @@ impl SearchIndex {
                 .filter(|_| allowed.as_ref().is_none_or(|set| set.contains(slot)) && shown(slot))
         };
         if !request.has_text() {
+            let unscored = |slot: u32| {
+                accepted(slot).map(|doc| Scored {
+                    slot,
+                    doc,
+                    score: 0.0,
+                })
+            };
             let hits: Vec<Scored<'c>> = match &allowed {
                 None => (0..catalog.docs.len() as u32)
-                    .filter_map(accepted)
-                    .map(|doc| Scored { doc, score: 0.0 })
+                    .filter_map(unscored)
                     .collect(),
-                Some(set) => set
-                    .iter()
-                    .filter_map(accepted)
-                    .map(|doc| Scored { doc, score: 0.0 })
-                    .collect(),
+                Some(set) => set.iter().filter_map(unscored).collect(),
             };
             return Matches::all(hits);
         }
@@ -855,10 +932,17 @@ impl SearchIndex {
                 }),
             )
         });
+        // Agents the prober found not answering sink a little (the prior never exceeds 1).
         let to_hits = |scores: Vec<(u32, f64)>| -> Vec<Scored<'c>> {
             scores
                 .into_iter()
-                .filter_map(|(slot, score)| catalog.doc(slot).map(|doc| Scored { doc, score }))
+                .filter_map(|(slot, score)| {
+                    catalog.doc(slot).map(|doc| Scored {
+                        slot,
+                        doc,
+                        score: score * catalog.health_status(slot).ranking_prior(),
+                    })
+                })
                 .collect()
         };
         match semantic {
@@ -902,6 +986,7 @@ impl SearchIndex {
             text,
             group: duplicates::group_key(agent),
             rank: duplicates::Rank::of(agent),
+            health: agent.health.clone().map(Arc::new),
         }
     }
 

@@ -62,6 +62,8 @@ pub struct Hit {
     pub listing: Arc<Listing>,
     /// Higher is better; comparable within one page only. `None` unless sorted by relevance.
     pub score: Option<f64>,
+    /// What the prober last found; `None` when the agent was never probed.
+    pub health: Option<Arc<crate::domain::Health>>,
 }
 
 /// One page of results.

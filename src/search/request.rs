@@ -102,6 +102,7 @@ pub fn from_query_pairs(
                 )
             })?),
         },
+        health: joined("health"),
     };
     Ok(SearchRequest {
         text: joined("q").unwrap_or_default(),
@@ -186,6 +187,7 @@ pub fn from_json(body: &Value, limits: Limits) -> Result<SearchRequest, SearchEr
             Some(Value::Bool(collapse)) => Some(*collapse),
             Some(_) => return Err(invalid("collapse", "collapse must be true or false")),
         },
+        health: filter(&["health"])?,
     };
     Ok(SearchRequest {
         text,

@@ -76,6 +76,8 @@ impl TestApp {
         let mut config = Config::with_data_dir(dir.path());
         config.master_key = Some(MASTER_KEY.to_owned());
         config.public_url = Some("http://registry.test".parse().expect("url"));
+        // The prober stays off unless a test turns it on: test agents' endpoints are made up.
+        config.probe.probe_interval_secs = 0;
         let schema = if on_postgres() {
             let schema = TestSchema::create()
                 .await

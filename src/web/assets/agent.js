@@ -1,6 +1,6 @@
 // The agent page: the record and card from the public API, rendered as capabilities with their
 // input schemas, payment terms, details, the card as JSON and copyable client snippets.
-import { el, api, showError, pretty, when, agentBadges, enableCopyButtons, enableTabs } from "./common.js";
+import { el, api, showError, pretty, when, percent, agentBadges, enableCopyButtons, enableTabs } from "./common.js";
 import { exampleInput } from "./schema-form.js";
 
 const article = document.getElementById("agent");
@@ -77,6 +77,7 @@ function renderFacts(record) {
     ["A2A endpoint", record.url && /^https?:/i.test(record.url) ? link(record.url) : record.url],
     [isCardUrl(record.manifest_url) ? "Own card" : "Listed from", record.manifest_url && /^https?:/i.test(record.manifest_url) ? link(record.manifest_url) : record.manifest_url],
     ["Repository", record.repository && /^https?:/i.test(record.repository.url) ? link(record.repository.url) : null],
+    ["Health", healthFact(record.health)],
     ["Owner", record.owner],
     ["Published", when(record.published_at)],
     ["Updated", when(record.updated_at)],
@@ -84,6 +85,18 @@ function renderFacts(record) {
   ].filter(([, value]) => value);
   facts.replaceChildren(...rows.flatMap(([name, value]) => [el("dt", {}, name), el("dd", {}, value)]));
   document.getElementById("agent-badges").replaceChildren(...agentBadges(record));
+}
+
+/** What the liveness prober found, for the details list; null when never probed. */
+function healthFact(health) {
+  if (!health || health.status === "unknown" || !health.checked_at) return null;
+  const status = { up: "Up", down: "Down", not_conformant: "Not conformant" }[health.status] || health.status;
+  const lines = [`${status}, checked ${when(health.checked_at)}`];
+  if (typeof health.latency_ms === "number") lines.push(`${health.latency_ms} ms`);
+  if (health.uptime_7d !== null) lines.push(`${percent(health.uptime_7d)} over 7 days, ${percent(health.uptime_30d)} over 30`);
+  if (health.last_ok_at && health.status !== "up") lines.push(`last up ${when(health.last_ok_at)}`);
+  if (health.detail) lines.push(health.detail);
+  return lines.join(" · ");
 }
 
 /** Whether a URL looks like an agent card rather than, say, a repository page. */

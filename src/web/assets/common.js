@@ -185,6 +185,23 @@ export function enableTabs(tablist, onSelect = () => {}) {
 }
 
 /** Badges for an agent summary or record: verification, payment model, category. */
+/** Uptime as a percentage, e.g. "99.5%"; "" when unknown. */
+export function percent(ratio) {
+  return typeof ratio === "number" ? `${Math.round(ratio * 1000) / 10}%` : "";
+}
+
+/** The badge of what the liveness prober last found; none for an agent never probed. */
+export function healthBadge(health) {
+  if (!health || !health.status || health.status === "unknown") return null;
+  const label = { up: "● Up", down: "● Down", not_conformant: "● Not conformant" }[health.status];
+  if (!label) return null;
+  const parts = [`Last checked ${when(health.checked_at)}`];
+  if (health.uptime_7d !== null && health.uptime_7d !== undefined) parts.push(`uptime ${percent(health.uptime_7d)} over 7 days`);
+  if (health.detail) parts.push(health.detail);
+  const kind = health.status === "up" ? "verified" : health.status === "down" ? "down" : "warning";
+  return el("span", { class: `badge health ${kind}`, title: parts.join("; "), "data-health": health.status }, label);
+}
+
 export function agentBadges(agent) {
   const badges = [];
   if (agent.verification_level === "domain_verified") badges.push(el("span", { class: "badge verified", title: "The owner proved control of the package's domain" }, "✓ Domain verified"));
@@ -197,6 +214,8 @@ export function agentBadges(agent) {
       : `The publisher's card carries a signature that ${signature.status === "invalid" ? "does not verify" : "could not be checked"}${signature.detail ? `: ${signature.detail}` : ""}`;
     if (label) badges.push(el("span", { class: `badge ${signature.status === "valid" ? "verified" : signature.status === "invalid" ? "warning" : ""}`.trim(), title }, label));
   }
+  const health = healthBadge(agent.health);
+  if (health) badges.push(health);
   const model = agent.payment && agent.payment.model;
   if (model) badges.push(el("span", { class: `badge ${model === "free" ? "free" : "paid"}` }, model[0].toUpperCase() + model.slice(1)));
   if (agent.category) badges.push(el("span", { class: "badge" }, agent.category));

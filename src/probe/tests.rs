@@ -1,0 +1,674 @@
+//! The prober against local fakes: up, down, slow, failing, wrong protocol, invalid card,
+//! redirect to a private address, MCP over streamable HTTP and SSE, the opt-in message, and
+//! many agents on one host. Host names resolve to the fake on loopback, whose address alone is
+//! exempt from the address guard, so the guard is the production one.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+use super::check::{self, Finding};
+use super::*;
+use crate::config::ProbeConfig;
+use crate::domain::AgentDraft;
+use crate::domain::health::{ProbeKind, ProbeTarget};
+use crate::outbound::{AddressPolicy, OutboundSettings, StaticResolver};
+use crate::registry::{ImportMode, Vectors};
+use crate::search::{Filters, SearchRequest};
+use crate::store::sqlite::SqliteStore;
+use crate::store::{AgentState, ChangeKind, Store};
+
+const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+const HOSTS: [&str; 4] = ["up.test", "many.test", "private.test", "other.test"];
+
+/// Requests in flight at the fake's `/many` routes, and the most seen at once.
+#[derive(Default)]
+struct Concurrency {
+    now: AtomicUsize,
+    most: AtomicUsize,
+    served: AtomicUsize,
+}
+
+fn card(url: &str) -> Value {
+    crate::a2a::card::agent_card(&crate::a2a::card::CardInput {
+        name: "Probe target",
+        description: "A fake agent for the prober's tests.",
+        version: "1.0.0",
+        url: Some(url),
+        documentation_url: None,
+        provider: None,
+        capabilities: &[],
+        tags: &[],
+        payment: None,
+        extensions: Vec::new(),
+    })
+}
+
+fn sse(data: &Value) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/event-stream")],
+        format!("event: message\ndata: {data}\n\n"),
+    )
+        .into_response()
+}
+
+async fn spawn_fake(concurrency: Arc<Concurrency>) -> u16 {
+    let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let rpc = format!("http://up.test:{port}/rpc");
+    let valid = card(&rpc);
+    let router = Router::new()
+        .route(
+            "/card",
+            get({
+                let valid = valid.clone();
+                || async move { axum::Json(valid) }
+            }),
+        )
+        .route(
+            "/html",
+            get(|| async { ([(header::CONTENT_TYPE, "text/html")], "<h1>Welcome</h1>") }),
+        )
+        .route(
+            "/invalid",
+            get(|| async { axum::Json(json!({"name": "no description, no interfaces"})) }),
+        )
+        .route("/missing", get(|| async { StatusCode::NOT_FOUND }))
+        .route("/broken", get(|| async { StatusCode::SERVICE_UNAVAILABLE }))
+        .route(
+            "/slow",
+            get({
+                let valid = valid.clone();
+                || async move {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    axum::Json(valid)
+                }
+            }),
+        )
+        .route(
+            "/to-private",
+            get(|| async {
+                (
+                    StatusCode::FOUND,
+                    [(header::LOCATION, "http://10.1.2.3/card")],
+                )
+                    .into_response()
+            }),
+        )
+        .route(
+            "/rpc",
+            post(|body: axum::Json<Value>| async move {
+                let text = body["params"]["message"]["parts"][0]["text"].clone();
+                if text == "fail" {
+                    return axum::Json(json!({"jsonrpc": "2.0", "id": body["id"],
+                        "error": {"code": -32603, "message": "internal error"}}));
+                }
+                axum::Json(
+                    json!({"jsonrpc": "2.0", "id": body["id"], "result": {"message": {
+                    "messageId": "m1", "role": "ROLE_AGENT", "parts": [{"text": "pong"}]}}}),
+                )
+            }),
+        )
+        .route(
+            "/mcp",
+            post(|| async {
+                sse(&json!({"jsonrpc": "2.0", "id": 1, "result": {
+                    "protocolVersion": "2025-06-18", "capabilities": {},
+                    "serverInfo": {"name": "fake", "version": "1"}}}))
+            }),
+        )
+        .route(
+            "/mcp-json",
+            post(|| async {
+                axum::Json(json!({"jsonrpc": "2.0", "id": 1, "result": {
+                    "protocolVersion": "2025-03-26", "capabilities": {},
+                    "serverInfo": {"name": "fake", "version": "1"}}}))
+            }),
+        )
+        .route("/mcp-auth", post(|| async { StatusCode::UNAUTHORIZED }))
+        .route(
+            "/not-mcp",
+            post(|| async { axum::Json(json!({"hello": "world"})) }),
+        )
+        .route(
+            "/sse",
+            // An SSE transport keeps its stream open after the endpoint event.
+            get(|| async {
+                let first = futures::stream::once(async {
+                    Ok::<_, std::io::Error>("event: endpoint\ndata: /messages?session=1\n\n")
+                });
+                let stream = futures::StreamExt::chain(first, futures::stream::pending());
+                (
+                    [(header::CONTENT_TYPE, "text/event-stream")],
+                    Body::from_stream(stream),
+                )
+            }),
+        )
+        .route(
+            "/many/{n}",
+            get(move || {
+                let concurrency = Arc::clone(&concurrency);
+                let valid = valid.clone();
+                async move {
+                    let now = concurrency.now.fetch_add(1, Ordering::SeqCst) + 1;
+                    concurrency.most.fetch_max(now, Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    concurrency.now.fetch_sub(1, Ordering::SeqCst);
+                    concurrency.served.fetch_add(1, Ordering::SeqCst);
+                    axum::Json(valid)
+                }
+            }),
+        );
+    tokio::spawn(async move {
+        axum::serve(listener, router).await.expect("serve");
+    });
+    port
+}
+
+/// The production fetcher: public addresses only, the fake's loopback address exempt, the
+/// test host names resolving to it and `private.test` to a private address.
+fn outbound() -> Arc<Outbound> {
+    let mut resolver = StaticResolver::default();
+    for host in HOSTS {
+        resolver = resolver.with(host, &[LOOPBACK]);
+    }
+    resolver = resolver.with("private.test", &["10.1.2.3".parse().expect("ip")]);
+    Arc::new(
+        Outbound::new(OutboundSettings {
+            policy: AddressPolicy::PublicOnly {
+                exempt: vec![LOOPBACK],
+            },
+            resolver: Arc::new(resolver),
+            connect_timeout: Duration::from_secs(2),
+            timeout: Duration::from_secs(5),
+            user_agent: crate::outbound::user_agent("http://registry.test"),
+        })
+        .expect("outbound"),
+    )
+}
+
+/// A port nothing listens on.
+async fn closed_port() -> u16 {
+    let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .await
+        .expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+fn a2a(card: String, message: Option<&str>, endpoint: Option<String>) -> ProbeTarget {
+    ProbeTarget::A2a {
+        card,
+        endpoint,
+        message: message.map(str::to_owned),
+    }
+}
+
+async fn probe(target: &ProbeTarget) -> Finding {
+    check::run(&outbound(), target, Duration::from_secs(1)).await
+}
+
+#[tokio::test]
+async fn each_kind_of_answer_is_classified() {
+    let port = spawn_fake(Arc::default()).await;
+    let closed = closed_port().await;
+    let at = |path: &str| format!("http://up.test:{port}{path}");
+    let rpc = Some(at("/rpc"));
+    let cases: Vec<(&str, ProbeTarget, HealthStatus, ProbeKind)> = vec![
+        (
+            "valid card",
+            a2a(at("/card"), None, None),
+            HealthStatus::Up,
+            ProbeKind::A2aCard,
+        ),
+        (
+            "nothing listening",
+            a2a(format!("http://up.test:{closed}/card"), None, None),
+            HealthStatus::Down,
+            ProbeKind::A2aCard,
+        ),
+        (
+            "5xx",
+            a2a(at("/broken"), None, None),
+            HealthStatus::Down,
+            ProbeKind::A2aCard,
+        ),
+        (
+            "slow",
+            a2a(at("/slow"), None, None),
+            HealthStatus::Down,
+            ProbeKind::A2aCard,
+        ),
+        (
+            "redirect to a private address",
+            a2a(at("/to-private"), None, None),
+            HealthStatus::Down,
+            ProbeKind::A2aCard,
+        ),
+        (
+            "a private host",
+            a2a(format!("http://private.test:{port}/card"), None, None),
+            HealthStatus::Down,
+            ProbeKind::A2aCard,
+        ),
+        (
+            "HTML, not a card",
+            a2a(at("/html"), None, None),
+            HealthStatus::NotConformant,
+            ProbeKind::A2aCard,
+        ),
+        (
+            "invalid card",
+            a2a(at("/invalid"), None, None),
+            HealthStatus::NotConformant,
+            ProbeKind::A2aCard,
+        ),
+        (
+            "404",
+            a2a(at("/missing"), None, None),
+            HealthStatus::NotConformant,
+            ProbeKind::A2aCard,
+        ),
+        (
+            "message answered",
+            a2a(at("/card"), Some("ping"), rpc.clone()),
+            HealthStatus::Up,
+            ProbeKind::A2aMessage,
+        ),
+        (
+            "message refused",
+            a2a(at("/card"), Some("fail"), rpc.clone()),
+            HealthStatus::NotConformant,
+            ProbeKind::A2aMessage,
+        ),
+        (
+            "MCP over an event stream",
+            ProbeTarget::Mcp {
+                url: at("/mcp"),
+                sse: false,
+            },
+            HealthStatus::Up,
+            ProbeKind::McpStreamableHttp,
+        ),
+        (
+            "MCP over JSON",
+            ProbeTarget::Mcp {
+                url: at("/mcp-json"),
+                sse: false,
+            },
+            HealthStatus::Up,
+            ProbeKind::McpStreamableHttp,
+        ),
+        (
+            "MCP asking for authorisation",
+            ProbeTarget::Mcp {
+                url: at("/mcp-auth"),
+                sse: false,
+            },
+            HealthStatus::Up,
+            ProbeKind::McpStreamableHttp,
+        ),
+        (
+            "not MCP",
+            ProbeTarget::Mcp {
+                url: at("/not-mcp"),
+                sse: false,
+            },
+            HealthStatus::NotConformant,
+            ProbeKind::McpStreamableHttp,
+        ),
+        (
+            "MCP SSE stream left open",
+            ProbeTarget::Mcp {
+                url: at("/sse"),
+                sse: true,
+            },
+            HealthStatus::Up,
+            ProbeKind::McpSse,
+        ),
+        (
+            "MCP SSE, not an event stream",
+            ProbeTarget::Mcp {
+                url: at("/html"),
+                sse: true,
+            },
+            HealthStatus::NotConformant,
+            ProbeKind::McpSse,
+        ),
+    ];
+    for (name, target, status, kind) in cases {
+        let started = std::time::Instant::now();
+        let found = probe(&target).await;
+        assert_eq!(
+            (found.status, found.kind),
+            (status, kind),
+            "{name}: {found:?}"
+        );
+        let explained = status != HealthStatus::Up || name.contains("authorisation");
+        assert_eq!(found.detail.is_some(), explained, "{name}: {found:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{name} took {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+#[tokio::test]
+async fn failures_say_why() {
+    let port = spawn_fake(Arc::default()).await;
+    let at = |path: &str| format!("http://up.test:{port}{path}");
+    let slow = probe(&a2a(at("/slow"), None, None)).await;
+    assert!(
+        slow.detail
+            .as_deref()
+            .is_some_and(|d| d.contains("did not answer")),
+        "{slow:?}"
+    );
+    let private = probe(&a2a(at("/to-private"), None, None)).await;
+    assert!(
+        private
+            .detail
+            .as_deref()
+            .is_some_and(|d| d.contains("refused")),
+        "{private:?}"
+    );
+    let broken = probe(&a2a(at("/broken"), None, None)).await;
+    assert!(
+        broken.detail.as_deref().is_some_and(|d| d.contains("503")),
+        "{broken:?}"
+    );
+    let invalid = probe(&a2a(at("/invalid"), None, None)).await;
+    assert!(
+        invalid
+            .detail
+            .as_deref()
+            .is_some_and(|d| d.contains("not a valid A2A v1.0 card")),
+        "{invalid:?}"
+    );
+    let refused = probe(&a2a(at("/card"), Some("fail"), Some(at("/rpc")))).await;
+    assert!(
+        refused
+            .detail
+            .as_deref()
+            .is_some_and(|d| d.contains("-32603")),
+        "{refused:?}"
+    );
+}
+
+fn draft(package: &str, fields: Value) -> AgentDraft {
+    let mut body = json!({
+        "package_name": package,
+        "name": package,
+        "description": "An agent the prober checks.",
+    });
+    for (key, value) in fields.as_object().expect("object") {
+        body[key] = value.clone();
+    }
+    AgentDraft::parse(&body).expect("draft")
+}
+
+async fn wait_until<F: std::future::Future<Output = bool>>(
+    what: &str,
+    mut done: impl FnMut() -> F,
+) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !done().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn the_prober_records_health_politely_and_search_filters_on_it() {
+    let concurrency = Arc::new(Concurrency::default());
+    let port = spawn_fake(Arc::clone(&concurrency)).await;
+    let closed = closed_port().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open_dir(dir.path()).await.expect("store"));
+    let registry = Arc::new(
+        Registry::open(Arc::clone(&store), None, Vectors::Wait)
+            .await
+            .expect("registry"),
+    );
+    let live = ImportMode {
+        update: false,
+        go_live: true,
+    };
+    let mut agents = vec![
+        draft(
+            "test.up",
+            json!({"manifest_url": format!("http://up.test:{port}/card")}),
+        ),
+        draft(
+            "test.down",
+            json!({"url": format!("http://other.test:{closed}/rpc")}),
+        ),
+        draft(
+            "test.mcp",
+            json!({"remotes": [{"type": "streamable-http", "url": format!("http://up.test:{port}/mcp")}]}),
+        ),
+        draft(
+            "test.package",
+            json!({"packages": [{"registry_type": "npm", "identifier": "@acme/tool", "transport": {"type": "stdio"}}]}),
+        ),
+    ];
+    for n in 0..5 {
+        agents.push(draft(
+            &format!("test.many{n}"),
+            json!({"manifest_url": format!("http://many.test:{port}/many/{n}")}),
+        ));
+    }
+    for agent in agents {
+        registry.import(agent, "alice", live).await.expect("import");
+    }
+    let config = ProbeConfig {
+        probe_interval_secs: 3600,
+        probe_timeout_secs: 2,
+        probe_concurrency: 8,
+    };
+    let _prober = Prober::spawn(Arc::clone(&registry), outbound(), &config).expect("prober on");
+    let health = |package: &'static str| {
+        let registry = Arc::clone(&registry);
+        async move {
+            registry
+                .find(package)
+                .await
+                .expect("find")
+                .and_then(|agent| agent.health)
+        }
+    };
+    wait_until("every endpoint probed", || async {
+        let mut all = true;
+        for package in [
+            "test.up",
+            "test.down",
+            "test.mcp",
+            "test.many0",
+            "test.many4",
+        ] {
+            all &= health(package).await.is_some();
+        }
+        all && concurrency.served.load(Ordering::SeqCst) >= 5
+    })
+    .await;
+    let up = health("test.up").await.expect("up");
+    assert_eq!(up.status, HealthStatus::Up);
+    assert_eq!(up.consecutive_failures, 0);
+    assert_eq!((up.uptime_7d, up.uptime_30d), (Some(1.0), Some(1.0)));
+    assert!(up.last_ok_at.is_some() && up.latency_ms.is_some());
+    let down = health("test.down").await.expect("down");
+    assert_eq!(down.status, HealthStatus::Down);
+    assert_eq!(down.consecutive_failures, 1);
+    assert_eq!(down.uptime_7d, Some(0.0));
+    assert_eq!(down.last_ok_at, None);
+    assert_eq!(
+        down.target.as_deref(),
+        Some(format!("http://other.test:{closed}/.well-known/agent-card.json").as_str()),
+        "an interface without a manifest_url is probed at its origin's well-known card"
+    );
+    assert_eq!(
+        health("test.mcp").await.expect("mcp").status,
+        HealthStatus::Up
+    );
+    assert_eq!(
+        health("test.package").await,
+        None,
+        "packages are not probed"
+    );
+    assert_eq!(
+        concurrency.most.load(Ordering::SeqCst),
+        1,
+        "one probe per host at a time"
+    );
+    // Each agent was probed once this round: the next probes are an interval away.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(concurrency.served.load(Ordering::SeqCst), 5);
+
+    // The index shows it: a filter, the hits, the counts.
+    let search = |health: &str| {
+        let mut filters = Filters::parse(&crate::search::RawFilters {
+            health: Some(health.to_owned()),
+            ..Default::default()
+        })
+        .expect("filters");
+        filters.collapse_duplicates = false;
+        SearchRequest {
+            text: String::new(),
+            filters,
+            sort: None,
+            limit: 50,
+            cursor: None,
+            offset: 0,
+        }
+    };
+    let page = registry.search(&search("down")).await.expect("search");
+    let names: Vec<&str> = page
+        .hits
+        .iter()
+        .map(|hit| hit.listing.package_name.as_str())
+        .collect();
+    assert_eq!(names, ["test.down"]);
+    assert_eq!(
+        page.hits[0].health.as_ref().map(|health| health.status),
+        Some(HealthStatus::Down)
+    );
+    let unknown = registry.search(&search("unknown")).await.expect("search");
+    assert_eq!(
+        unknown.total, 1,
+        "only the package-only agent was never probed"
+    );
+    let up_or_down = registry.search(&search("up,down")).await.expect("search");
+    assert_eq!(up_or_down.total, 8);
+    let counts: HashMap<_, _> = registry.health_counts().into_iter().collect();
+    assert_eq!(counts[&HealthStatus::Up], 7);
+    assert_eq!(counts[&HealthStatus::Down], 1);
+    assert_eq!(counts[&HealthStatus::Unknown], 1);
+
+    // A status change is logged for other processes, never in the public feed.
+    let changes = store.changes_since(0, 1000).await.expect("changes");
+    let health_changes: Vec<_> = changes
+        .iter()
+        .filter(|c| c.kind == ChangeKind::Health)
+        .collect();
+    assert_eq!(health_changes.len(), 8);
+    assert!(health_changes.iter().all(|change| !change.public));
+}
+
+#[tokio::test]
+async fn a_changed_endpoint_is_probed_again_and_an_unpublished_agent_leaves_the_schedule() {
+    let port = spawn_fake(Arc::default()).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open_dir(dir.path()).await.expect("store"));
+    let registry = Arc::new(
+        Registry::open(Arc::clone(&store), None, Vectors::Wait)
+            .await
+            .expect("registry"),
+    );
+    let live = ImportMode {
+        update: true,
+        go_live: true,
+    };
+    let first = draft(
+        "test.moving",
+        json!({"manifest_url": format!("http://up.test:{port}/html")}),
+    );
+    registry.import(first, "alice", live).await.expect("import");
+    let config = ProbeConfig {
+        probe_interval_secs: 3600,
+        probe_timeout_secs: 2,
+        probe_concurrency: 2,
+    };
+    let _prober = Prober::spawn(Arc::clone(&registry), outbound(), &config).expect("prober on");
+    let status = || {
+        let registry = Arc::clone(&registry);
+        async move {
+            registry
+                .find("test.moving")
+                .await
+                .expect("find")
+                .and_then(|agent| agent.health)
+                .map(|health| health.status)
+        }
+    };
+    wait_until("the first probe", || async {
+        status().await == Some(HealthStatus::NotConformant)
+    })
+    .await;
+    let moved = draft(
+        "test.moving",
+        json!({"manifest_url": format!("http://up.test:{port}/card")}),
+    );
+    registry.import(moved, "alice", live).await.expect("update");
+    // The old finding no longer applies; a new probe is due at once, not an interval later.
+    wait_until("the probe of the new endpoint", || async {
+        status().await == Some(HealthStatus::Up)
+    })
+    .await;
+    let agent = registry
+        .find("test.moving")
+        .await
+        .expect("find")
+        .expect("agent");
+    let health = agent.health.expect("health");
+    assert_eq!(
+        health.uptime_30d,
+        Some(1.0),
+        "history of the old endpoint is gone"
+    );
+    registry
+        .transition(
+            "test.moving",
+            AgentState::Active,
+            AgentState::Stage,
+            &crate::domain::access::Actor::owner("alice"),
+        )
+        .await
+        .expect("unpublish");
+    let claimed = registry
+        .claim_probes(
+            "someone",
+            Timestamp::now().plus_days(400),
+            Timestamp::now().plus_days(401),
+            10,
+        )
+        .await
+        .expect("claim");
+    assert!(
+        claimed.is_empty(),
+        "an unpublished agent is not probed: {claimed:?}"
+    );
+}

@@ -1,0 +1,217 @@
+//! Agent health: the field on records and summaries, the `health` filter, and the prober's
+//! findings as every surface shows them, with agents served by the local fake.
+
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use crate::fakes::{Fake, weather_card};
+use crate::helpers::{TestApp, agent_body};
+
+async fn wait_for_status(app: &TestApp, package: &str, status: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let record = app.get(&format!("/public/agents/{package}")).await;
+        assert_eq!(record.status, StatusCode::OK, "{}", record.text);
+        if record.body["health"]["status"] == status {
+            return record.body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{package} never became {status}: {}",
+            record.body["health"]
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn packages(page: &Value) -> Vec<String> {
+    page["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .map(|agent| agent["package_name"].as_str().expect("name").to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn records_and_summaries_say_unknown_until_probed_and_the_filter_is_checked() {
+    let app = TestApp::spawn().await;
+    let token = app.token("alice", &["agents:write"]).await;
+    let mut body = agent_body("com.example.quiet");
+    body["url"] = json!("https://quiet.example.com/a2a");
+    app.publish_live(&token, body).await;
+    let record = app.get("/public/agents/com.example.quiet").await;
+    let health = &record.body["health"];
+    assert_eq!(health["status"], "unknown");
+    assert_eq!(health["checked_at"], Value::Null);
+    assert_eq!(health["consecutive_failures"], 0);
+    assert_eq!(health["uptime_7d"], Value::Null);
+    let listed = app.get("/public/agents?q=quiet").await;
+    assert_eq!(listed.body["agents"][0]["health"]["status"], "unknown");
+    let unknown = app.get("/public/agents?health=unknown").await;
+    assert!(packages(&unknown.body).contains(&"com.example.quiet".to_owned()));
+    let up = app.get("/public/agents?health=UP,%20down").await;
+    assert_eq!(up.status, StatusCode::OK, "{}", up.text);
+    assert_eq!(up.body["total"], 0);
+    let posted = app
+        .post(
+            "/public/agents/search",
+            None,
+            json!({"filters": {"health": ["up", "not_conformant"]}}),
+        )
+        .await;
+    assert_eq!(posted.status, StatusCode::OK, "{}", posted.text);
+    assert_eq!(posted.body["total"], 0);
+    for bad in [
+        "/public/agents?health=sideways",
+        "/public/agents?health=up,maybe",
+    ] {
+        let refused = app.get(bad).await;
+        refused.assert_problem(400, "invalid_parameter");
+        assert!(
+            refused.body["detail"]
+                .as_str()
+                .unwrap_or("")
+                .contains("health"),
+            "{}",
+            refused.text
+        );
+    }
+    let wrong_type = app
+        .post(
+            "/public/agents/search",
+            None,
+            json!({"filters": {"health": 3}}),
+        )
+        .await;
+    wrong_type.assert_problem(400, "invalid_parameter");
+}
+
+#[tokio::test]
+async fn probed_agents_show_their_health_in_every_view() {
+    let fake = Fake::start().await;
+    let app = TestApp::spawn_with(|config| {
+        fake.configure(config);
+        config.probe.probe_interval_secs = 1;
+        config.probe.probe_timeout_secs = 2;
+    })
+    .await;
+    let token = app.token("alice", &["agents:write"]).await;
+    let card_url = fake.set_document("live-card", weather_card("https://weather.example.com/a2a"));
+    let mut live = agent_body("com.example.live");
+    live["manifest_url"] = json!(card_url);
+    app.publish_live(&token, live).await;
+    let mut broken = agent_body("com.example.broken");
+    broken["manifest_url"] = json!(fake.url("/docs/no-such-card"));
+    app.publish_live(&token, broken).await;
+    let mut offline = agent_body("com.example.offline");
+    offline["remotes"] = json!([{"type": "streamable-http", "url": "http://127.0.0.1:9/mcp"}]);
+    app.publish_live(&token, offline).await;
+
+    let record = wait_for_status(&app, "com.example.live", "up").await;
+    let health = &record["health"];
+    assert_eq!(health["consecutive_failures"], 0);
+    assert_eq!(health["uptime_7d"], 1.0);
+    assert_eq!(health["uptime_30d"], 1.0);
+    assert_eq!(health["probe"], "a2a_card");
+    assert_eq!(health["target"], card_url.as_str());
+    assert!(health["checked_at"].is_string() && health["last_ok_at"].is_string());
+    assert!(health["latency_ms"].is_u64());
+    let broken = wait_for_status(&app, "com.example.broken", "not_conformant").await;
+    assert!(
+        broken["health"]["detail"]
+            .as_str()
+            .unwrap_or("")
+            .contains("404"),
+        "{}",
+        broken["health"]
+    );
+    let offline = wait_for_status(&app, "com.example.offline", "down").await;
+    assert_eq!(offline["health"]["probe"], "mcp_streamable_http");
+    assert_eq!(offline["health"]["last_ok_at"], Value::Null);
+
+    // Search filters and shows it.
+    let up = app.get("/public/agents?health=up").await;
+    assert_eq!(packages(&up.body), ["com.example.live"]);
+    assert_eq!(up.body["agents"][0]["health"]["status"], "up");
+    let failing = app
+        .get("/public/agents?health=down,not_conformant&sort=name")
+        .await;
+    assert_eq!(
+        packages(&failing.body),
+        ["com.example.broken", "com.example.offline"]
+    );
+
+    // The card carries it in the registry's health extension.
+    let card = app.get("/public/agents/resolve/com.example.live").await;
+    assert_eq!(card.status, StatusCode::OK);
+    let extensions = card.body["capabilities"]["extensions"]
+        .as_array()
+        .expect("extensions");
+    let health = extensions
+        .iter()
+        .find(|e| e["uri"] == "https://a2a-registry.org/extensions/health/v1")
+        .expect("health extension");
+    assert_eq!(health["params"]["health"]["status"], "up");
+
+    // Metrics count agents by status and probes by outcome. (The exporter is shared by every
+    // app in this test process, so the gauges' values are checked at their source.)
+    let metrics = app.get("/metrics").await.text;
+    for series in [
+        "registry_agents_by_health{status=\"up\"}",
+        "registry_agents_by_health{status=\"not_conformant\"}",
+        "registry_probes_total{status=\"down\"}",
+        "registry_probe_duration_seconds",
+    ] {
+        assert!(metrics.contains(series), "{series} in {metrics}");
+    }
+    let counts = app.state.registry.health_counts();
+    let count = |status: &str| {
+        counts
+            .iter()
+            .find(|(s, _)| s.as_str() == status)
+            .map_or(0, |(_, n)| *n)
+    };
+    assert_eq!(
+        (count("up"), count("down"), count("not_conformant")),
+        (1, 1, 1)
+    );
+}
+
+#[tokio::test]
+async fn processes_sharing_a_database_probe_each_agent_once_per_round() {
+    let fake = Fake::start().await;
+    let app = TestApp::spawn_with(|config| {
+        fake.configure(config);
+        config.probe.probe_interval_secs = 600;
+        config.probe.probe_timeout_secs = 2;
+    })
+    .await;
+    let sibling = app.sibling().await;
+    let token = app.token("alice", &["agents:write"]).await;
+    let names: Vec<String> = (0..6).map(|n| format!("com.example.shared{n}")).collect();
+    for (n, name) in names.iter().enumerate() {
+        let card = fake.set_document(
+            &format!("shared-{n}"),
+            weather_card("https://weather.example.com/a2a"),
+        );
+        let mut body = agent_body(name);
+        body["manifest_url"] = json!(card);
+        app.publish_live(&token, body).await;
+    }
+    for name in &names {
+        wait_for_status(&app, name, "up").await;
+    }
+    // Both probers have had time to look at the schedule again.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    for n in 0..6 {
+        assert_eq!(
+            fake.hits(&format!("/docs/shared-{n}")),
+            1,
+            "agent {n} was probed once, by one of the two processes"
+        );
+    }
+    drop(sibling);
+}

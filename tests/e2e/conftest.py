@@ -86,8 +86,11 @@ def registry(upstreams: str) -> Iterator[str]:
             "REGISTRY_FINANCE_CRYPTO_API_URL": upstreams,
             "REGISTRY_FINANCE_STOCK_API_URL": upstreams,
             "REGISTRY_UPSTREAM_TIMEOUT_SECS": "5",
-            # The console test publishes from a card served by the local fake.
+            # The console test publishes from a card served by the local fake, which the
+            # liveness prober (every second here) also reaches.
             "REGISTRY_OUTBOUND_ALLOW_PRIVATE": "true",
+            "REGISTRY_PROBE_INTERVAL_SECS": "1",
+            "REGISTRY_PROBE_TIMEOUT_SECS": "2",
         }
         log_path = Path(data_dir) / "registry.log"
         with open(log_path, "w") as log:

@@ -5,6 +5,7 @@ target/e2e-artifacts/."""
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from conftest import api, screenshot
@@ -245,3 +246,33 @@ def test_an_mcp_server_page_shows_how_to_connect_and_no_a2a_call(page: Page, reg
     expect(page.get_by_role("link", name="Try in the playground")).to_be_hidden()
     expect(page.locator("#facts")).to_contain_text("Repository")
     screenshot(page, "agent-mcp")
+
+
+def test_a_live_a2a_agent_shows_an_up_badge_once_probed(page: Page, registry: str, upstreams: str) -> None:
+    status, record = api(registry, "POST", "/api/agents/publish", {
+        "package_name": "com.example.probed-weather",
+        "name": "Probed Weather",
+        "description": "Forecasts from an agent whose card the registry checks.",
+        "manifest_url": f"{upstreams}/cards/weather.json",
+    })
+    assert status == 201, record
+    status, _ = api(registry, "POST", f"/api/agents/{record['id']}/go-live")
+    assert status == 200
+    deadline = time.monotonic() + 30
+    while True:
+        _, live = api(registry, "GET", "/public/agents/com.example.probed-weather")
+        if live["health"]["status"] == "up":
+            break
+        assert time.monotonic() < deadline, live["health"]
+        time.sleep(0.2)
+
+    page.goto("/agents/com.example.probed-weather")
+
+    badge = page.locator("#agent-badges .badge.health")
+    expect(badge).to_have_text("● Up")
+    expect(badge).to_have_attribute("title", re.compile(r"uptime 100% over 7 days"))
+    expect(page.locator("#facts")).to_contain_text("Health")
+    expect(page.locator("#facts")).to_contain_text("100% over 7 days")
+    page.goto("/?q=probed+weather")
+    expect(page.locator(".badge.health").first).to_have_text("● Up")
+    screenshot(page, "agent-health")

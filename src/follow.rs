@@ -2,12 +2,12 @@
 //! other process (another server on the same PostgreSQL, the CLI on the same SQLite file) show
 //! up in searches here. Woken by the store (`NOTIFY` on PostgreSQL) and polling as the safety net.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::search::SearchIndex;
-use crate::store::{Store, StoreResult};
+use crate::store::{Agent, Store, StoreResult};
 use crate::task::AbortOnDrop;
 
 /// The longest a follower sleeps without a wake-up: the bound on propagation delay when a
@@ -45,19 +45,25 @@ async fn catch_up(store: &dyn Store, index: &SearchIndex, cursor: i64) -> StoreR
     let Some(last) = changes.last().map(|change| change.seq) else {
         return Ok((cursor, false));
     };
-    let mut seen = HashSet::new();
+    let mut ids: Vec<String> = changes.iter().map(|c| c.agent_id.clone()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    // The batch's agents in one query, not one per change.
+    let mut current: HashMap<String, Agent> = store
+        .find_agents_by_id(&ids)
+        .await?
+        .into_iter()
+        .map(|agent| (agent.id.clone(), agent))
+        .collect();
     let mut changed = Vec::new();
     let mut deleted = Vec::new();
-    for change in &changes {
-        if !seen.insert(change.agent_id.as_str()) {
-            continue;
-        }
-        match store.find_agent(&change.agent_id).await? {
+    for id in ids {
+        match current.remove(&id) {
             // Indexed at this revision already; only its health (which the prober writes
             // without a new revision) may be news.
             Some(agent) if index.holds(&agent) => index.set_health(&agent.id, agent.health),
             Some(agent) => changed.push(agent),
-            None => deleted.push(change.agent_id.clone()),
+            None => deleted.push(id),
         }
     }
     // One index commit for the whole batch: a bulk import elsewhere is searchable here in

@@ -189,35 +189,39 @@ impl Registry {
 
     /// Public changes after change `since`, oldest first, at most `limit`, each with the agent
     /// as it is now when the change is not a tombstone and the agent is still ACTIVE (a later
-    /// tombstone follows otherwise). Each agent is read once per page.
+    /// tombstone follows otherwise). The page's agents are read in one query.
     pub async fn public_changes(
         &self,
         since: i64,
         limit: u32,
     ) -> RegistryResult<Vec<(Change, Option<Agent>)>> {
         let changes = self.store.public_changes_since(since, limit).await?;
-        let mut current: HashMap<String, Option<Agent>> = HashMap::new();
-        let mut page = Vec::with_capacity(changes.len());
-        for change in changes {
-            let tombstone = matches!(change.kind, ChangeKind::Unpublished | ChangeKind::Deleted);
-            let agent = if tombstone {
-                None
-            } else {
-                if !current.contains_key(&change.agent_id) {
-                    let agent = self.store.find_agent(&change.agent_id).await?;
-                    current.insert(change.agent_id.clone(), agent);
-                }
-                current
-                    .get(&change.agent_id)
-                    .and_then(Option::as_ref)
-                    .filter(|agent| {
-                        agent.id == change.agent_id && agent.state == AgentState::Active
-                    })
-                    .cloned()
-            };
-            page.push((change, agent));
-        }
-        Ok(page)
+        let is_tombstone =
+            |change: &Change| matches!(change.kind, ChangeKind::Unpublished | ChangeKind::Deleted);
+        let mut wanted: Vec<String> = changes
+            .iter()
+            .filter(|change| !is_tombstone(change))
+            .map(|change| change.agent_id.clone())
+            .collect();
+        wanted.sort_unstable();
+        wanted.dedup();
+        let current: HashMap<String, Agent> = self
+            .store
+            .find_agents_by_id(&wanted)
+            .await?
+            .into_iter()
+            .filter(|agent| agent.state == AgentState::Active)
+            .map(|agent| (agent.id.clone(), agent))
+            .collect();
+        Ok(changes
+            .into_iter()
+            .map(|change| {
+                let agent = (!is_tombstone(&change))
+                    .then(|| current.get(&change.agent_id).cloned())
+                    .flatten();
+                (change, agent)
+            })
+            .collect())
     }
 
     /// Run the one search function.

@@ -45,6 +45,38 @@ pub async fn an_inserted_agent_reads_back_identically(store: &dyn Store) {
     );
 }
 
+pub async fn agents_are_found_by_id_in_one_call(store: &dyn Store) {
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let agent = Agent::new(draft(&format!("com.example.many{n}")), "alice", at(n));
+        store.insert_agent(&agent).await.expect("insert");
+        ids.push(agent.id);
+    }
+    let asked = vec![
+        ids[2].clone(),
+        "agt_unknown".to_owned(),
+        "agt_\0".to_owned(),
+        ids[0].clone(),
+    ];
+    let mut found: Vec<String> = store
+        .find_agents_by_id(&asked)
+        .await
+        .expect("find")
+        .into_iter()
+        .map(|agent| agent.id)
+        .collect();
+    found.sort();
+    let mut expected = vec![ids[0].clone(), ids[2].clone()];
+    expected.sort();
+    assert_eq!(found, expected);
+    assert!(store.find_agents_by_id(&[]).await.expect("none").is_empty());
+    let many: Vec<String> = (0..1_200)
+        .map(|n| format!("agt_{n}"))
+        .chain(ids.clone())
+        .collect();
+    assert_eq!(store.find_agents_by_id(&many).await.expect("many").len(), 3);
+}
+
 pub async fn lookups_with_a_nul_character_find_nothing(store: &dyn Store) {
     let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
     store.insert_agent(&agent).await.expect("insert");
@@ -783,6 +815,7 @@ macro_rules! conformance_suite {
             an_inserted_agent_reads_back_identically,
             a_taken_package_name_is_a_conflict,
             lookups_with_a_nul_character_find_nothing,
+            agents_are_found_by_id_in_one_call,
             updates_replace_fields_and_bump_the_revision,
             transitions_check_the_current_state,
             refused_writes_change_nothing_and_log_nothing,

@@ -62,6 +62,10 @@ pub trait Store: Send + Sync + 'static {
     /// An agent by `id` or by (lowercase) package name.
     async fn find_agent(&self, identifier: &str) -> StoreResult<Option<Agent>>;
 
+    /// The agents with these ids (any state), in no particular order, in one round trip per
+    /// 500 ids; ids of no agent are left out.
+    async fn find_agents_by_id(&self, ids: &[String]) -> StoreResult<Vec<Agent>>;
+
     /// Replace the writable fields. With `expected_revision`, fail with `VersionMismatch` when
     /// the stored revision differs. `NotFound` when the agent is gone.
     async fn update_agent(

@@ -289,6 +289,31 @@ where
         row.map(Agent::try_from).transpose()
     }
 
+    async fn find_agents_by_id(&self, ids: &[String]) -> StoreResult<Vec<Agent>> {
+        // Chunks stay well under either backend's limit on bound parameters.
+        const CHUNK: usize = 500;
+        let mut found = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(CHUNK) {
+            let placeholders = (1..=chunk.len())
+                .map(|n| format!("${n}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let sql = format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id IN ({placeholders})");
+            let mut query = sqlx::query_as::<_, AgentRow>(&sql);
+            for id in chunk.iter().filter(|id| !holds_nul(id)) {
+                query = query.bind(id.as_str());
+            }
+            // An id holding NUL matches nothing; bind a value no id has in its place.
+            for _ in chunk.iter().filter(|id| holds_nul(id)) {
+                query = query.bind("");
+            }
+            for row in query.fetch_all(&self.reader).await? {
+                found.push(Agent::try_from(row)?);
+            }
+        }
+        Ok(found)
+    }
+
     async fn update_agent(
         &self,
         id: &str,

@@ -9,6 +9,7 @@ pub mod payment;
 pub mod rails;
 pub mod reach;
 pub mod server_json;
+pub mod version;
 pub mod x402;
 
 pub use access::Scope;
@@ -18,6 +19,7 @@ pub use card_signature::{CardSignatureCheck, SignatureStatus};
 pub use package_name::PackageName;
 pub use payment::{Payment, PaymentFilter, Price, Rail};
 pub use reach::Reach;
+pub use version::DEFAULT_VERSION;
 
 /// One invalid field of a request body, reported with all others at once.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]

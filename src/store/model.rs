@@ -3,8 +3,8 @@
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::domain::AgentDraft;
 use crate::domain::Scope;
+use crate::domain::{AgentDraft, DEFAULT_VERSION};
 use crate::timestamp::Timestamp;
 
 /// Lifecycle state of an agent entry.
@@ -96,6 +96,29 @@ impl Agent {
     pub fn package_name(&self) -> &str {
         self.draft.package_name.as_str()
     }
+
+    /// The agent's current version.
+    pub fn version(&self) -> &str {
+        self.draft.version.as_deref().unwrap_or(DEFAULT_VERSION)
+    }
+}
+
+/// One version of an agent, as its history lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentVersion {
+    /// The version string.
+    pub version: String,
+    /// The agent's revision when this version was written.
+    pub revision: i64,
+    /// When this version was written.
+    pub published_at: Timestamp,
+}
+
+/// One version of an agent with its writable fields as they were at that version.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VersionSnapshot {
+    pub version: AgentVersion,
+    pub draft: AgentDraft,
 }
 
 /// What happened to an agent.
@@ -146,6 +169,9 @@ pub struct Change {
     pub at: Timestamp,
     /// The agent was ACTIVE before or after this change: the public change feed serves these.
     pub public: bool,
+    /// The agent's version after the change (before it, for a delete); `None` on changes logged
+    /// before versions were recorded.
+    pub version: Option<String>,
 }
 
 impl Change {

@@ -77,8 +77,11 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// A new STAGE agent owned by `owner`.
-    pub fn new(draft: AgentDraft, owner: &str, at: Timestamp) -> Self {
+    /// A new STAGE agent owned by `owner`, at version `1.0.0` when the draft names none.
+    pub fn new(mut draft: AgentDraft, owner: &str, at: Timestamp) -> Self {
+        draft
+            .version
+            .get_or_insert_with(|| DEFAULT_VERSION.to_owned());
         Self {
             id: format!("agt_{}", ulid::Ulid::new()),
             owner: owner.to_owned(),

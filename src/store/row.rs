@@ -1,7 +1,7 @@
 //! Rows as the databases return them, and their conversion to the model (shared by backends).
 
 use crate::domain::Scope;
-use crate::domain::{AgentDraft, Capability, PackageName, Payment, Reach};
+use crate::domain::{AgentDraft, Capability, DEFAULT_VERSION, PackageName, Payment, Reach};
 use crate::timestamp::Timestamp;
 
 use super::StoreError;
@@ -129,7 +129,8 @@ impl DraftText {
                 .map_err(|err| corrupt("package_name", err))?,
             name: self.name,
             description: self.description,
-            version: self.version,
+            // Agents published before versions were kept may have none: they are at 1.0.0.
+            version: Some(self.version.unwrap_or_else(|| DEFAULT_VERSION.to_owned())),
             manifest_url: self.manifest_url,
             url: self.url,
             target: self.target,

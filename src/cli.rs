@@ -321,6 +321,9 @@ async fn import_line(
         .await
         .map_err(|err| match err {
             RegistryError::Invalid(errors) => errors,
+            RegistryError::VersionConflict(conflict) => {
+                vec![FieldError::new("version", conflict.to_string())]
+            }
             other => reject(other.to_string()),
         })
 }
@@ -353,4 +356,58 @@ fn export_line(agent: &Agent) -> Value {
         map.insert("card".to_owned(), card.clone());
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::store::sqlite::SqliteStore;
+
+    async fn offline() -> (tempfile::TempDir, Registry) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = SqliteStore::open_dir(dir.path()).await.expect("store");
+        (dir, Registry::offline(Arc::new(store)))
+    }
+
+    #[tokio::test]
+    async fn export_and_import_carry_the_version() {
+        let mode = ImportMode {
+            update: true,
+            go_live: true,
+        };
+        let (_source_dir, source) = offline().await;
+        let line = |description: &str| {
+            serde_json::json!({"package_name": "com.example.sea", "name": "Sea",
+                "description": description, "version": "2.3.4"})
+            .to_string()
+        };
+        let imported = import_line(&source, &line("Tides."), "alice", mode).await;
+        assert_eq!(imported, Ok(Imported::Created));
+        let mut changed: Value = serde_json::from_str(&line("Currents.")).expect("json");
+        changed.as_object_mut().expect("object").remove("version");
+        let imported = import_line(&source, &changed.to_string(), "alice", mode).await;
+        assert_eq!(imported, Ok(Imported::Updated));
+
+        let agents = source.all().await.expect("all");
+        let exported = export_line(&agents[0]);
+        assert_eq!(exported["version"], "2.3.5");
+
+        let (_target_dir, target) = offline().await;
+        let imported = import_line(&target, &exported.to_string(), "alice", mode).await;
+        assert_eq!(imported, Ok(Imported::Created));
+        let copy = target.find("com.example.sea").await.expect("find");
+        assert_eq!(copy.expect("imported").version(), "2.3.5");
+        let again = import_line(&source, &exported.to_string(), "alice", mode).await;
+        assert_eq!(
+            again,
+            Ok(Imported::Unchanged),
+            "the export is what is stored"
+        );
+
+        let older = import_line(&source, &line("Tides."), "alice", mode).await;
+        let errors = older.expect_err("2.3.4 is lower than 2.3.5");
+        assert_eq!(errors[0].field, "version");
+    }
 }

@@ -27,6 +27,8 @@ pub enum ErrorCode {
     Unauthorized,
     Forbidden,
     AgentNotFound,
+    /// The agent has no version by the name asked for.
+    VersionNotFound,
     SessionNotFound,
     TokenNotFound,
     /// Something a hosted agent was asked about does not exist (an unknown symbol or page).
@@ -35,6 +37,8 @@ pub enum ErrorCode {
     MethodNotAllowed,
     Conflict,
     InvalidStateTransition,
+    /// An update names a version lower than the agent's current one, or one it had before.
+    VersionConflict,
     PreconditionFailed,
     PayloadTooLarge,
     RateLimited,
@@ -77,6 +81,7 @@ impl ErrorCode {
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::Forbidden => StatusCode::FORBIDDEN,
             Self::AgentNotFound
+            | Self::VersionNotFound
             | Self::SessionNotFound
             | Self::TokenNotFound
             | Self::ResourceNotFound
@@ -84,7 +89,9 @@ impl ErrorCode {
             | Self::MethodNotFound
             | Self::TaskNotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::Conflict | Self::InvalidStateTransition => StatusCode::CONFLICT,
+            Self::Conflict | Self::InvalidStateTransition | Self::VersionConflict => {
+                StatusCode::CONFLICT
+            }
             Self::PreconditionFailed => StatusCode::PRECONDITION_FAILED,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UriTooLong => StatusCode::URI_TOO_LONG,
@@ -111,6 +118,7 @@ impl ErrorCode {
             | Self::ValidationFailed
             | Self::PayloadTooLarge
             | Self::AgentNotFound
+            | Self::VersionNotFound
             | Self::ResourceNotFound => -32602,
             Self::Unauthorized | Self::Forbidden | Self::RateLimited => -32000,
             Self::NotFound | Self::MethodNotAllowed | Self::MethodNotFound => -32601,
@@ -153,6 +161,7 @@ impl ErrorCode {
             Self::Unauthorized => "unauthorized",
             Self::Forbidden => "forbidden",
             Self::AgentNotFound => "agent_not_found",
+            Self::VersionNotFound => "version_not_found",
             Self::SessionNotFound => "session_not_found",
             Self::TokenNotFound => "token_not_found",
             Self::ResourceNotFound => "resource_not_found",
@@ -160,6 +169,7 @@ impl ErrorCode {
             Self::MethodNotAllowed => "method_not_allowed",
             Self::Conflict => "conflict",
             Self::InvalidStateTransition => "invalid_state_transition",
+            Self::VersionConflict => "version_conflict",
             Self::PreconditionFailed => "precondition_failed",
             Self::PayloadTooLarge => "payload_too_large",
             Self::RateLimited => "rate_limited",
@@ -345,6 +355,20 @@ impl From<crate::registry::RegistryError> for ApiError {
             RegistryError::NotFound(identifier) => ApiError::agent_not_found(&identifier),
             RegistryError::NotOwner => ApiError::forbidden(err.to_string()),
             RegistryError::Invalid(errors) => ApiError::validation(errors),
+            RegistryError::VersionConflict(conflict) => {
+                ApiError::new(ErrorCode::VersionConflict, conflict.to_string())
+            }
+            RegistryError::VersionNotFound {
+                identifier,
+                version,
+            } => ApiError::new(
+                ErrorCode::VersionNotFound,
+                format!(
+                    "agent '{}' has no version '{}'",
+                    truncate(&identifier, 200),
+                    truncate(&version, 100)
+                ),
+            ),
             RegistryError::Offline => ApiError::new(ErrorCode::Unavailable, err.to_string()),
             RegistryError::Store(err) => err.into(),
             RegistryError::Search(err) => err.into(),

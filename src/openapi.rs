@@ -492,7 +492,7 @@ fn publish_request() -> Value {
     let text_fields = json!({
         "name": required_text(MAX_NAME_CHARS, "Display name."),
         "description": required_text(MAX_DESCRIPTION_CHARS, "What the agent does."),
-        "version": optional_text(MAX_VERSION_CHARS, "The agent's version."),
+        "version": optional_text(MAX_VERSION_CHARS, "The agent's version. Publish: `1.0.0` when absent. Update: absent, or the current version, makes a changing update the next patch of a semantic version (`1.2.3` → `1.2.4`; other strings stay as they are); a semantic version lower than the current one, or a version the agent had before, is 409 `version_conflict`."),
         "url": url("The agent's A2A JSON-RPC endpoint."),
     });
     // A card's fields are read (and checked like the body's) only where the body has none, a
@@ -966,6 +966,8 @@ pub const RATE_LIMITED_PATHS: &[&str] = &[
     "/public/agents/search",
     "/public/agents/resolve/{package_name}",
     "/public/agents/{identifier}",
+    "/public/agents/{identifier}/versions",
+    "/public/agents/{identifier}/versions/{version}",
     "/public/changes",
     "/discovery/resources",
     "/discovery/search",

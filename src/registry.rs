@@ -12,11 +12,14 @@ use std::sync::Arc;
 
 use crate::domain::access::{Actor, SYSTEM_OWNER};
 use crate::domain::health::{ProbeOutcome, ProbeTarget};
+use crate::domain::version::{self, VersionConflict};
 use crate::domain::{AgentDraft, FieldError, Health, HealthStatus};
 use crate::search::embed::Embedder;
 use crate::search::text::TextStats;
 use crate::search::{SearchError, SearchIndex, SearchPage, SearchRequest, VectorProgress};
-use crate::store::{Agent, AgentState, Change, ChangeKind, Store, StoreError, VerificationLevel};
+use crate::store::{
+    Agent, AgentState, AgentVersion, Change, ChangeKind, Store, StoreError, VerificationLevel,
+};
 use crate::task::AbortOnDrop;
 use crate::timestamp::Timestamp;
 
@@ -35,6 +38,12 @@ pub enum RegistryError {
     /// The input is not a valid agent (every invalid field).
     #[error("invalid agent")]
     Invalid(Vec<FieldError>),
+    /// An update names a version it cannot have (lower than the current one, or superseded).
+    #[error(transparent)]
+    VersionConflict(#[from] VersionConflict),
+    /// The agent has no version by this name.
+    #[error("agent '{identifier}' has no version '{version}'")]
+    VersionNotFound { identifier: String, version: String },
     /// A search on a registry opened without an index (`Registry::offline`).
     #[error("this registry has no search index")]
     Offline,
@@ -45,6 +54,10 @@ pub enum RegistryError {
 }
 
 pub type RegistryResult<T> = Result<T, RegistryError>;
+
+/// How many times an update without an expected revision reads the agent again when another
+/// write landed between its read and its own (the new version is computed from what it read).
+const UPDATE_ATTEMPTS: usize = 8;
 
 /// What `import` did with one agent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -224,6 +237,48 @@ impl Registry {
             .collect())
     }
 
+    /// The versions of an ACTIVE agent, the current (latest) first, then the earlier ones, most
+    /// recent first; with the agent.
+    pub async fn versions(&self, identifier: &str) -> RegistryResult<(Agent, Vec<AgentVersion>)> {
+        let agent = self.find_active(identifier).await?;
+        let mut history = self.store.agent_versions(&agent.id).await?;
+        // The agent row is the truth about its current version: a program that keeps no
+        // history (an older release on the same database) may have written it without a row.
+        let current = match history.iter().position(|v| v.version == agent.version()) {
+            Some(at) => history.remove(at),
+            None => AgentVersion {
+                version: agent.version().to_owned(),
+                revision: agent.revision,
+                published_at: agent.updated_at,
+            },
+        };
+        history.insert(0, current);
+        Ok((agent, history))
+    }
+
+    /// An ACTIVE agent as it was at `version`, and whether that is its current version. The
+    /// current version is the agent itself; an earlier one is the agent with that version's
+    /// fields, the revision it was written at, and when it was written as `updated_at`.
+    pub async fn version(&self, identifier: &str, version: &str) -> RegistryResult<(Agent, bool)> {
+        let agent = self.find_active(identifier).await?;
+        if agent.version() == version {
+            return Ok((agent, true));
+        }
+        let Some(snapshot) = self.store.find_agent_version(&agent.id, version).await? else {
+            return Err(RegistryError::VersionNotFound {
+                identifier: identifier.to_owned(),
+                version: version.to_owned(),
+            });
+        };
+        let earlier = Agent {
+            draft: snapshot.draft,
+            revision: snapshot.version.revision,
+            updated_at: snapshot.version.published_at,
+            ..agent
+        };
+        Ok((earlier, false))
+    }
+
     /// Run the one search function.
     pub async fn search(&self, request: &SearchRequest) -> RegistryResult<SearchPage> {
         match &self.index {
@@ -244,7 +299,8 @@ impl Registry {
     }
 
     /// Replace the writable fields of an agent `actor` manages; with `expected_revision`, only
-    /// if nobody wrote since. The package name cannot change.
+    /// if nobody wrote since. The package name cannot change. The change gets a new version
+    /// (`next_draft`); a draft that changes nothing writes nothing and returns the agent as it is.
     pub async fn update(
         &self,
         identifier: &str,
@@ -252,23 +308,72 @@ impl Registry {
         expected_revision: Option<i64>,
         actor: &Actor,
     ) -> RegistryResult<Agent> {
-        let current = self.find_owned(identifier, actor).await?;
-        if draft.package_name != current.draft.package_name {
-            return Err(RegistryError::Invalid(vec![FieldError::new(
-                "package_name",
-                format!(
-                    "package_name cannot change (this agent is '{}')",
-                    current.package_name()
-                ),
-            )]));
+        let mut attempt = 1;
+        loop {
+            let current = self.find_owned(identifier, actor).await?;
+            if draft.package_name != current.draft.package_name {
+                return Err(RegistryError::Invalid(vec![FieldError::new(
+                    "package_name",
+                    format!(
+                        "package_name cannot change (this agent is '{}')",
+                        current.package_name()
+                    ),
+                )]));
+            }
+            if expected_revision.is_some_and(|expected| expected != current.revision) {
+                return Err(StoreError::VersionMismatch.into());
+            }
+            let Some(next) = self.next_draft(&current, draft.clone()).await? else {
+                return Ok(current);
+            };
+            // Written only over the revision read, which the version was computed from.
+            let written = self
+                .store
+                .update_agent(&current.id, &next, Some(current.revision), Timestamp::now())
+                .await;
+            match written {
+                Ok(agent) => {
+                    self.apply(&agent).await;
+                    self.reschedule_probe(Some(&current), &agent).await;
+                    return Ok(agent);
+                }
+                Err(StoreError::VersionMismatch)
+                    if expected_revision.is_none() && attempt < UPDATE_ATTEMPTS =>
+                {
+                    attempt += 1;
+                }
+                Err(err) => return Err(err.into()),
+            }
         }
-        let agent = self
+    }
+
+    /// `draft` as a change to `current` writes it, with its version settled; `None` when it
+    /// changes nothing (the same fields, naming no version or the current one).
+    ///
+    /// A draft naming no version, or the current one, gets the next patch of a semantic
+    /// version, or keeps a version that is not one; a draft naming another version gets it
+    /// unless it is lower than the current one or one the agent had before (`VersionConflict`).
+    async fn next_draft(
+        &self,
+        current: &Agent,
+        mut draft: AgentDraft,
+    ) -> RegistryResult<Option<AgentDraft>> {
+        let named = draft.version.take();
+        draft.version = current.draft.version.clone();
+        if draft == current.draft && named.as_deref().is_none_or(|v| v == current.version()) {
+            return Ok(None);
+        }
+        let earlier: Vec<String> = self
             .store
-            .update_agent(&current.id, &draft, expected_revision, Timestamp::now())
-            .await?;
-        self.apply(&agent).await;
-        self.reschedule_probe(Some(&current), &agent).await;
-        Ok(agent)
+            .agent_versions(&current.id)
+            .await?
+            .into_iter()
+            .map(|v| v.version)
+            .filter(|v| v != current.version())
+            .collect();
+        let version = version::next_version(current.version(), named.as_deref(), &earlier)?;
+        draft.version = Some(version);
+        Ok(Some(draft))
     }
 
     /// Move an agent `actor` manages from state `from` to `to`.
@@ -395,16 +500,18 @@ impl Registry {
                     "is already registered (--update updates it)",
                 ));
             }
-            Some(existing) if existing.draft == draft => (existing, Imported::Unchanged),
-            Some(existing) => {
-                let updated = self
-                    .store
-                    .update_agent(&existing.id, &draft, Some(existing.revision), now)
-                    .await?;
-                self.apply(&updated).await;
-                self.reschedule_probe(Some(&existing), &updated).await;
-                (updated, Imported::Updated)
-            }
+            Some(existing) => match self.next_draft(&existing, draft).await? {
+                None => (existing, Imported::Unchanged),
+                Some(next) => {
+                    let updated = self
+                        .store
+                        .update_agent(&existing.id, &next, Some(existing.revision), now)
+                        .await?;
+                    self.apply(&updated).await;
+                    self.reschedule_probe(Some(&existing), &updated).await;
+                    (updated, Imported::Updated)
+                }
+            },
         };
         if mode.go_live && agent.state == AgentState::Stage {
             let live = self
@@ -725,6 +832,68 @@ mod tests {
             .publish(reserved(), &Actor::master())
             .await
             .expect("the master key may");
+    }
+
+    fn versioned(description: &str, version: Option<&str>) -> AgentDraft {
+        let mut draft = draft("com.example.sea", description);
+        draft.version = version.map(str::to_owned);
+        draft
+    }
+
+    #[tokio::test]
+    async fn import_settles_versions_as_an_update_does() {
+        let (_dir, store) = store().await;
+        let registry = Registry::offline(store);
+        let mode = ImportMode {
+            update: true,
+            go_live: true,
+        };
+        let import = |draft| registry.import(draft, "alice", mode);
+        let version = || async {
+            let agent = registry.find("com.example.sea").await.expect("find");
+            agent.expect("agent").version().to_owned()
+        };
+
+        assert_eq!(
+            import(versioned("Tides", Some("1.2.0")))
+                .await
+                .expect("create"),
+            Imported::Created
+        );
+        assert_eq!(
+            import(versioned("Tides", None)).await.expect("again"),
+            Imported::Unchanged,
+            "a line naming no version changes nothing"
+        );
+        assert_eq!(
+            import(versioned("Currents", None)).await.expect("changed"),
+            Imported::Updated
+        );
+        assert_eq!(version().await, "1.2.1");
+        let lower = import(versioned("Back", Some("1.0.0"))).await;
+        assert!(
+            matches!(lower, Err(RegistryError::VersionConflict(_))),
+            "{lower:?}"
+        );
+        assert_eq!(version().await, "1.2.1");
+
+        let (agent, history) = registry
+            .versions("com.example.sea")
+            .await
+            .expect("versions");
+        assert_eq!(agent.version(), "1.2.1");
+        let listed: Vec<&str> = history.iter().map(|v| v.version.as_str()).collect();
+        assert_eq!(listed, ["1.2.1", "1.2.0"]);
+        let (old, latest) = registry
+            .version("com.example.sea", "1.2.0")
+            .await
+            .expect("earlier version");
+        assert!(!latest);
+        assert_eq!(old.draft.description, "Tides");
+        assert!(matches!(
+            registry.version("com.example.sea", "3.0.0").await,
+            Err(RegistryError::VersionNotFound { .. })
+        ));
     }
 
     #[tokio::test]

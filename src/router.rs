@@ -25,6 +25,7 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
     info(title = "Agent Registry", description = "Publish, search and resolve A2A agents."),
     paths(
         public::list_agents, public::search_agents, public::get_agent, public::resolve_card,
+        public::list_versions, public::get_version,
         changes::list_changes,
         bazaar::list_resources, bazaar::search_resources,
         mcp_registry::list_servers, mcp_registry::get_server,
@@ -96,6 +97,14 @@ pub fn router(state: AppState) -> Router {
             get(public::resolve_card),
         )
         .route("/public/agents/{identifier}", get(public::get_agent))
+        .route(
+            "/public/agents/{identifier}/versions",
+            get(public::list_versions),
+        )
+        .route(
+            "/public/agents/{identifier}/versions/{version}",
+            get(public::get_version),
+        )
         .route("/public/changes", get(changes::list_changes))
         .route("/discovery/resources", get(bazaar::list_resources))
         .route("/discovery/search", get(bazaar::search_resources))

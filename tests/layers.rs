@@ -56,6 +56,8 @@ const AGENT_METHODS: &[&str] = &[
     ".list_agents(",
     ".all_agents(",
     ".public_changes_since(",
+    ".agent_versions(",
+    ".find_agent_version(",
 ];
 
 /// Modules allowed to call `AGENT_METHODS` on a store.

@@ -283,6 +283,10 @@ async fn import_loads_a_jsonl_file_and_reports_rejected_lines() {
     let imported: Vec<&Value> = lines.iter().filter(|l| l["owner"] == "importer").collect();
     assert_eq!(imported.len(), 2);
     assert!(imported.iter().all(|l| l["state"] == "ACTIVE"));
+    assert!(
+        imported.iter().all(|l| l["version"] == "1.0.0"),
+        "published without a version: 1.0.0"
+    );
 }
 
 /// `agent-registry import FILE --owner OWNER ARGS… --data-dir DIR`: its stderr, after checking

@@ -62,13 +62,17 @@ pub async fn publish_agent(
     Ok(response)
 }
 
-/// Replace the writable fields of an agent; its state is unchanged.
+/// Replace the writable fields of an agent; its state is unchanged. A change gets a new
+/// version: the one the body names, or (naming none, or the current one) the next patch of a
+/// semantic version; a version that is not semantic stays as it is. A body that changes
+/// nothing writes nothing: the record comes back as it was.
 #[utoipa::path(put, path = "/api/agents/{id}", tag = "management",
     params(("id" = String, Path, description = "Agent id or package name"),
            ("If-Match" = Option<String>, Header, description = "The `revision` (ETag) last read, or `*`; another revision, or a value that is not one, is 412")),
     request_body(content = crate::openapi::PublishRequest, description = "Same body as publish; `package_name` must be the agent's own"),
     responses((status = 200, body = AgentRecord, description = "The owner's view", headers(("ETag" = String, description = "The new revision, quoted"))),
               (status = 404, body = crate::error::Problem, description = "`agent_not_found`"),
+              (status = 409, body = crate::error::Problem, description = "`version_conflict`: `version` is a semantic version lower than the current one, or a version the agent had before"),
               (status = 412, body = crate::error::Problem, description = "`precondition_failed`: `If-Match` names an older revision"),
               (status = 422, body = crate::error::Problem, description = "`validation_failed`, with every invalid field"),
               (status = 502, body = crate::error::Problem, description = "`upstream_error`: the card at `manifest_url` could not be fetched"),

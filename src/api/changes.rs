@@ -34,6 +34,10 @@ pub struct ChangeEntry {
     pub package_name: String,
     /// When the change happened.
     pub at: Timestamp,
+    /// The agent's version after the change; for `deleted`, its last version. Absent on
+    /// changes made before the registry recorded versions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
     /// The agent left the public registry (`unpublished` or `deleted`): drop it.
     pub tombstone: bool,
     /// The agent's public record as it is now, on entries that are not tombstones while it is
@@ -101,6 +105,7 @@ pub async fn feed_page(registry: &Registry, since: i64, limit: usize) -> ApiResu
             id: change.agent_id,
             package_name: change.package_name,
             at: change.at,
+            version: change.version,
             agent: agent.as_ref().map(AgentRecord::public),
         })
         .collect();

@@ -6,12 +6,12 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 
 use crate::a2a;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonBody, PathParam, QueryPairs};
 use crate::search::request::{self, LIST_LIMITS, SEARCH_LIMITS};
 use crate::state::AppState;
 
-use super::wire::{AgentPage, AgentRecord};
+use super::wire::{AgentPage, AgentRecord, VersionList};
 
 /// List or search ACTIVE agents.
 #[utoipa::path(get, path = "/public/agents", tag = "public",
@@ -65,6 +65,41 @@ pub async fn get_agent(
     let agent = state.registry.find_active(&identifier).await?;
     let mut record = AgentRecord::public(&agent);
     record.duplicates = state.registry.duplicates_of(&agent.id);
+    Ok(Json(record))
+}
+
+/// The versions of one ACTIVE agent: the latest first, then the earlier ones, most recent first.
+#[utoipa::path(get, path = "/public/agents/{identifier}/versions", tag = "public",
+    params(("identifier" = String, Path, description = "Agent id or package name")),
+    responses((status = 200, body = VersionList),
+              (status = 404, body = crate::error::Problem, description = "`agent_not_found`: unknown or not ACTIVE")))]
+pub async fn list_versions(
+    State(state): State<AppState>,
+    PathParam(identifier): PathParam,
+) -> ApiResult<Json<VersionList>> {
+    let (_, history) = state.registry.versions(&identifier).await?;
+    Ok(Json(VersionList::of(&history)))
+}
+
+/// One version of an ACTIVE agent's record, in the shape of `GET /public/agents/{identifier}`.
+/// The latest version is that record; an earlier one has that version's fields, the
+/// `revision` it was written at, and when it was written as `updated_at`.
+#[utoipa::path(get, path = "/public/agents/{identifier}/versions/{version}", tag = "public",
+    params(("identifier" = String, Path, description = "Agent id or package name"),
+           ("version" = String, Path, description = "A version string as `/versions` lists it, matched exactly")),
+    responses((status = 200, body = AgentRecord),
+              (status = 404, body = crate::error::Problem, description = "`agent_not_found`: unknown or not ACTIVE; `version_not_found`: the agent never had this version")))]
+pub async fn get_version(
+    State(state): State<AppState>,
+    path: Result<axum::extract::Path<(String, String)>, axum::extract::rejection::PathRejection>,
+) -> ApiResult<Json<AgentRecord>> {
+    let axum::extract::Path((identifier, version)) =
+        path.map_err(|rejection| ApiError::invalid_parameter(rejection.body_text()))?;
+    let (agent, latest) = state.registry.version(&identifier, &version).await?;
+    let mut record = AgentRecord::public(&agent);
+    if latest {
+        record.duplicates = state.registry.duplicates_of(&agent.id);
+    }
     Ok(Json(record))
 }
 

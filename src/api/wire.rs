@@ -5,7 +5,7 @@ use utoipa::ToSchema;
 
 use crate::domain::{Capability, CardSignatureCheck, Health, Payment, Reach};
 use crate::search::{Listing, SearchPage};
-use crate::store::{Agent, AgentState, VerificationLevel};
+use crate::store::{Agent, AgentState, AgentVersion, VerificationLevel};
 use crate::timestamp::Timestamp;
 
 /// The full record of one agent.
@@ -19,9 +19,10 @@ pub struct AgentRecord {
     pub name: String,
     /// Short description.
     pub description: String,
-    /// The agent's own version string.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
+    /// The agent's version: the publisher's string, `1.0.0` when published without one, the
+    /// next patch after a change that names none (when it is a semantic version). Earlier
+    /// versions are at `/public/agents/{id}/versions`.
+    pub version: String,
     /// Where the agent's own card lives.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub manifest_url: Option<String>,
@@ -89,7 +90,7 @@ impl AgentRecord {
             package_name: agent.package_name().to_owned(),
             name: draft.name.clone(),
             description: draft.description.clone(),
-            version: draft.version.clone(),
+            version: agent.version().to_owned(),
             manifest_url: draft.manifest_url.clone(),
             url: draft.url.clone(),
             target: draft.target.clone(),
@@ -215,6 +216,41 @@ impl AgentPage {
             total: page.total,
             limit: page.limit,
             next_cursor: page.next_cursor.clone(),
+        }
+    }
+}
+
+/// One version of an agent.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct VersionEntry {
+    /// The version string; `GET /public/agents/{id}/versions/{version}` serves its record.
+    pub version: String,
+    /// When this version was written: published, or made by an update.
+    pub published_at: Timestamp,
+    /// This is the agent's current version, the one every other path serves.
+    pub is_latest: bool,
+}
+
+/// An agent's versions.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct VersionList {
+    /// The latest version first, then the earlier ones, most recent first.
+    pub versions: Vec<VersionEntry>,
+}
+
+impl VersionList {
+    /// The wire form of a history whose first entry is the current version.
+    pub fn of(history: &[AgentVersion]) -> Self {
+        Self {
+            versions: history
+                .iter()
+                .enumerate()
+                .map(|(at, version)| VersionEntry {
+                    version: version.version.clone(),
+                    published_at: version.published_at,
+                    is_latest: at == 0,
+                })
+                .collect(),
         }
     }
 }

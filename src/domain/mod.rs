@@ -10,6 +10,7 @@ pub mod payment;
 pub mod rails;
 pub mod reach;
 pub mod server_json;
+pub mod version;
 pub mod x402;
 
 pub use access::Scope;
@@ -20,6 +21,7 @@ pub use health::{Health, HealthStatus};
 pub use package_name::PackageName;
 pub use payment::{Payment, PaymentFilter, Price, Rail};
 pub use reach::Reach;
+pub use version::DEFAULT_VERSION;
 
 /// One invalid field of a request body, reported with all others at once.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]

@@ -30,8 +30,7 @@ pub mod vectors;
 
 pub use filters::{Filters, McpFilter, RawFilters};
 
-/// The version a record without one is served as.
-pub const DEFAULT_VERSION: &str = "1.0.0";
+pub use crate::domain::DEFAULT_VERSION;
 pub use page::{Hit, Listing, SearchPage};
 
 use embed::Embedder;

@@ -4,8 +4,8 @@
 use serde_json::json;
 
 use super::{
-    Agent, AgentState, ChangeKind, PlaygroundSession, SessionStep, StepKind, Store, StoreError,
-    StoredEmbedding, TokenRecord, VerificationLevel,
+    Agent, AgentState, AgentVersion, ChangeKind, PlaygroundSession, SessionStep, StepKind, Store,
+    StoreError, StoredEmbedding, TokenRecord, VerificationLevel,
 };
 use crate::domain::health::{ProbeKind, ProbeOutcome};
 use crate::domain::{AgentDraft, HealthStatus, Scope};
@@ -427,6 +427,127 @@ pub async fn only_changes_touching_active_agents_are_public(store: &dyn Store) {
     assert_eq!(page, public[2..4]);
 }
 
+pub async fn every_version_is_kept_with_its_fields(store: &dyn Store) {
+    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
+    store.insert_agent(&agent).await.expect("insert");
+    let mut second = agent.draft.clone();
+    second.version = Some("1.1.0".to_owned());
+    second.description = "Now with tides.".to_owned();
+    store
+        .update_agent(&agent.id, &second, None, at(1))
+        .await
+        .expect("update");
+    store
+        .transition(&agent.id, AgentState::Stage, AgentState::Active, at(2))
+        .await
+        .expect("go live: no new version");
+    let mut again = second.clone();
+    again.description = "Tides and currents.".to_owned();
+    let latest = store
+        .update_agent(&agent.id, &again, None, at(3))
+        .await
+        .expect("the same version, changed in place");
+
+    let history = store.agent_versions(&agent.id).await.expect("versions");
+    assert_eq!(
+        history,
+        [
+            AgentVersion {
+                version: "1.1.0".to_owned(),
+                revision: latest.revision,
+                published_at: at(3),
+            },
+            AgentVersion {
+                version: "1.0.0".to_owned(),
+                revision: 1,
+                published_at: at(0),
+            },
+        ]
+    );
+    let first = store
+        .find_agent_version(&agent.id, "1.0.0")
+        .await
+        .expect("find")
+        .expect("the first version");
+    assert_eq!(first.draft, agent.draft);
+    assert_eq!(first.version, history[1]);
+    let current = store
+        .find_agent_version(&agent.id, "1.1.0")
+        .await
+        .expect("find")
+        .expect("the current version");
+    assert_eq!(current.draft, again);
+    for (id, version) in [
+        (agent.id.as_str(), "9.9.9"),
+        (agent.id.as_str(), "1.0.0\0"),
+        ("agt_missing", "1.0.0"),
+    ] {
+        let found = store.find_agent_version(id, version).await;
+        assert!(matches!(found, Ok(None)), "{id} {version}: {found:?}");
+    }
+    assert!(
+        store
+            .agent_versions("agt_missing")
+            .await
+            .expect("versions")
+            .is_empty()
+    );
+
+    store.delete_agent(&agent.id, at(4)).await.expect("delete");
+    assert!(
+        store
+            .agent_versions(&agent.id)
+            .await
+            .expect("versions")
+            .is_empty(),
+        "the history goes with its agent"
+    );
+    let again = Agent::new(draft("com.example.weather"), "bob", at(5));
+    store.insert_agent(&again).await.expect("re-register");
+    let fresh = store.agent_versions(&again.id).await.expect("versions");
+    assert_eq!(fresh.len(), 1);
+}
+
+pub async fn every_change_notes_the_version(store: &dyn Store) {
+    let start = store.latest_change().await.expect("latest");
+    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
+    assert_eq!(agent.version(), "1.0.0");
+    store.insert_agent(&agent).await.expect("insert");
+    let mut changed = agent.draft.clone();
+    changed.version = Some("2.0.0".to_owned());
+    store
+        .update_agent(&agent.id, &changed, None, at(1))
+        .await
+        .expect("update");
+    store
+        .transition(&agent.id, AgentState::Stage, AgentState::Active, at(2))
+        .await
+        .expect("go live");
+    store
+        .set_verification(&agent.id, VerificationLevel::DomainVerified, at(3))
+        .await
+        .expect("verify");
+    store.delete_agent(&agent.id, at(4)).await.expect("delete");
+    let versions: Vec<(ChangeKind, Option<String>)> = store
+        .changes_since(start, 100)
+        .await
+        .expect("changes")
+        .into_iter()
+        .map(|c| (c.kind, c.version))
+        .collect();
+    let v = |s: &str| Some(s.to_owned());
+    assert_eq!(
+        versions,
+        [
+            (ChangeKind::Created, v("1.0.0")),
+            (ChangeKind::Updated, v("2.0.0")),
+            (ChangeKind::Published, v("2.0.0")),
+            (ChangeKind::Verified, v("2.0.0")),
+            (ChangeKind::Deleted, v("2.0.0")),
+        ]
+    );
+}
+
 pub async fn racing_inserts_of_one_name_admit_exactly_one(store: &dyn Store) {
     let first = Agent::new(draft("com.example.race"), "alice", at(0));
     let second = Agent::new(draft("com.example.race"), "bob", at(0));
@@ -825,6 +946,8 @@ macro_rules! conformance_suite {
             all_agents_filters_by_state,
             every_write_is_logged_in_order,
             only_changes_touching_active_agents_are_public,
+            every_version_is_kept_with_its_fields,
+            every_change_notes_the_version,
             racing_inserts_of_one_name_admit_exactly_one,
             racing_updates_of_one_revision_admit_exactly_one,
             tokens_are_found_by_hash_listed_and_revoked,

@@ -26,8 +26,8 @@ mod conformance;
 mod pg_schema;
 
 pub use model::{
-    Agent, AgentState, Change, ChangeKind, PlaygroundSession, SessionStep, StepKind,
-    StoredEmbedding, TokenRecord, VerificationLevel,
+    Agent, AgentState, AgentVersion, Change, ChangeKind, PlaygroundSession, SessionStep, StepKind,
+    StoredEmbedding, TokenRecord, VerificationLevel, VersionSnapshot,
 };
 
 /// What can go wrong in storage, as the caller needs to tell it apart.
@@ -56,7 +56,8 @@ pub trait Store: Send + Sync + 'static {
     /// Cheap round trip to the database, for `/readyz`.
     async fn ping(&self) -> StoreResult<()>;
 
-    /// Insert a new agent; `Conflict` when its package name is taken.
+    /// Insert a new agent, with its version as the first of its history; `Conflict` when its
+    /// package name is taken.
     async fn insert_agent(&self, agent: &Agent) -> StoreResult<()>;
 
     /// An agent by `id` or by (lowercase) package name.
@@ -66,8 +67,10 @@ pub trait Store: Send + Sync + 'static {
     /// 500 ids; ids of no agent are left out.
     async fn find_agents_by_id(&self, ids: &[String]) -> StoreResult<Vec<Agent>>;
 
-    /// Replace the writable fields. With `expected_revision`, fail with `VersionMismatch` when
-    /// the stored revision differs. `NotFound` when the agent is gone.
+    /// Replace the writable fields, and record the draft as its version in the agent's history
+    /// (replacing what that version held, if the history has it). With `expected_revision`,
+    /// fail with `VersionMismatch` when the stored revision differs. `NotFound` when the agent
+    /// is gone.
     async fn update_agent(
         &self,
         id: &str,
@@ -94,8 +97,20 @@ pub trait Store: Send + Sync + 'static {
         at: Timestamp,
     ) -> StoreResult<Agent>;
 
-    /// Delete an agent; `false` when there was none.
+    /// Delete an agent and its history; `false` when there was none.
     async fn delete_agent(&self, id: &str, at: Timestamp) -> StoreResult<bool>;
+
+    /// The versions in an agent's history, the most recently written first. Empty for an
+    /// unknown agent, and possibly without the current version when another program wrote the
+    /// agent: the agent row is the truth about its current version.
+    async fn agent_versions(&self, agent_id: &str) -> StoreResult<Vec<AgentVersion>>;
+
+    /// One version of an agent's history with its fields as they were.
+    async fn find_agent_version(
+        &self,
+        agent_id: &str,
+        version: &str,
+    ) -> StoreResult<Option<VersionSnapshot>>;
 
     /// Agents of one owner (or of everyone with `None`), by id, after `after_id`, at most `limit`.
     async fn list_agents(

@@ -4,7 +4,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::domain::Scope;
-use crate::domain::{AgentDraft, Health};
+use crate::domain::{AgentDraft, DEFAULT_VERSION, Health};
 use crate::timestamp::Timestamp;
 
 /// Lifecycle state of an agent entry.
@@ -80,8 +80,11 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// A new STAGE agent owned by `owner`.
-    pub fn new(draft: AgentDraft, owner: &str, at: Timestamp) -> Self {
+    /// A new STAGE agent owned by `owner`, at version `1.0.0` when the draft names none.
+    pub fn new(mut draft: AgentDraft, owner: &str, at: Timestamp) -> Self {
+        draft
+            .version
+            .get_or_insert_with(|| DEFAULT_VERSION.to_owned());
         Self {
             id: format!("agt_{}", ulid::Ulid::new()),
             owner: owner.to_owned(),
@@ -100,6 +103,29 @@ impl Agent {
     pub fn package_name(&self) -> &str {
         self.draft.package_name.as_str()
     }
+
+    /// The agent's current version.
+    pub fn version(&self) -> &str {
+        self.draft.version.as_deref().unwrap_or(DEFAULT_VERSION)
+    }
+}
+
+/// One version of an agent, as its history lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentVersion {
+    /// The version string.
+    pub version: String,
+    /// The agent's revision when this version was written.
+    pub revision: i64,
+    /// When this version was written.
+    pub published_at: Timestamp,
+}
+
+/// One version of an agent with its writable fields as they were at that version.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VersionSnapshot {
+    pub version: AgentVersion,
+    pub draft: AgentDraft,
 }
 
 /// What happened to an agent.
@@ -157,6 +183,9 @@ pub struct Change {
     pub at: Timestamp,
     /// The agent was ACTIVE before or after this change: the public change feed serves these.
     pub public: bool,
+    /// The agent's version after the change (before it, for a delete); `None` on changes logged
+    /// before versions were recorded.
+    pub version: Option<String>,
 }
 
 impl Change {

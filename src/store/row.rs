@@ -1,13 +1,13 @@
 //! Rows as the databases return them, and their conversion to the model (shared by backends).
 
 use crate::domain::Scope;
-use crate::domain::{AgentDraft, Capability, PackageName, Payment, Reach};
+use crate::domain::{AgentDraft, Capability, DEFAULT_VERSION, PackageName, Payment, Reach};
 use crate::timestamp::Timestamp;
 
 use super::StoreError;
 use super::model::{
-    Agent, AgentState, Change, ChangeKind, PlaygroundSession, SessionStep, StepKind,
-    StoredEmbedding, TokenRecord, VerificationLevel,
+    Agent, AgentState, AgentVersion, Change, ChangeKind, PlaygroundSession, SessionStep, StepKind,
+    StoredEmbedding, TokenRecord, VerificationLevel, VersionSnapshot,
 };
 
 /// The columns of `agents`, in both backends.
@@ -83,44 +83,81 @@ fn corrupt(column: &str, err: impl std::fmt::Display) -> StoreError {
     ))
 }
 
-impl TryFrom<AgentRow> for Agent {
-    type Error = StoreError;
+/// The writable columns of `agents` and `agent_versions`, as read.
+struct DraftText {
+    package_name: String,
+    name: String,
+    description: String,
+    version: Option<String>,
+    manifest_url: Option<String>,
+    url: Option<String>,
+    target: Option<String>,
+    category: Option<String>,
+    tags: String,
+    capabilities: String,
+    payment: Option<String>,
+    card: Option<String>,
+    card_signature: Option<String>,
+    reach: Option<String>,
+    probe_message: Option<String>,
+}
 
-    fn try_from(row: AgentRow) -> Result<Self, StoreError> {
-        let capabilities: Vec<Capability> = from_json("capabilities", &row.capabilities)?;
-        let payment: Option<Payment> = row
+impl DraftText {
+    fn into_draft(self) -> Result<AgentDraft, StoreError> {
+        let capabilities: Vec<Capability> = from_json("capabilities", &self.capabilities)?;
+        let payment: Option<Payment> = self
             .payment
             .as_deref()
             .map(|text| from_json("payment", text))
             .transpose()?;
-        let card = row
+        let card = self
             .card
             .as_deref()
             .map(|text| from_json("card", text))
             .transpose()?;
-        let card_signature = row
+        let card_signature = self
             .card_signature
             .as_deref()
             .map(|text| from_json("card_signature", text))
             .transpose()?;
-        let mut reach: Reach = row
+        let mut reach: Reach = self
             .reach
             .as_deref()
             .map(|text| from_json("reach", text))
             .transpose()?
             .unwrap_or_default();
         // Rows written before agents listed interfaces: the url is the one interface.
-        if let (true, Some(url)) = (reach.interfaces.is_empty(), &row.url) {
+        if let (true, Some(url)) = (reach.interfaces.is_empty(), &self.url) {
             reach.lead_with(url);
         }
-        let health = row
-            .health
-            .as_deref()
-            .map(|text| from_json("health", text))
-            .transpose()?;
-        let draft = AgentDraft {
-            package_name: PackageName::parse(&row.package_name)
+        Ok(AgentDraft {
+            package_name: PackageName::parse(&self.package_name)
                 .map_err(|err| corrupt("package_name", err))?,
+            name: self.name,
+            description: self.description,
+            // Agents published before versions were kept may have none: they are at 1.0.0.
+            version: Some(self.version.unwrap_or_else(|| DEFAULT_VERSION.to_owned())),
+            manifest_url: self.manifest_url,
+            url: self.url,
+            target: self.target,
+            category: self.category,
+            tags: from_json("tags", &self.tags)?,
+            capabilities,
+            payment,
+            card,
+            card_signature,
+            reach,
+            probe_message: self.probe_message,
+        })
+    }
+}
+
+impl TryFrom<AgentRow> for Agent {
+    type Error = StoreError;
+
+    fn try_from(row: AgentRow) -> Result<Self, StoreError> {
+        let draft = DraftText {
+            package_name: row.package_name,
             name: row.name,
             description: row.description,
             version: row.version,
@@ -128,14 +165,20 @@ impl TryFrom<AgentRow> for Agent {
             url: row.url,
             target: row.target,
             category: row.category,
-            tags: from_json("tags", &row.tags)?,
-            capabilities,
-            payment,
-            card,
-            card_signature,
-            reach,
+            tags: row.tags,
+            capabilities: row.capabilities,
+            payment: row.payment,
+            card: row.card,
+            card_signature: row.card_signature,
+            reach: row.reach,
             probe_message: row.probe_message,
-        };
+        }
+        .into_draft()?;
+        let health = row
+            .health
+            .as_deref()
+            .map(|text| from_json("health", text))
+            .transpose()?;
         Ok(Agent {
             state: AgentState::parse(&row.state).ok_or_else(|| corrupt("state", &row.state))?,
             verification_level: VerificationLevel::parse(&row.verification_level)
@@ -153,6 +196,79 @@ impl TryFrom<AgentRow> for Agent {
     }
 }
 
+/// A version in an agent's history, without its fields.
+#[derive(Debug, sqlx::FromRow)]
+pub struct VersionRow {
+    pub version: String,
+    pub revision: i64,
+    pub published_at: i64,
+}
+
+impl From<VersionRow> for AgentVersion {
+    fn from(row: VersionRow) -> Self {
+        AgentVersion {
+            version: row.version,
+            revision: row.revision,
+            published_at: Timestamp::from_micros(row.published_at),
+        }
+    }
+}
+
+/// A version of `agent_versions` with its fields, and the package name of its agent.
+#[derive(Debug, sqlx::FromRow)]
+pub struct SnapshotRow {
+    pub package_name: String,
+    pub version: String,
+    pub revision: i64,
+    pub published_at: i64,
+    pub name: String,
+    pub description: String,
+    pub manifest_url: Option<String>,
+    pub url: Option<String>,
+    pub target: Option<String>,
+    pub category: Option<String>,
+    pub tags: String,
+    pub capabilities: String,
+    pub payment: Option<String>,
+    pub card: Option<String>,
+    pub card_signature: Option<String>,
+    pub reach: Option<String>,
+}
+
+impl TryFrom<SnapshotRow> for VersionSnapshot {
+    type Error = StoreError;
+
+    fn try_from(row: SnapshotRow) -> Result<Self, StoreError> {
+        let draft = DraftText {
+            package_name: row.package_name,
+            name: row.name,
+            description: row.description,
+            version: Some(row.version.clone()),
+            manifest_url: row.manifest_url,
+            url: row.url,
+            target: row.target,
+            category: row.category,
+            tags: row.tags,
+            capabilities: row.capabilities,
+            payment: row.payment,
+            card: row.card,
+            card_signature: row.card_signature,
+            reach: row.reach,
+            // Not kept per version: it is the owner's setting for the current record.
+            probe_message: None,
+        }
+        .into_draft()?;
+        Ok(VersionSnapshot {
+            version: AgentVersion {
+                version: row.version,
+                revision: row.revision,
+                published_at: Timestamp::from_micros(row.published_at),
+            },
+            draft,
+        })
+    }
+}
+
 /// The columns of `agent_changes`.
 #[derive(Debug, sqlx::FromRow)]
 pub struct ChangeRow {
@@ -162,6 +278,7 @@ pub struct ChangeRow {
     pub kind: String,
     pub at: i64,
     pub public: bool,
+    pub version: Option<String>,
 }
 
 impl TryFrom<ChangeRow> for Change {
@@ -175,6 +292,7 @@ impl TryFrom<ChangeRow> for Change {
             package_name: row.package_name,
             at: Timestamp::from_micros(row.at),
             public: row.public,
+            version: row.version,
         })
     }
 }

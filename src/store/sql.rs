@@ -26,16 +26,16 @@ use sqlx::query::Query;
 use sqlx::{Database, Executor, FromRow, IntoArguments, Pool, Transaction, Type};
 
 use crate::domain::health::{self, ProbeCount, ProbeOutcome, Uptime};
-use crate::domain::{AgentDraft, Health, HealthStatus};
+use crate::domain::{AgentDraft, DEFAULT_VERSION, Health, HealthStatus};
 use crate::timestamp::Timestamp;
 
 use super::row::{
-    AgentRow, ChangeRow, DraftColumns, EmbeddingRow, SessionRow, StepRow, TokenRow, from_json,
-    scopes_column, to_json,
+    AgentRow, ChangeRow, DraftColumns, EmbeddingRow, SessionRow, SnapshotRow, StepRow, TokenRow,
+    VersionRow, from_json, scopes_column, to_json,
 };
 use super::{
-    Agent, AgentState, Change, ChangeKind, PlaygroundSession, SessionStep, Store, StoreError,
-    StoreResult, StoredEmbedding, TokenRecord, VerificationLevel,
+    Agent, AgentState, AgentVersion, Change, ChangeKind, PlaygroundSession, SessionStep, Store,
+    StoreError, StoreResult, StoredEmbedding, TokenRecord, VerificationLevel, VersionSnapshot,
 };
 
 /// What one backend does differently from the shared SQL.
@@ -44,8 +44,8 @@ pub trait Dialect: Database {
     /// What the store keeps beside its pools: PostgreSQL's change listener.
     type Feed: Send + Sync + 'static;
 
-    /// Logs one change: inserts `$1`…`$5` (agent id, package name, kind, at, public) into
-    /// `agent_changes`. `log_change` binds any further parameter.
+    /// Logs one change: inserts `$1`…`$6` (agent id, package name, kind, at, public, version)
+    /// into `agent_changes`. `log_change` binds any further parameter.
     const LOG_CHANGE: &'static str;
 
     /// Run first in a read transaction that must see one snapshot, where `BEGIN` does not.
@@ -55,7 +55,7 @@ pub trait Dialect: Database {
     /// another transaction is claiming instead of waiting for it.
     const SKIP_LOCKED: &'static str;
 
-    /// Run `insert` (`LOG_CHANGE` with its five values bound) in `tx`, as the last statement
+    /// Run `insert` (`LOG_CHANGE` with its six values bound) in `tx`, as the last statement
     /// before commit.
     async fn log_change<'q>(
         feed: &Self::Feed,
@@ -91,7 +91,57 @@ const AGENT_COLUMNS: &str = "id, package_name, owner, state, verification_level,
     category, tags, capabilities, payment, card, created_at, updated_at, published_at, \
     card_signature, reach, probe_message, health";
 
-const CHANGE_COLUMNS: &str = "seq, agent_id, package_name, kind, at, public";
+const CHANGE_COLUMNS: &str = "seq, agent_id, package_name, kind, at, public, version";
+
+/// The columns of `agent_versions` that hold a version's fields (`version` is the draft's).
+const SNAPSHOT_COLUMNS: &str = "v.version, v.revision, v.published_at, v.name, v.description, \
+    v.manifest_url, v.url, v.target, v.category, v.tags, v.capabilities, v.payment, v.card, \
+    v.card_signature, v.reach";
+
+/// Records `agent`'s draft as its current version, written at `at`: a new row of its history,
+/// or the row of that version replaced (a version that cannot be bumped changed in place).
+fn version_upsert<'q, DB: Dialect>(
+    agent: &'q Agent,
+    columns: &'q DraftColumns,
+    at: Timestamp,
+) -> Query<'q, DB, DB::Arguments<'q>>
+where
+    &'q str: Encode<'q, DB> + Type<DB>,
+    String: Encode<'q, DB> + Type<DB>,
+    Option<String>: Encode<'q, DB>,
+    i64: Encode<'q, DB> + Type<DB>,
+{
+    let draft = &agent.draft;
+    sqlx::query(
+        "INSERT INTO agent_versions (agent_id, version, revision, published_at, name, \
+         description, manifest_url, url, target, category, tags, capabilities, payment, card, \
+         card_signature, reach) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
+         ON CONFLICT (agent_id, version) DO UPDATE SET revision = excluded.revision, \
+         published_at = excluded.published_at, name = excluded.name, \
+         description = excluded.description, manifest_url = excluded.manifest_url, \
+         url = excluded.url, target = excluded.target, category = excluded.category, \
+         tags = excluded.tags, capabilities = excluded.capabilities, \
+         payment = excluded.payment, card = excluded.card, \
+         card_signature = excluded.card_signature, reach = excluded.reach",
+    )
+    .bind(agent.id.as_str())
+    .bind(agent.version())
+    .bind(agent.revision)
+    .bind(at.micros())
+    .bind(&draft.name)
+    .bind(&draft.description)
+    .bind(&draft.manifest_url)
+    .bind(&draft.url)
+    .bind(&draft.target)
+    .bind(&draft.category)
+    .bind(&columns.tags)
+    .bind(&columns.capabilities)
+    .bind(&columns.payment)
+    .bind(&columns.card)
+    .bind(&columns.card_signature)
+    .bind(&columns.reach)
+}
 
 const TOKEN_COLUMNS: &str = "id, owner, scopes, secret_hash, created_at, expires_at, revoked_at";
 
@@ -107,13 +157,21 @@ where
     i64: Encode<'q, DB> + Type<DB>,
     bool: Encode<'q, DB> + Type<DB>,
 {
-    logged_change(&agent.id, agent.package_name(), kind, at, public)
+    logged_change(
+        &agent.id,
+        agent.package_name(),
+        agent.version(),
+        kind,
+        at,
+        public,
+    )
 }
 
-/// `DB::LOG_CHANGE` for an agent known by id and package name.
+/// `DB::LOG_CHANGE` for an agent known by id, package name and version.
 fn logged_change<'q, DB: Dialect>(
     agent_id: &'q str,
     package_name: &'q str,
+    version: &'q str,
     kind: ChangeKind,
     at: Timestamp,
     public: bool,
@@ -129,6 +187,7 @@ where
         .bind(kind.as_str())
         .bind(at.micros())
         .bind(public)
+        .bind(version)
 }
 
 /// Days of probe history kept per agent: enough for the 30-day uptime.
@@ -210,12 +269,14 @@ where
     for<'q> Vec<u8>: Encode<'q, DB> + Type<DB>,
     for<'r> (i64,): FromRow<'r, DB::Row>,
     for<'r> (Option<i64>,): FromRow<'r, DB::Row>,
-    for<'r> (String,): FromRow<'r, DB::Row>,
     for<'r> (String, i64): FromRow<'r, DB::Row>,
     for<'r> (String, Option<String>): FromRow<'r, DB::Row>,
+    for<'r> (String, Option<String>, Option<String>): FromRow<'r, DB::Row>,
     for<'r> (i64, i64, i64, i64): FromRow<'r, DB::Row>,
     for<'r> AgentRow: FromRow<'r, DB::Row>,
     for<'r> ChangeRow: FromRow<'r, DB::Row>,
+    for<'r> VersionRow: FromRow<'r, DB::Row>,
+    for<'r> SnapshotRow: FromRow<'r, DB::Row>,
     for<'r> TokenRow: FromRow<'r, DB::Row>,
     for<'r> EmbeddingRow: FromRow<'r, DB::Row>,
     for<'r> SessionRow: FromRow<'r, DB::Row>,
@@ -264,6 +325,9 @@ where
             }
             other => other?,
         };
+        version_upsert(agent, &columns, agent.created_at)
+            .execute(&mut *tx)
+            .await?;
         let created_at = agent.created_at;
         let public = Change::is_public(None, Some(agent.state));
         let created = change_insert(agent, ChangeKind::Created, created_at, public);
@@ -348,6 +412,9 @@ where
             });
         };
         let updated = Agent::try_from(row)?;
+        version_upsert(&updated, &columns, at)
+            .execute(&mut *tx)
+            .await?;
         let public = Change::is_public(Some(updated.state), Some(updated.state));
         let change = change_insert(&updated, ChangeKind::Updated, at, public);
         DB::log_change(&self.feed, &mut tx, change).await?;
@@ -454,6 +521,40 @@ where
         DB::log_change(&self.feed, &mut tx, change).await?;
         tx.commit().await?;
         Ok(true)
+    }
+
+    async fn agent_versions(&self, agent_id: &str) -> StoreResult<Vec<AgentVersion>> {
+        if holds_nul(agent_id) {
+            return Ok(Vec::new());
+        }
+        let rows: Vec<VersionRow> = sqlx::query_as(
+            "SELECT version, revision, published_at FROM agent_versions WHERE agent_id = $1 \
+             ORDER BY revision DESC, version",
+        )
+        .bind(agent_id)
+        .fetch_all(&self.reader)
+        .await?;
+        Ok(rows.into_iter().map(AgentVersion::from).collect())
+    }
+
+    async fn find_agent_version(
+        &self,
+        agent_id: &str,
+        version: &str,
+    ) -> StoreResult<Option<VersionSnapshot>> {
+        if holds_nul(agent_id) || holds_nul(version) {
+            return Ok(None);
+        }
+        let sql = format!(
+            "SELECT a.package_name, {SNAPSHOT_COLUMNS} FROM agent_versions v \
+             JOIN agents a ON a.id = v.agent_id WHERE v.agent_id = $1 AND v.version = $2"
+        );
+        let row: Option<SnapshotRow> = sqlx::query_as(&sql)
+            .bind(agent_id)
+            .bind(version)
+            .fetch_optional(&self.reader)
+            .await?;
+        row.map(VersionSnapshot::try_from).transpose()
     }
 
     async fn list_agents(
@@ -634,12 +735,12 @@ where
         next_at: Timestamp,
     ) -> StoreResult<Option<(Health, bool)>> {
         let mut tx = self.writer.begin().await?;
-        let current: Option<(String, Option<String>)> =
-            sqlx::query_as("SELECT package_name, health FROM agents WHERE id = $1")
+        let current: Option<(String, Option<String>, Option<String>)> =
+            sqlx::query_as("SELECT package_name, version, health FROM agents WHERE id = $1")
                 .bind(agent_id)
                 .fetch_optional(&mut *tx)
                 .await?;
-        let Some((package_name, previous)) = current else {
+        let Some((package_name, version, previous)) = current else {
             sqlx::query("DELETE FROM agent_probes WHERE agent_id = $1")
                 .bind(agent_id)
                 .execute(&mut *tx)
@@ -707,9 +808,11 @@ where
         .await?;
         let changed = previous.as_ref().map(|health| health.status) != Some(health.status);
         if changed {
+            let version = version.as_deref().unwrap_or(DEFAULT_VERSION);
             let change = logged_change(
                 agent_id,
                 &package_name,
+                version,
                 ChangeKind::Health,
                 outcome.at,
                 false,
@@ -745,16 +848,24 @@ where
                 .await?;
             }
         }
-        let cleared: Option<(String,)> = sqlx::query_as(
+        let cleared: Option<(String, Option<String>)> = sqlx::query_as(
             "UPDATE agents SET health = NULL WHERE id = $1 AND health IS NOT NULL \
-             RETURNING package_name",
+             RETURNING package_name, version",
         )
         .bind(agent_id)
         .fetch_optional(&mut *tx)
         .await?;
-        if let Some((package_name,)) = &cleared {
+        if let Some((package_name, version)) = &cleared {
             let at = Timestamp::now();
-            let change = logged_change(agent_id, package_name, ChangeKind::Health, at, false);
+            let version = version.as_deref().unwrap_or(DEFAULT_VERSION);
+            let change = logged_change(
+                agent_id,
+                package_name,
+                version,
+                ChangeKind::Health,
+                at,
+                false,
+            );
             DB::log_change(&self.feed, &mut tx, change).await?;
         }
         tx.commit().await?;

@@ -503,10 +503,11 @@ async fn a_stale_if_match_is_a_failed_precondition() {
     let alice = app.token("alice", &[]).await;
     let record = app.publish(&alice, agent_body("com.example.weather")).await;
     let path = format!("/api/agents/{}", str_at(&record, "/id"));
-    let first = app
-        .put(&path, &alice, agent_body("com.example.weather"))
-        .await;
+    let mut changed = agent_body("com.example.weather");
+    changed["description"] = json!("Changed by the first writer.");
+    let first = app.put(&path, &alice, changed).await;
     assert_eq!(first.status, 200);
+    assert_eq!(first.body["revision"], 2, "{}", first.text);
     let mut stale = agent_body("com.example.weather");
     stale["name"] = json!("Lost update");
 

@@ -301,7 +301,11 @@ async fn updating_replaces_the_writable_fields_and_bumps_the_revision() {
     assert_eq!(response.status, 200, "{}", response.text);
     assert_eq!(response.body["state"], "STAGE");
     assert_eq!(response.body["tags"], json!([]));
-    assert!(response.body.get("version").is_none(), "{}", response.text);
+    assert_eq!(
+        response.body["version"], "1.0.1",
+        "a change naming no version is the next patch: {}",
+        response.text
+    );
     assert_eq!(response.body["revision"], 2);
     assert_eq!(response.header("etag"), Some("\"2\""));
     assert_eq!(response.body["created_at"], record["created_at"]);
@@ -373,7 +377,9 @@ async fn an_update_with_the_current_revision_in_if_match_succeeds() {
         .header(header::CONTENT_TYPE, "application/json")
         .header(header::IF_MATCH, "\"1\"")
         .body(axum::body::Body::from(
-            agent_body("com.example.weather").to_string(),
+            json!({"package_name": "com.example.weather", "name": "Weather",
+                   "description": "Changed under If-Match."})
+            .to_string(),
         ))
         .expect("request");
 

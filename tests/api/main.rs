@@ -29,4 +29,5 @@ mod ssrf;
 mod tokens;
 mod utility;
 mod verify;
+mod versions;
 mod web;

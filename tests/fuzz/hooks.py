@@ -10,7 +10,10 @@ The document says each of these in words; the generator cannot read words:
   `supportedInterfaces` entry and its `skills` (the document describes only the text fields);
 - an update keeps the agent's own `package_name` (the server knows it, the schema cannot);
 - a search `cursor` (also of the AI Catalog and the MCP server list) is an opaque token from a
-  previous page, not any string.
+  previous page, not any string;
+- an agent's versions exist only for agents that exist: half the valid cases of the version
+  paths (decided by the generated identifier, so a run is reproducible) name a hosted agent and
+  one of the versions it lists, so that their answers, not only 404s, are checked.
 Invalid (negative) cases are left exactly as generated.
 """
 
@@ -32,6 +35,10 @@ PROTOCOL_ALIASES = {"lsat": "l402", "bolt11": "lightning-invoice"}
 SEARCH_PATHS = {"/public/agents", "/public/agents/search", "/a2a/discover", "/api/playground/session/{id}/discover", "/discovery/search",
                 "/.well-known/ai-catalog.json", "/v0.1/servers"}
 PUBLISH_PATHS = {"/api/agents/publish", "/api/agents/{id}"}
+VERSION_PATHS = {"/public/agents/{identifier}/versions", "/public/agents/{identifier}/versions/{version}"}
+# Registered at start-up; the fuzzer may unpublish or delete it (it holds the master key), and
+# then the version paths rightly answer 404.
+KNOWN_AGENT = "registry.utility.wiki"
 
 
 def trim(text: str) -> str:
@@ -108,6 +115,31 @@ def current_package_name(identifier: str) -> str | None:
         return None
 
 
+def oldest_version(identifier: str) -> str | None:
+    """The last version `GET /public/agents/{identifier}/versions` lists (an earlier one when the
+    agent has several), or None when the agent is not public."""
+    url = f"{BASE_URL}/public/agents/{urllib.parse.quote(identifier, safe='')}/versions"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            versions = json.load(response).get("versions") or []
+    except (urllib.error.URLError, ValueError):
+        return None
+    return versions[-1].get("version") if versions else None
+
+
+def repair_version_case(case) -> None:
+    parameters = dict(case.path_parameters or {})
+    identifier = parameters.get("identifier")
+    if not isinstance(identifier, str) or len(identifier) % 2:
+        return
+    parameters["identifier"] = KNOWN_AGENT
+    if "version" in parameters:
+        version = oldest_version(KNOWN_AGENT)
+        if version is not None:
+            parameters["version"] = version
+    case.path_parameters = parameters
+
+
 def repair_publish_body(case, body: dict) -> None:
     capabilities = body.get("capabilities")
     if isinstance(capabilities, list):
@@ -146,6 +178,8 @@ def map_case(context, case):
         body = case.body
         repair_publish_body(case, body)
         case.body = body
+    if path in VERSION_PATHS:
+        repair_version_case(case)
     if path in SEARCH_PATHS:
         if isinstance(case.query, dict) and "cursor" in case.query:
             query = dict(case.query)

@@ -7,7 +7,7 @@
 //! never repeats or skips an agent. See docs/search.md.
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 
 use base64::Engine;
@@ -172,6 +172,9 @@ struct Catalog {
     vectors: Option<VectorStore>,
     facets: FacetIndex,
     groups: duplicates::Groups,
+    /// While `fill_vectors` builds a new vector index beside this one: the slots written since
+    /// it started, whose vectors it must take from here when it swaps its index in.
+    filling: Option<HashSet<u32>>,
     /// Health by slot, for agents probed at least once. Kept beside the documents because the
     /// prober updates it without a new revision.
     health: HashMap<u32, Arc<Health>>,
@@ -198,6 +201,9 @@ impl Catalog {
     }
 
     fn put(&mut self, slot: u32, doc: Arc<Doc>, vector: Option<&[f32]>) {
+        if let Some(written) = &mut self.filling {
+            written.insert(slot);
+        }
         self.revisions.insert(doc.id.clone(), doc.revision);
         let entry = &mut self.docs[slot as usize];
         match entry {
@@ -227,6 +233,9 @@ impl Catalog {
     }
 
     fn take(&mut self, slot: u32) -> bool {
+        if let Some(written) = &mut self.filling {
+            written.insert(slot);
+        }
         let removed = self.docs[slot as usize].take();
         if let Some(old) = &removed {
             self.facets.remove(slot, &old.facets);
@@ -487,42 +496,97 @@ impl SearchIndex {
     }
 
     /// Give every indexed agent its vector: stored ones whose content hash still matches, the
-    /// rest embedded (in batches) and saved. Writes that land meanwhile keep their own vectors;
-    /// a vector is only set on a slot whose text is the text it was made from. Then intent
-    /// ranking joins.
+    /// rest embedded (in batches) and saved. Then intent ranking joins.
+    ///
+    /// The vector index (at scale, an HNSW graph: minutes at a million agents) is built beside
+    /// the serving one, outside the catalog's lock, so searches go on meanwhile; writes landing
+    /// in between are noted by slot and carried over when the new index is swapped in.
     pub async fn fill_vectors(&self) -> anyhow::Result<()> {
         use std::sync::atomic::Ordering::Relaxed;
         let Some(embedder) = self.embedder.clone() else {
             self.vectors_ready.store(true, Relaxed);
             return Ok(());
         };
-        let docs: Vec<Arc<Doc>> = self.read_catalog().docs.iter().flatten().cloned().collect();
-        let stored: HashMap<String, StoredEmbedding> = self
+        let (docs, template) = {
+            let mut catalog = self.write_catalog();
+            catalog.filling = Some(HashSet::new());
+            let docs: Vec<(u32, Arc<Doc>)> = catalog
+                .docs
+                .iter()
+                .enumerate()
+                .filter_map(|(slot, doc)| Some((slot as u32, Arc::clone(doc.as_ref()?))))
+                .collect();
+            (docs, catalog.vectors.as_ref().map(VectorStore::empty_like))
+        };
+        let built = match template {
+            Some(template) => self.build_vectors(embedder.as_ref(), docs, template).await,
+            None => Ok(None),
+        };
+        let mut catalog = self.write_catalog();
+        let written = catalog.filling.take().unwrap_or_default();
+        let mut fresh = match built {
+            Ok(Some(fresh)) => fresh,
+            Ok(None) => {
+                drop(catalog);
+                self.vectors_ready.store(true, Relaxed);
+                return Ok(());
+            }
+            Err(err) => return Err(err),
+        };
+        if let Some(serving) = &catalog.vectors {
+            for slot in written {
+                match serving.get(slot) {
+                    Some(vector) => fresh.set(slot, &vector),
+                    None => fresh.clear(slot),
+                }
+            }
+        }
+        catalog.vectors = Some(fresh);
+        drop(catalog);
+        self.vectors_ready.store(true, Relaxed);
+        Ok(())
+    }
+
+    /// A vector index over `docs` (slot and document), started from the empty `fresh`: stored
+    /// vectors whose content hash matches, the rest embedded and saved. Built on the blocking
+    /// pool, never under the catalog's lock.
+    async fn build_vectors(
+        &self,
+        embedder: &dyn Embedder,
+        docs: Vec<(u32, Arc<Doc>)>,
+        mut fresh: VectorStore,
+    ) -> anyhow::Result<Option<VectorStore>> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut stored: HashMap<String, StoredEmbedding> = self
             .store
             .load_embeddings(embedder.id())
             .await?
             .into_iter()
             .map(|e| (e.agent_id.clone(), e))
             .collect();
-        let mut current = Vec::new();
+        let mut current: Vec<(u32, Vec<f32>)> = Vec::new();
         let mut missing = Vec::new();
-        for doc in docs {
-            match stored.get(&doc.id) {
+        for (slot, doc) in docs {
+            match stored.remove(&doc.id) {
                 Some(e)
                     if e.content_hash == doc.content_hash
                         && (embedder.dim() == 0 || e.vector.len() == embedder.dim()) =>
                 {
-                    current.push(e.clone());
+                    current.push((slot, e.vector));
                 }
-                _ => missing.push(doc),
+                _ => missing.push((slot, doc)),
             }
         }
         drop(stored);
-        self.put_vectors(&current);
+        for chunk in chunks_of(current, BUILD_CHUNK) {
+            let added = chunk.len();
+            fresh = add_vectors(fresh, chunk).await?;
+            self.vectors_filled.fetch_add(added, Relaxed);
+        }
         if !missing.is_empty() {
             tracing::info!(
                 embedder = embedder.id(),
-                stored = current.len(),
+                stored = self.vectors_filled.load(Relaxed),
                 to_embed = missing.len(),
                 "embedding agents; keyword ranking until they are done"
             );
@@ -530,19 +594,30 @@ impl SearchIndex {
         let started = std::time::Instant::now();
         let mut reported = started;
         for (done, batch) in missing.chunks(EMBED_BATCH).enumerate() {
-            let texts: Vec<String> = batch.iter().map(|doc| embedding_text(&doc.text)).collect();
+            let texts: Vec<String> = batch
+                .iter()
+                .map(|(_, doc)| embedding_text(&doc.text))
+                .collect();
             let vectors = embedder.embed(&texts).await?;
-            let fresh: Vec<StoredEmbedding> = batch
+            let fresh_embeddings: Vec<StoredEmbedding> = batch
                 .iter()
                 .zip(vectors)
-                .map(|(doc, vector)| StoredEmbedding {
+                .map(|((_, doc), vector)| StoredEmbedding {
                     agent_id: doc.id.clone(),
                     content_hash: doc.content_hash.clone(),
                     vector,
                 })
                 .collect();
-            self.store.save_embeddings(embedder.id(), &fresh).await?;
-            self.put_vectors(&fresh);
+            self.store
+                .save_embeddings(embedder.id(), &fresh_embeddings)
+                .await?;
+            let slotted: Vec<(u32, Vec<f32>)> = batch
+                .iter()
+                .zip(fresh_embeddings)
+                .map(|((slot, _), embedding)| (*slot, embedding.vector))
+                .collect();
+            fresh = add_vectors(fresh, slotted).await?;
+            self.vectors_filled.fetch_add(batch.len(), Relaxed);
             if reported.elapsed() >= std::time::Duration::from_secs(10) {
                 reported = std::time::Instant::now();
                 tracing::info!(
@@ -552,7 +627,6 @@ impl SearchIndex {
                 );
             }
         }
-        self.vectors_ready.store(true, Relaxed);
         if !missing.is_empty() {
             tracing::info!(
                 embedded = missing.len(),
@@ -560,25 +634,7 @@ impl SearchIndex {
                 "every agent has its vector; intent ranking is on"
             );
         }
-        Ok(())
-    }
-
-    /// Set the vectors of the agents whose indexed text is still the text they were made from.
-    fn put_vectors(&self, embeddings: &[StoredEmbedding]) {
-        use std::sync::atomic::Ordering::Relaxed;
-        let mut catalog = self.write_catalog();
-        for embedding in embeddings {
-            let Some(slot) = catalog.slots.get(&embedding.agent_id).copied() else {
-                continue;
-            };
-            let current = catalog
-                .doc(slot)
-                .is_some_and(|doc| doc.content_hash == embedding.content_hash);
-            if let (true, Some(vectors)) = (current, catalog.vectors.as_mut()) {
-                vectors.set(slot, &embedding.vector);
-            }
-        }
-        self.vectors_filled.fetch_add(embeddings.len(), Relaxed);
+        Ok(Some(fresh))
     }
 
     /// Make the index reflect `agent` as just written: indexed when ACTIVE, absent otherwise.
@@ -1068,6 +1124,36 @@ fn embedding_text(text: &DocText) -> String {
         parts.push(text.capabilities.as_str());
     }
     parts.join("\n")
+}
+
+/// Vectors added to a starting index per trip to the blocking pool (so progress shows).
+const BUILD_CHUNK: usize = 8_192;
+
+/// `items` in owned chunks of at most `size`.
+fn chunks_of<T>(items: Vec<T>, size: usize) -> Vec<Vec<T>> {
+    let mut chunks = Vec::new();
+    let mut items = items.into_iter().peekable();
+    while items.peek().is_some() {
+        chunks.push(items.by_ref().take(size).collect());
+    }
+    chunks
+}
+
+/// `store` with `vectors` set, on the blocking pool: inserting into a graph is CPU work that
+/// must not hold up the runtime's threads.
+async fn add_vectors(
+    store: VectorStore,
+    vectors: Vec<(u32, Vec<f32>)>,
+) -> anyhow::Result<VectorStore> {
+    tokio::task::spawn_blocking(move || {
+        let mut store = store;
+        for (slot, vector) in &vectors {
+            store.set(*slot, vector);
+        }
+        store
+    })
+    .await
+    .map_err(|err| anyhow::anyhow!("building the vector index failed: {err}"))
 }
 
 /// A fused ranking: scores of the matches that can reach the page, and how many there are.
@@ -1566,5 +1652,121 @@ mod tests {
         restarted.rebuild(&agents).await.expect("rebuild");
         assert_eq!(again.embedded.load(SeqCst), 0);
         assert!(restarted.vector_progress().ready);
+    }
+
+    /// Embeds "ocean" texts as [1, 0] and the rest as [0, 1]; its first call waits for `gate`.
+    #[derive(Default)]
+    struct GatedEmbedder {
+        gate: tokio::sync::Notify,
+        first: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait::async_trait]
+    impl embed::Embedder for GatedEmbedder {
+        fn id(&self) -> &str {
+            "gated@1"
+        }
+
+        fn dim(&self) -> usize {
+            2
+        }
+
+        async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, embed::EmbedError> {
+            if !self.first.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                self.gate.notified().await;
+            }
+            Ok(texts
+                .iter()
+                .map(|text| {
+                    if text.contains("ocean") {
+                        vec![1.0, 0.0]
+                    } else {
+                        vec![0.0, 1.0]
+                    }
+                })
+                .collect())
+        }
+    }
+
+    #[tokio::test]
+    async fn writes_during_the_vector_fill_survive_the_swap_and_searches_go_on() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store: Arc<dyn Store> = Arc::new(
+            crate::store::sqlite::SqliteStore::open_dir(dir.path())
+                .await
+                .expect("store"),
+        );
+        let draft = |i: usize, description: &str| {
+            crate::domain::AgentDraft::parse(&serde_json::json!({
+                "package_name": format!("com.example.fill{i}"),
+                "name": format!("Fill {i}"),
+                "description": description,
+            }))
+            .expect("draft")
+        };
+        let mut agents = Vec::new();
+        for i in 0..10 {
+            let mut agent = Agent::new(
+                draft(i, "Forecasts for any city."),
+                "alice",
+                crate::timestamp::Timestamp::now(),
+            );
+            agent.state = AgentState::Active;
+            store.insert_agent(&agent).await.expect("insert");
+            agents.push(agent);
+        }
+        let embedder = Arc::new(GatedEmbedder::default());
+        let index = Arc::new(
+            SearchIndex::new(
+                Arc::clone(&store),
+                Some(Arc::clone(&embedder) as Arc<dyn embed::Embedder>),
+            )
+            .expect("index"),
+        );
+        index.rebuild_keyword(&agents).await.expect("keyword index");
+        let filling = tokio::spawn({
+            let index = Arc::clone(&index);
+            async move { index.fill_vectors().await }
+        });
+        // Let the fill reach the gated embedder.
+        while !embedder.first.load(std::sync::atomic::Ordering::SeqCst) {
+            tokio::task::yield_now().await;
+        }
+        // Meanwhile: one agent changes its text, another leaves; searches still answer.
+        let changed = store
+            .update_agent(
+                &agents[0].id,
+                &draft(0, "Tides of the ocean."),
+                None,
+                crate::timestamp::Timestamp::now(),
+            )
+            .await
+            .expect("update");
+        index.apply(&changed).await;
+        index.delete(&agents[1].id).await;
+        let request = request::from_query_pairs(
+            &[("q".to_owned(), "forecasts".to_owned())],
+            request::LIST_LIMITS,
+        )
+        .expect("request");
+        let page = index.search(&request).await.expect("search");
+        assert_eq!(page.total, 8, "keyword search serves during the fill");
+        embedder.gate.notify_one();
+        filling.await.expect("join").expect("fill");
+        assert!(index.vector_progress().ready);
+        let catalog = index.read_catalog();
+        let vectors = catalog.vectors.as_ref().expect("vectors");
+        let vector_of = |id: &str| vectors.get(catalog.slots[id]);
+        let close = |v: Option<Vec<f32>>, want: [f32; 2]| {
+            v.is_some_and(|v| (v[0] - want[0]).abs() < 0.01 && (v[1] - want[1]).abs() < 0.01)
+        };
+        assert!(
+            close(vector_of(&agents[0].id), [1.0, 0.0]),
+            "the write's vector, not the fill's"
+        );
+        assert_eq!(vector_of(&agents[1].id), None, "the deleted agent has none");
+        for agent in &agents[2..] {
+            assert!(close(vector_of(&agent.id), [0.0, 1.0]));
+        }
     }
 }

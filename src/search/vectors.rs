@@ -186,6 +186,11 @@ impl VectorStore {
         store
     }
 
+    /// An empty store of the same dimension and index parameters.
+    pub fn empty_like(&self) -> Self {
+        Self::with_params(self.dim, self.graph_wanted.then_some(self.params))
+    }
+
     pub fn dim(&self) -> usize {
         self.dim
     }

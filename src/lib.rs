@@ -57,7 +57,15 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
     let base_url: Arc<str> = config.base_url().into();
     let embedder = search::embed::from_config(&config.embedder)?;
     let started = std::time::Instant::now();
-    let registry = Arc::new(Registry::open(store.clone(), embedder, vectors).await?);
+    let registry = Arc::new(
+        Registry::open_with_snapshots(
+            store.clone(),
+            embedder,
+            vectors,
+            Some(config.storage.data_dir.join("index")),
+        )
+        .await?,
+    );
     let signer = Arc::new(signing::CardSigner::from_config(
         &config.signing,
         &config.storage.data_dir,

@@ -106,7 +106,22 @@ impl Registry {
         embedder: Option<Arc<dyn Embedder>>,
         vectors: Vectors,
     ) -> anyhow::Result<Self> {
-        let index = Arc::new(SearchIndex::new(Arc::clone(&store), embedder)?);
+        Self::open_with_snapshots(store, embedder, vectors, None).await
+    }
+
+    /// `open`, keeping the vector index's snapshot in `snapshot_dir` (when given): a restart
+    /// then loads the index instead of rebuilding it (see `SearchIndex::with_snapshot_dir`).
+    pub async fn open_with_snapshots(
+        store: Arc<dyn Store>,
+        embedder: Option<Arc<dyn Embedder>>,
+        vectors: Vectors,
+        snapshot_dir: Option<std::path::PathBuf>,
+    ) -> anyhow::Result<Self> {
+        let mut index = SearchIndex::new(Arc::clone(&store), embedder)?;
+        if let Some(dir) = snapshot_dir {
+            index = index.with_snapshot_dir(dir);
+        }
+        let index = Arc::new(index);
         // Read the log position before the agents: a write landing in between is then
         // replayed by the follower rather than missed.
         let cursor = store.latest_change().await?;

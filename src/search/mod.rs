@@ -322,6 +322,8 @@ pub struct SearchIndex {
     /// Agents given a vector so far by `fill_vectors`, of how many.
     vectors_filled: std::sync::atomic::AtomicUsize,
     vectors_total: std::sync::atomic::AtomicUsize,
+    /// Where the vector index is saved between runs (`with_snapshot_dir`).
+    snapshot_dir: Option<std::path::PathBuf>,
 }
 
 /// How far the vectors of a starting index are.
@@ -420,7 +422,25 @@ impl SearchIndex {
             vectors_ready: std::sync::atomic::AtomicBool::new(true),
             vectors_filled: std::sync::atomic::AtomicUsize::new(0),
             vectors_total: std::sync::atomic::AtomicUsize::new(0),
+            snapshot_dir: None,
         })
+    }
+
+    /// Keep a snapshot of the vector index in `dir`: `fill_vectors` starts from it (and
+    /// writes a new one once the index is complete), so a restart does not rebuild the graph.
+    pub fn with_snapshot_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
+        self.snapshot_dir = Some(dir.into());
+        self
+    }
+
+    /// Where the vector snapshot of `embedder_id` lives.
+    fn snapshot_path(&self, embedder_id: &str) -> Option<std::path::PathBuf> {
+        let key = hex::encode(Sha256::digest(embedder_id.as_bytes()));
+        Some(
+            self.snapshot_dir
+                .as_ref()?
+                .join(format!("vectors-{}.snapshot", &key[..16])),
+        )
     }
 
     /// How far the vectors are (for readiness and metrics).
@@ -519,7 +539,10 @@ impl SearchIndex {
             (docs, catalog.vectors.as_ref().map(VectorStore::empty_like))
         };
         let built = match template {
-            Some(template) => self.build_vectors(embedder.as_ref(), docs, template).await,
+            Some(template) => {
+                self.restore_and_build(embedder.as_ref(), docs, template)
+                    .await
+            }
             None => Ok(None),
         };
         let mut catalog = self.write_catalog();
@@ -547,6 +570,110 @@ impl SearchIndex {
         Ok(())
     }
 
+    /// The vector index over `docs`: the snapshot's vectors for agents whose text has not
+    /// changed since it was saved, then `build_vectors` for the rest; a new snapshot is saved
+    /// when anything had to be added or dropped.
+    async fn restore_and_build(
+        &self,
+        embedder: &dyn Embedder,
+        docs: Vec<(u32, Arc<Doc>)>,
+        template: VectorStore,
+    ) -> anyhow::Result<Option<VectorStore>> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Some(path) = self.snapshot_path(embedder.id()) else {
+            return self.build_vectors(embedder, docs, template).await;
+        };
+        let change_seq = self.store.latest_change().await?;
+        let keys: Vec<Option<(String, String)>> = {
+            let mut keys = vec![
+                None;
+                docs.iter()
+                    .map(|(slot, _)| *slot as usize + 1)
+                    .max()
+                    .unwrap_or(0)
+            ];
+            for (slot, doc) in &docs {
+                keys[*slot as usize] = Some((doc.id.clone(), doc.content_hash.clone()));
+            }
+            keys
+        };
+        let started = std::time::Instant::now();
+        let loaded = {
+            let (path, embedder_id) = (path.clone(), embedder.id().to_owned());
+            let like = template.empty_like();
+            tokio::task::spawn_blocking(move || VectorStore::load(&path, &embedder_id, &like))
+                .await
+                .map_err(|err| anyhow::anyhow!("reading the vector snapshot failed: {err}"))?
+        };
+        let (mut fresh, rest, dropped) = match loaded {
+            Ok(loaded) => {
+                let by_id: HashMap<&str, (u32, &str)> = docs
+                    .iter()
+                    .map(|(slot, doc)| (doc.id.as_str(), (*slot, doc.content_hash.as_str())))
+                    .collect();
+                let moves: HashMap<u32, u32> = loaded
+                    .slots
+                    .iter()
+                    .filter_map(|key| {
+                        let (slot, hash) = by_id.get(key.agent_id.as_str())?;
+                        (*hash == key.content_hash).then_some((key.slot, *slot))
+                    })
+                    .collect();
+                let dropped = loaded.store.len().saturating_sub(moves.len());
+                let covered: HashSet<u32> = moves.values().copied().collect();
+                let store = loaded.store;
+                let store = tokio::task::spawn_blocking(move || {
+                    let mut store = store;
+                    store.relabel(|slot| moves.get(&slot).copied());
+                    store
+                })
+                .await
+                .map_err(|err| anyhow::anyhow!("restoring the vector snapshot failed: {err}"))?;
+                let rest: Vec<(u32, Arc<Doc>)> = docs
+                    .into_iter()
+                    .filter(|(slot, _)| !covered.contains(slot))
+                    .collect();
+                self.vectors_filled.fetch_add(covered.len(), Relaxed);
+                tracing::info!(
+                    restored = covered.len(),
+                    to_add = rest.len(),
+                    dropped,
+                    saved_at_change = loaded.change_seq,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "vector index restored from its snapshot"
+                );
+                (store, rest, dropped)
+            }
+            Err(reason) => {
+                if path.exists() {
+                    tracing::warn!(%reason, path = %path.display(), "vector snapshot not used; building the index");
+                }
+                (template, docs, 0)
+            }
+        };
+        let changed = !rest.is_empty() || dropped > 0 || !path.exists();
+        fresh = match self.build_vectors(embedder, rest, fresh).await? {
+            Some(fresh) => fresh,
+            None => return Ok(None),
+        };
+        if changed {
+            let embedder_id = embedder.id().to_owned();
+            let saved = tokio::task::spawn_blocking(move || {
+                let key = |slot: u32| keys.get(slot as usize).cloned().flatten();
+                let result = fresh.save(&path, &embedder_id, change_seq, key);
+                (fresh, result, path)
+            })
+            .await
+            .map_err(|err| anyhow::anyhow!("writing the vector snapshot failed: {err}"))?;
+            fresh = saved.0;
+            match saved.1 {
+                Ok(()) => tracing::info!(path = %saved.2.display(), "vector snapshot saved"),
+                Err(err) => tracing::warn!(error = %err, "cannot save the vector snapshot"),
+            }
+        }
+        Ok(Some(fresh))
+    }
+
     /// A vector index over `docs` (slot and document), started from the empty `fresh`: stored
     /// vectors whose content hash matches, the rest embedded and saved. Built on the blocking
     /// pool, never under the catalog's lock.
@@ -557,13 +684,23 @@ impl SearchIndex {
         mut fresh: VectorStore,
     ) -> anyhow::Result<Option<VectorStore>> {
         use std::sync::atomic::Ordering::Relaxed;
-        let mut stored: HashMap<String, StoredEmbedding> = self
-            .store
-            .load_embeddings(embedder.id())
-            .await?
-            .into_iter()
-            .map(|e| (e.agent_id.clone(), e))
-            .collect();
+        // A few agents (those a snapshot lacked) are looked up one by one; many, all at once.
+        let mut stored: HashMap<String, StoredEmbedding> = if docs.len() < LOOKUPS_ONE_BY_ONE {
+            let mut found = HashMap::new();
+            for (_, doc) in &docs {
+                if let Some(e) = self.store.find_embedding(&doc.id, embedder.id()).await? {
+                    found.insert(e.agent_id.clone(), e);
+                }
+            }
+            found
+        } else {
+            self.store
+                .load_embeddings(embedder.id())
+                .await?
+                .into_iter()
+                .map(|e| (e.agent_id.clone(), e))
+                .collect()
+        };
         let mut current: Vec<(u32, Vec<f32>)> = Vec::new();
         let mut missing = Vec::new();
         for (slot, doc) in docs {
@@ -1125,6 +1262,10 @@ fn embedding_text(text: &DocText) -> String {
     }
     parts.join("\n")
 }
+
+/// Below this many agents without a vector, their stored vectors are read one by one rather
+/// than every stored vector at once.
+const LOOKUPS_ONE_BY_ONE: usize = 2_000;
 
 /// Vectors added to a starting index per trip to the blocking pool (so progress shows).
 const BUILD_CHUNK: usize = 8_192;
@@ -1768,5 +1909,101 @@ mod tests {
         for agent in &agents[2..] {
             assert!(close(vector_of(&agent.id), [0.0, 1.0]));
         }
+    }
+
+    #[tokio::test]
+    async fn a_restart_restores_the_vector_index_from_its_snapshot() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let snapshots = tempfile::tempdir().expect("snapshot dir");
+        let draft = |i: usize, description: &str| {
+            crate::domain::AgentDraft::parse(&serde_json::json!({
+                "package_name": format!("com.example.snap{i}"),
+                "name": format!("Snap {i}"),
+                "description": description,
+            }))
+            .expect("draft")
+        };
+        let mut agents = Vec::new();
+        for i in 0..40 {
+            let mut agent = Agent::new(
+                draft(i, "Forecasts for any city."),
+                "alice",
+                crate::timestamp::Timestamp::now(),
+            );
+            agent.state = AgentState::Active;
+            agents.push(agent);
+        }
+        let open = |agents: Vec<Agent>| async move {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let store: Arc<dyn Store> = Arc::new(
+                crate::store::sqlite::SqliteStore::open_dir(dir.path())
+                    .await
+                    .expect("store"),
+            );
+            for agent in &agents {
+                store.insert_agent(agent).await.expect("insert");
+            }
+            (dir, store)
+        };
+        // The first run embeds every agent and saves the index.
+        let (_first_dir, first_store) = open(agents.clone()).await;
+        let embedder = Arc::new(CountingEmbedder::default());
+        let first = SearchIndex::new(
+            first_store,
+            Some(Arc::clone(&embedder) as Arc<dyn embed::Embedder>),
+        )
+        .expect("index")
+        .with_snapshot_dir(snapshots.path());
+        first.rebuild(&agents).await.expect("rebuild");
+        assert_eq!(embedder.embedded.load(SeqCst), 40);
+        let path = first.snapshot_path("counting@1").expect("path");
+        assert!(
+            path.exists(),
+            "a snapshot is saved once the index is complete"
+        );
+
+        // A restart over a database that holds no stored vectors at all, with one agent's text
+        // changed and one agent gone: only the changed agent is embedded.
+        agents[0].draft = draft(0, "Tides and currents.");
+        agents.remove(1);
+        let (_second_dir, second_store) = open(agents.clone()).await;
+        let again = Arc::new(CountingEmbedder::default());
+        let second = SearchIndex::new(
+            second_store,
+            Some(Arc::clone(&again) as Arc<dyn embed::Embedder>),
+        )
+        .expect("index")
+        .with_snapshot_dir(snapshots.path());
+        second.rebuild(&agents).await.expect("rebuild");
+        assert_eq!(again.embedded.load(SeqCst), 1, "only the changed agent");
+        let progress = second.vector_progress();
+        assert!(progress.ready);
+        assert_eq!(progress.embedded, 39);
+        {
+            let catalog = second.read_catalog();
+            let vectors = catalog.vectors.as_ref().expect("vectors");
+            assert_eq!(vectors.len(), 39);
+            for agent in &agents {
+                assert!(
+                    vectors.get(catalog.slots[&agent.id]).is_some(),
+                    "{}",
+                    agent.id
+                );
+            }
+        }
+
+        // A damaged snapshot is not used: the index is built from scratch.
+        std::fs::write(&path, b"damaged").expect("damage");
+        let (_third_dir, third_store) = open(agents.clone()).await;
+        let third_embedder = Arc::new(CountingEmbedder::default());
+        let third = SearchIndex::new(
+            third_store,
+            Some(Arc::clone(&third_embedder) as Arc<dyn embed::Embedder>),
+        )
+        .expect("index")
+        .with_snapshot_dir(snapshots.path());
+        third.rebuild(&agents).await.expect("rebuild");
+        assert_eq!(third_embedder.embedded.load(SeqCst), 39);
+        assert!(third.vector_progress().ready);
     }
 }

@@ -19,6 +19,7 @@
 //! as a way through until enough such nodes are purged (`hnsw.rs`).
 
 mod hnsw;
+pub mod snapshot;
 
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};

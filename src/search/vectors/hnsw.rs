@@ -203,6 +203,95 @@ impl Graph {
         self.dead
     }
 
+    /// Nodes the graph has room for (in it or not).
+    pub fn nodes(&self) -> usize {
+        self.levels.len()
+    }
+
+    /// Write the graph for `snapshot`.
+    pub fn write<W: std::io::Write>(
+        &self,
+        out: &mut super::snapshot::Encoder<W>,
+    ) -> std::io::Result<()> {
+        out.u64(self.rng)?;
+        out.u8s(&self.levels)?;
+        out.u32s(&self.links0)?;
+        out.u8s(&self.counts0)?;
+        let mut upper: Vec<(&u32, &Vec<u32>)> = self.upper.iter().collect();
+        upper.sort_unstable_by_key(|(node, _)| **node);
+        out.len(upper.len())?;
+        for (node, lists) in upper {
+            out.u32(*node)?;
+            out.u32s(lists)?;
+        }
+        out.u32(self.entry)?;
+        out.u8(self.top)?;
+        out.len(self.dead)
+    }
+
+    /// Read a graph written by `write` for a store built with `params`, checking that every
+    /// link stays within the graph.
+    pub fn read<R: std::io::Read>(
+        input: &mut super::snapshot::Decoder<R>,
+        params: GraphParams,
+    ) -> Result<Self, String> {
+        let mut graph = Self::new(params);
+        graph.rng = input.u64()?;
+        graph.levels = input.u8s()?;
+        graph.links0 = input.u32s()?;
+        graph.counts0 = input.u8s()?;
+        let nodes = graph.levels.len();
+        let linked = |link: &u32| (*link as usize) < nodes;
+        if graph.counts0.len() != nodes || graph.links0.len() != nodes * graph.m0 {
+            return Err("the graph's layer 0 does not match its nodes".to_owned());
+        }
+        for node in 0..nodes {
+            let count = usize::from(graph.counts0[node]);
+            let start = node * graph.m0;
+            if count > graph.m0 || !graph.links0[start..start + count].iter().all(linked) {
+                return Err("a layer-0 link points past the graph".to_owned());
+            }
+        }
+        let stride = graph.m + 1;
+        for _ in 0..input.len()? {
+            let node = input.u32()?;
+            let lists = input.u32s()?;
+            let well_formed = (node as usize) < nodes
+                && lists.len() % stride == 0
+                && lists.len() <= 32 * stride
+                && lists.chunks(stride).all(|layer| {
+                    let count = layer[0] as usize;
+                    count <= graph.m && layer[1..1 + count].iter().all(linked)
+                });
+            if !well_formed {
+                return Err("an upper-layer link list is malformed".to_owned());
+            }
+            graph.upper.insert(node, lists);
+        }
+        for (node, level) in graph.levels.iter().enumerate() {
+            if *level == ABSENT || *level == 0 {
+                continue;
+            }
+            let layers = graph
+                .upper
+                .get(&(node as u32))
+                .map_or(0, |l| l.len() / stride);
+            if *level > 32 || layers < usize::from(*level) {
+                return Err("a node's level has no links stored for it".to_owned());
+            }
+        }
+        graph.entry = input.u32()?;
+        graph.top = input.u8()?;
+        graph.dead = input.len()?;
+        if (graph.entry != NONE && !linked(&graph.entry)) || graph.top > 32 {
+            return Err("the graph's entry point is out of range".to_owned());
+        }
+        if graph.entry != NONE && graph.levels[graph.entry as usize] == ABSENT {
+            return Err("the graph's entry point is not in the graph".to_owned());
+        }
+        Ok(graph)
+    }
+
     pub fn contains(&self, node: u32) -> bool {
         self.levels.get(node as usize).is_some_and(|l| *l != ABSENT)
     }

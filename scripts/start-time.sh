@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Start-up time over a large catalogue, SQLite, release build: how long until the server answers
+# (/readyz 200: keyword search on) and until intent ranking is on (/readyz "vectors": "ready"),
+# with the resident memory then. Three starts over one data directory:
+#   1. first start: every agent is embedded, the vector index built and its snapshot saved;
+#   2. restart: the snapshot is loaded;
+#   3. restart without the snapshot (deleted): stored vectors, the graph rebuilt.
+# Usage: scripts/start-time.sh [AGENTS=100000] [EMBEDDER=static]
+# The catalogue is the real agents repeated with renamed packages; each copy's description
+# drops a word and gains one from another agent, so that every agent is a distinct vector.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+agents=${1:-100000}
+embedder=${2:-static}
+data=${REGISTRY_BENCH_DATA:-bench-data/agents-real.jsonl}
+port=${START_PORT:-18490}
+work=$(mktemp -d)
+server_pid=
+trap 'if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; fi; rm -rf "$work"' EXIT
+
+binary=${START_BINARY:-target/release/agent-registry}
+[ -n "${START_BINARY:-}" ] || cargo build --release --quiet
+
+python3 - "$data" "$agents" "$work/agents.jsonl" <<'PY'
+import json, random, sys
+source, wanted, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+random.seed(20261124)
+rows = [json.loads(line) for line in open(source) if line.strip()]
+words = [w for row in rows for w in row.get("description", "").split() if w.isalpha()]
+with open(out, "w") as f:
+    for n in range(wanted):
+        row = dict(rows[n % len(rows)])
+        copy = n // len(rows)
+        if copy:
+            row["package_name"] = f"{row['package_name']}.copy{copy}"
+            kept = row["description"].split()
+            if len(kept) > 3:
+                kept.pop(random.randrange(len(kept)))
+            kept.insert(random.randrange(len(kept) + 1), random.choice(words))
+            row["description"] = " ".join(kept)
+        f.write(json.dumps(row) + "\n")
+print(f"{wanted} agents")
+PY
+
+began=$(date +%s.%N)
+"$binary" import "$work/agents.jsonl" --owner load --go-live \
+  --data-dir "$work/data" 2>&1 | grep -E '^import(ed)?[: ]' || true
+echo "import: $(python3 -c "print(f'{$(date +%s.%N) - $began:.1f}')") s"
+
+start() {
+  local label=$1
+  local began ready_at vectors_at
+  began=$(date +%s.%N)
+  REGISTRY_EMBEDDER=$embedder REGISTRY_PROBE_INTERVAL_SECS=0 RUST_LOG=warn \
+    "$binary" serve --bind "127.0.0.1:$port" --data-dir "$work/data" >"$work/$label.log" 2>&1 &
+  server_pid=$!
+  until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do sleep 0.1; done
+  ready_at=$(date +%s.%N)
+  until curl -sf "http://127.0.0.1:$port/readyz" | grep -q '"vectors":"ready"'; do sleep 0.2; done
+  vectors_at=$(date +%s.%N)
+  local rss
+  rss=$(awk '/VmRSS/ {print int($2 / 1024)}' "/proc/$server_pid/status")
+  python3 -c "print(f'$label: serving after {$ready_at - $began:.1f} s, intent ranking after {$vectors_at - $began:.1f} s, resident {$rss} MiB')"
+  kill "$server_pid"
+  wait "$server_pid" 2>/dev/null || true
+  server_pid=
+}
+
+start first-start
+ls -l "$work/data/index/" | tail -n +2
+start restart-from-snapshot
+rm -f "$work/data/index/"*.snapshot
+start restart-without-snapshot

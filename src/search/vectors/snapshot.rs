@@ -1,0 +1,593 @@
+//! A vector store on disk, so a restart loads its graph instead of rebuilding it (minutes at a
+//! million agents).
+//!
+//! The file holds the store as it was (codes, scales, slot lists, the HNSW graph) and, for
+//! every slot with a vector, the agent's id and the content hash of the text the vector was
+//! made from. Loading maps each saved slot to the agent's slot in the new index when the agent
+//! is still there with the same text, and drops the rest; agents written since the snapshot
+//! was saved are thereby found and given their vectors anew. A file that is missing, of
+//! another embedder or index configuration, truncated, or whose checksum fails is not used:
+//! the store is built from scratch instead.
+//!
+//! Format (little-endian): magic, format version, the embedder id, the change-log position at
+//! which the index was saved (informational), the store, the slot table, and a SHA-256 of
+//! everything before it.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use super::hnsw::Graph;
+use super::{IndexParams, NONE, VectorStore};
+
+const MAGIC: &[u8; 8] = b"ARVECSNP";
+const FORMAT: u32 = 1;
+/// Longest agent id or content hash read back.
+const MAX_KEY_BYTES: u32 = 256;
+
+/// Which agent, with which text, a saved slot held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotKey {
+    pub slot: u32,
+    pub agent_id: String,
+    pub content_hash: String,
+}
+
+/// A snapshot as read: the store with its saved slots, and what each held.
+pub struct Loaded {
+    pub store: VectorStore,
+    pub slots: Vec<SlotKey>,
+    pub change_seq: i64,
+}
+
+/// Writes values, hashing every byte.
+pub(super) struct Encoder<W: Write> {
+    out: W,
+    digest: Sha256,
+}
+
+impl<W: Write> Encoder<W> {
+    fn bytes(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.digest.update(bytes);
+        self.out.write_all(bytes)
+    }
+
+    pub fn u8(&mut self, value: u8) -> std::io::Result<()> {
+        self.bytes(&[value])
+    }
+
+    pub fn u32(&mut self, value: u32) -> std::io::Result<()> {
+        self.bytes(&value.to_le_bytes())
+    }
+
+    pub fn u64(&mut self, value: u64) -> std::io::Result<()> {
+        self.bytes(&value.to_le_bytes())
+    }
+
+    pub fn f32(&mut self, value: f32) -> std::io::Result<()> {
+        self.bytes(&value.to_le_bytes())
+    }
+
+    pub fn len(&mut self, len: usize) -> std::io::Result<()> {
+        self.u64(len as u64)
+    }
+
+    pub fn str(&mut self, value: &str) -> std::io::Result<()> {
+        self.u32(u32::try_from(value.len()).unwrap_or(u32::MAX))?;
+        self.bytes(value.as_bytes())
+    }
+
+    pub fn u8s(&mut self, values: &[u8]) -> std::io::Result<()> {
+        self.len(values.len())?;
+        self.bytes(values)
+    }
+
+    pub fn i8s(&mut self, values: &[i8]) -> std::io::Result<()> {
+        self.len(values.len())?;
+        let bytes: Vec<u8> = values.iter().map(|v| *v as u8).collect();
+        self.bytes(&bytes)
+    }
+
+    pub fn u32s(&mut self, values: &[u32]) -> std::io::Result<()> {
+        self.len(values.len())?;
+        for chunk in values.chunks(16 * 1024) {
+            let bytes: Vec<u8> = chunk.iter().flat_map(|v| v.to_le_bytes()).collect();
+            self.bytes(&bytes)?;
+        }
+        Ok(())
+    }
+
+    pub fn f32s(&mut self, values: &[f32]) -> std::io::Result<()> {
+        self.len(values.len())?;
+        for chunk in values.chunks(16 * 1024) {
+            let bytes: Vec<u8> = chunk.iter().flat_map(|v| v.to_le_bytes()).collect();
+            self.bytes(&bytes)?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads values, hashing every byte; every length is checked against `limit` before anything
+/// is allocated for it.
+pub(super) struct Decoder<R: Read> {
+    input: R,
+    digest: Sha256,
+    /// Most elements any one list may have (the file's size bounds it anyway).
+    limit: u64,
+}
+
+pub(super) type Decoded<T> = Result<T, String>;
+
+impl<R: Read> Decoder<R> {
+    fn fill(&mut self, buffer: &mut [u8]) -> Decoded<()> {
+        self.input
+            .read_exact(buffer)
+            .map_err(|err| format!("truncated: {err}"))?;
+        self.digest.update(&*buffer);
+        Ok(())
+    }
+
+    fn array<const N: usize>(&mut self) -> Decoded<[u8; N]> {
+        let mut buffer = [0u8; N];
+        self.fill(&mut buffer)?;
+        Ok(buffer)
+    }
+
+    pub fn u8(&mut self) -> Decoded<u8> {
+        Ok(self.array::<1>()?[0])
+    }
+
+    pub fn u32(&mut self) -> Decoded<u32> {
+        Ok(u32::from_le_bytes(self.array()?))
+    }
+
+    pub fn u64(&mut self) -> Decoded<u64> {
+        Ok(u64::from_le_bytes(self.array()?))
+    }
+
+    pub fn f32(&mut self) -> Decoded<f32> {
+        Ok(f32::from_le_bytes(self.array()?))
+    }
+
+    pub fn len(&mut self) -> Decoded<usize> {
+        let len = self.u64()?;
+        if len > self.limit {
+            return Err(format!("a list of {len} elements is longer than the file"));
+        }
+        Ok(len as usize)
+    }
+
+    pub fn str(&mut self) -> Decoded<String> {
+        let len = self.u32()?;
+        if len > MAX_KEY_BYTES {
+            return Err(format!("a {len}-byte key is too long"));
+        }
+        let mut buffer = vec![0u8; len as usize];
+        self.fill(&mut buffer)?;
+        String::from_utf8(buffer).map_err(|_| "a key is not UTF-8".to_owned())
+    }
+
+    pub fn u8s(&mut self) -> Decoded<Vec<u8>> {
+        let len = self.len()?;
+        let mut buffer = vec![0u8; len];
+        self.fill(&mut buffer)?;
+        Ok(buffer)
+    }
+
+    pub fn i8s(&mut self) -> Decoded<Vec<i8>> {
+        Ok(self.u8s()?.into_iter().map(|v| v as i8).collect())
+    }
+
+    pub fn u32s(&mut self) -> Decoded<Vec<u32>> {
+        let len = self.len()?;
+        let mut values = Vec::with_capacity(len);
+        let mut buffer = vec![0u8; 4 * len.min(16 * 1024)];
+        let mut left = len;
+        while left > 0 {
+            let take = left.min(16 * 1024);
+            self.fill(&mut buffer[..4 * take])?;
+            values.extend(
+                buffer[..4 * take]
+                    .chunks_exact(4)
+                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])),
+            );
+            left -= take;
+        }
+        Ok(values)
+    }
+
+    pub fn f32s(&mut self) -> Decoded<Vec<f32>> {
+        Ok(self.u32s()?.into_iter().map(f32::from_bits).collect())
+    }
+}
+
+/// Every slot list refers to nodes and slots that exist, and none loops.
+fn check_links(store: &VectorStore) -> Decoded<()> {
+    let nodes = store.heads.len();
+    let slots = store.slot_nodes.len();
+    let within = |value: u32, bound: usize| value == NONE || (value as usize) < bound;
+    if store.codes.len() != nodes * store.dim || store.scales.len() != nodes {
+        return Err("codes or scales do not match the nodes".to_owned());
+    }
+    if store.next_slot.len() != slots {
+        return Err("slot lists do not match the slots".to_owned());
+    }
+    if !store.heads.iter().all(|head| within(*head, slots))
+        || !store.slot_nodes.iter().all(|node| within(*node, nodes))
+        || !store.next_slot.iter().all(|next| within(*next, slots))
+        || !store.free.iter().all(|node| (*node as usize) < nodes)
+    {
+        return Err("a link points past the end".to_owned());
+    }
+    let (mut live_nodes, mut live_slots) = (0, 0);
+    for (node, head) in store.heads.iter().enumerate() {
+        let mut slot = *head;
+        if slot != NONE {
+            live_nodes += 1;
+        }
+        while slot != NONE {
+            if store.slot_nodes[slot as usize] != node as u32 || live_slots > slots {
+                return Err("a slot list is inconsistent".to_owned());
+            }
+            live_slots += 1;
+            slot = store.next_slot[slot as usize];
+        }
+    }
+    if live_nodes != store.live_nodes || live_slots != store.live_slots {
+        return Err("the live counts do not match the lists".to_owned());
+    }
+    if store
+        .graph
+        .as_ref()
+        .is_some_and(|graph| graph.nodes() > nodes)
+    {
+        return Err("the graph has more nodes than the store".to_owned());
+    }
+    Ok(())
+}
+
+fn write_params<W: Write>(out: &mut Encoder<W>, params: &IndexParams) -> std::io::Result<()> {
+    let graph = &params.graph;
+    out.len(graph.m)?;
+    out.len(graph.ef_construction)?;
+    out.f32(graph.alpha)?;
+    out.u8(u8::from(graph.keep_pruned))?;
+    out.u64(graph.seed)
+}
+
+fn same_params<R: Read>(input: &mut Decoder<R>, params: &IndexParams) -> Decoded<bool> {
+    let graph = &params.graph;
+    let saved = (
+        input.u64()?,
+        input.u64()?,
+        input.f32()?,
+        input.u8()? == 1,
+        input.u64()?,
+    );
+    Ok(saved
+        == (
+            graph.m as u64,
+            graph.ef_construction as u64,
+            graph.alpha,
+            graph.keep_pruned,
+            graph.seed,
+        ))
+}
+
+impl VectorStore {
+    /// Save the store to `path` (through a temporary file renamed into place, so a reader never
+    /// sees half a file), with `keys(slot)` naming the agent and content hash of each slot that
+    /// holds a vector.
+    pub fn save(
+        &self,
+        path: &Path,
+        embedder_id: &str,
+        change_seq: i64,
+        keys: impl Fn(u32) -> Option<(String, String)>,
+    ) -> std::io::Result<()> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        // A name of its own: processes sharing a data directory never write into each other's.
+        let partial = path.with_extension(format!("partial-{}", ulid::Ulid::new()));
+        let mut out = Encoder {
+            out: BufWriter::new(File::create(&partial)?),
+            digest: Sha256::new(),
+        };
+        out.bytes(MAGIC)?;
+        out.u32(FORMAT)?;
+        out.str(embedder_id)?;
+        out.u64(change_seq as u64)?;
+        out.len(self.dim)?;
+        out.u8(u8::from(self.graph_wanted))?;
+        write_params(&mut out, &self.params)?;
+        out.i8s(&self.codes)?;
+        out.f32s(&self.scales)?;
+        out.u32s(&self.heads)?;
+        out.u32s(&self.free)?;
+        out.len(self.live_nodes)?;
+        out.u32s(&self.slot_nodes)?;
+        out.u32s(&self.next_slot)?;
+        out.len(self.live_slots)?;
+        match &self.graph {
+            None => out.u8(0)?,
+            Some(graph) => {
+                out.u8(1)?;
+                graph.write(&mut out)?;
+            }
+        }
+        let held: Vec<u32> = (0..self.slot_nodes.len() as u32)
+            .filter(|slot| self.slot_nodes[*slot as usize] != NONE)
+            .collect();
+        let mut table = Vec::with_capacity(held.len());
+        for slot in held {
+            if let Some((agent_id, content_hash)) = keys(slot) {
+                table.push((slot, agent_id, content_hash));
+            }
+        }
+        out.len(table.len())?;
+        for (slot, agent_id, content_hash) in &table {
+            out.u32(*slot)?;
+            out.str(agent_id)?;
+            out.str(content_hash)?;
+        }
+        let digest = std::mem::take(&mut out.digest).finalize();
+        out.out.write_all(&digest)?;
+        let file = out.out.into_inner().map_err(|err| err.into_error())?;
+        file.sync_all()?;
+        std::fs::rename(&partial, path)
+    }
+
+    /// Read a snapshot saved by `save` for `embedder_id`, if it was made with the same
+    /// dimension and index parameters as `like`. `Err` says why it cannot be used.
+    pub fn load(path: &Path, embedder_id: &str, like: &VectorStore) -> Decoded<Loaded> {
+        let file = File::open(path).map_err(|err| format!("cannot open: {err}"))?;
+        let size = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
+        let mut input = Decoder {
+            input: BufReader::with_capacity(1 << 20, file),
+            digest: Sha256::new(),
+            limit: size,
+        };
+        let mut magic = [0u8; 8];
+        input.fill(&mut magic)?;
+        if &magic != MAGIC || input.u32()? != FORMAT {
+            return Err("not a vector snapshot of this format".to_owned());
+        }
+        let saved_embedder = input.str()?;
+        if saved_embedder != embedder_id {
+            return Err(format!("made with embedder {saved_embedder}"));
+        }
+        let change_seq = input.u64()? as i64;
+        let dim = input.len()?;
+        let graph_wanted = input.u8()? == 1;
+        if (like.dim != 0 && dim != like.dim)
+            || graph_wanted != like.graph_wanted
+            || !same_params(&mut input, &like.params)?
+        {
+            return Err("made with another dimension or index configuration".to_owned());
+        }
+        let mut store = like.empty_like();
+        store.dim = dim;
+        store.codes = input.i8s()?;
+        store.scales = input.f32s()?;
+        store.heads = input.u32s()?;
+        store.free = input.u32s()?;
+        store.live_nodes = input.len()?;
+        store.slot_nodes = input.u32s()?;
+        store.next_slot = input.u32s()?;
+        store.live_slots = input.len()?;
+        store.graph = match input.u8()? {
+            0 => None,
+            _ => Some(Graph::read(&mut input, like.params.graph)?),
+        };
+        check_links(&store)?;
+        let count = input.len()?;
+        let mut slots = Vec::with_capacity(count.min(store.live_slots));
+        for _ in 0..count {
+            let slot = input.u32()?;
+            let agent_id = input.str()?;
+            let content_hash = input.str()?;
+            if store
+                .slot_nodes
+                .get(slot as usize)
+                .is_none_or(|n| *n == NONE)
+            {
+                return Err("the slot table names a slot without a vector".to_owned());
+            }
+            slots.push(SlotKey {
+                slot,
+                agent_id,
+                content_hash,
+            });
+        }
+        let computed = std::mem::take(&mut input.digest).finalize();
+        let mut stored = [0u8; 32];
+        input
+            .input
+            .read_exact(&mut stored)
+            .map_err(|_| "truncated: no checksum".to_owned())?;
+        if stored[..] != computed[..] {
+            return Err("the checksum does not match".to_owned());
+        }
+        Ok(Loaded {
+            store,
+            slots,
+            change_seq,
+        })
+    }
+
+    /// Move every slot's vector to slot `map(slot)`; slots mapped to `None` lose their vector
+    /// (a node left with no slot stays in the graph as a way through, as after `clear`).
+    pub fn relabel(&mut self, map: impl Fn(u32) -> Option<u32>) {
+        let old: Vec<(u32, u32)> = (0..self.slot_nodes.len() as u32)
+            .filter_map(|slot| {
+                let node = self.slot_nodes[slot as usize];
+                (node != NONE).then_some((slot, node))
+            })
+            .collect();
+        for (slot, _) in &old {
+            if map(*slot).is_none() {
+                self.clear(*slot);
+            }
+        }
+        let kept: Vec<(u32, u32)> = old
+            .into_iter()
+            .filter_map(|(slot, node)| {
+                let new = map(slot)?;
+                // Only slots whose node survived the clears above.
+                (self.slot_nodes[slot as usize] == node).then_some((new, node))
+            })
+            .collect();
+        for head in &mut self.heads {
+            *head = NONE;
+        }
+        let size = kept
+            .iter()
+            .map(|(slot, _)| *slot as usize + 1)
+            .max()
+            .unwrap_or(0);
+        self.slot_nodes = vec![NONE; size];
+        self.next_slot = vec![NONE; size];
+        self.live_slots = 0;
+        for (slot, node) in kept {
+            let index = slot as usize;
+            if self.slot_nodes[index] != NONE {
+                continue;
+            }
+            self.next_slot[index] = self.heads[node as usize];
+            self.heads[node as usize] = slot;
+            self.slot_nodes[index] = node;
+            self.live_slots += 1;
+        }
+        // Nodes whose slots all moved away already were cleared; recount what holds a slot.
+        self.live_nodes = self.heads.iter().filter(|head| **head != NONE).count();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{GraphParams, QueryParams};
+    use super::*;
+
+    fn params() -> IndexParams {
+        IndexParams {
+            graph: GraphParams {
+                m: 8,
+                ef_construction: 40,
+                alpha: 1.0,
+                keep_pruned: true,
+                seed: 7,
+            },
+            query: QueryParams {
+                ef_search: 64,
+                // A graph from the first vector on, so the snapshot carries one.
+                exact_below: 1,
+                filtered_exact_below: 0,
+            },
+        }
+    }
+
+    fn vector(seed: u64, dim: usize) -> Vec<f32> {
+        let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+        let raw: Vec<f32> = (0..dim)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                (state % 2_000) as f32 / 1_000.0 - 1.0
+            })
+            .collect();
+        let norm = raw.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
+        raw.into_iter().map(|x| x / norm).collect()
+    }
+
+    fn store_of(count: u32) -> VectorStore {
+        let mut store = VectorStore::with_params(16, Some(params()));
+        for slot in 0..count {
+            store.set(slot, &vector(u64::from(slot), 16));
+        }
+        // Some churn: a changed vector and a cleared slot leave dead nodes behind.
+        store.set(3, &vector(1_003, 16));
+        store.clear(5);
+        store
+    }
+
+    fn key(slot: u32) -> Option<(String, String)> {
+        Some((format!("agt_{slot}"), format!("hash{slot}")))
+    }
+
+    fn nearest(store: &VectorStore, seed: u64) -> Vec<(u32, f32)> {
+        store.nearest(&vector(seed, 16), 10, -1.0, |_| true)
+    }
+
+    #[test]
+    fn a_saved_store_loads_back_and_answers_the_same() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("vectors.snapshot");
+        let store = store_of(300);
+        assert!(store.graph.is_some());
+        store.save(&path, "static@1", 42, key).expect("save");
+        let loaded = VectorStore::load(&path, "static@1", &store.empty_like()).expect("load");
+        assert_eq!(loaded.change_seq, 42);
+        assert_eq!(loaded.slots.len(), 299);
+        assert!(
+            loaded
+                .slots
+                .iter()
+                .all(|k| k.agent_id == format!("agt_{}", k.slot))
+        );
+        assert_eq!(loaded.store.len(), store.len());
+        assert_eq!(loaded.store.distinct(), store.distinct());
+        for seed in 10_000..10_020 {
+            assert_eq!(nearest(&loaded.store, seed), nearest(&store, seed));
+        }
+        // It goes on as a live store.
+        let mut loaded = loaded.store;
+        loaded.set(400, &vector(9_999, 16));
+        assert_eq!(nearest(&loaded, 9_999)[0].0, 400);
+    }
+
+    #[test]
+    fn relabelled_slots_keep_their_vectors_and_unmapped_ones_lose_them() {
+        let mut store = store_of(100);
+        let before = store.get(10).expect("vector");
+        // Slots move up by 1,000; slot 20 is dropped.
+        store.relabel(|slot| (slot != 20).then_some(slot + 1_000));
+        assert_eq!(store.get(10), None);
+        assert_eq!(store.get(1_010), Some(before));
+        assert_eq!(store.get(1_020), None);
+        assert_eq!(store.len(), 98);
+        let found = store.nearest(&vector(42, 16), 1, -1.0, |_| true);
+        assert_eq!(found[0].0, 1_042);
+    }
+
+    #[test]
+    fn damaged_or_foreign_snapshots_are_refused() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("vectors.snapshot");
+        let store = store_of(120);
+        store.save(&path, "static@1", 1, key).expect("save");
+        let like = store.empty_like();
+        let other = VectorStore::load(&path, "minilm@1", &like)
+            .err()
+            .expect("embedder");
+        assert!(other.contains("embedder"), "{other}");
+        let mut wider = params();
+        wider.graph.m = 12;
+        let unlike = VectorStore::with_params(16, Some(wider));
+        assert!(VectorStore::load(&path, "static@1", &unlike).is_err());
+        let bytes = std::fs::read(&path).expect("read");
+        let mut flipped = bytes.clone();
+        let middle = flipped.len() / 2;
+        flipped[middle] ^= 0x40;
+        std::fs::write(&path, &flipped).expect("write");
+        assert!(VectorStore::load(&path, "static@1", &like).is_err());
+        std::fs::write(&path, &bytes[..bytes.len() - 40]).expect("write");
+        assert!(VectorStore::load(&path, "static@1", &like).is_err());
+        std::fs::write(&path, b"not a snapshot").expect("write");
+        assert!(VectorStore::load(&path, "static@1", &like).is_err());
+        assert!(VectorStore::load(&dir.path().join("absent"), "static@1", &like).is_err());
+    }
+}

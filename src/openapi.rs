@@ -975,6 +975,7 @@ pub const RATE_LIMITED_PATHS: &[&str] = &[
     "/.well-known/jwks.json",
     "/.well-known/ai-catalog.json",
     "/v0.1/servers",
+    "/v0.1/servers/{name}/versions",
     "/v0.1/servers/{name}/versions/{version}",
     "/a2a/message",
     "/a2a/utility/{name}/.well-known/agent-card.json",

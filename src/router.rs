@@ -28,7 +28,7 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
         public::list_versions, public::get_version,
         changes::list_changes,
         bazaar::list_resources, bazaar::search_resources,
-        mcp_registry::list_servers, mcp_registry::get_server,
+        mcp_registry::list_servers, mcp_registry::list_server_versions, mcp_registry::get_server,
         a2a::registry_card, a2a::jwks, a2a::utility_card, catalog::ai_catalog,
         a2a::jsonrpc::handle, a2a::legacy::discover, a2a::legacy::message,
         a2a::utility::invoke, a2a::utility::handle,
@@ -112,6 +112,10 @@ pub fn router(state: AppState) -> Router {
         .route("/.well-known/jwks.json", get(a2a::jwks))
         .route("/.well-known/ai-catalog.json", get(catalog::ai_catalog))
         .route("/v0.1/servers", get(mcp_registry::list_servers))
+        .route(
+            "/v0.1/servers/{name}/versions",
+            get(mcp_registry::list_server_versions),
+        )
         .route(
             "/v0.1/servers/{name}/versions/{version}",
             get(mcp_registry::get_server),

@@ -1,7 +1,7 @@
 //! The MCP Registry's read API over the agents that list an MCP remote or package, so MCP
 //! clients and aggregators can read or mirror this registry as they read the official one:
-//! `GET /v0.1/servers` and `GET /v0.1/servers/{name}/versions/{version}`, answering `server.json`
-//! documents.
+//! `GET /v0.1/servers`, `GET /v0.1/servers/{name}/versions` and
+//! `GET /v0.1/servers/{name}/versions/{version}`, answering `server.json` documents.
 //!
 //! Names: package `io.github.acme.weather` is served as `io.github.acme/weather` (the last label
 //! becomes the name after `/`).
@@ -103,7 +103,7 @@ pub async fn list_servers(
     for hit in &page.hits {
         // The index keeps what lists need; a server.json needs the whole record.
         if let Some(agent) = state.registry.find(&hit.listing.id).await? {
-            servers.push(server_entry(&agent));
+            servers.push(server_entry(&agent, true));
         }
     }
     let mut metadata = json!({"count": servers.len()});
@@ -113,12 +113,13 @@ pub async fn list_servers(
     Ok(Json(json!({"servers": servers, "metadata": metadata})))
 }
 
-/// One MCP server, by its MCP name, at a version (`latest`, or its own).
+/// One MCP server, by its MCP name, at a version: `latest`, its current version, or one it had
+/// earlier (as it was then, `isLatest: false`).
 #[utoipa::path(get, path = "/v0.1/servers/{name}/versions/{version}", tag = "discovery",
     params(("name" = String, Path, description = "The MCP name, `/` percent-encoded: `io.github.acme%2Fweather`"),
-           ("version" = String, Path, description = "`latest`, or the server's version")),
+           ("version" = String, Path, description = "`latest`, or one of the server's versions")),
     responses((status = 200, description = "`{server: server.json, _meta}`", body = Object),
-              (status = 404, body = crate::error::Problem, description = "`agent_not_found`: no ACTIVE MCP server of that name and version")))]
+              (status = 404, body = crate::error::Problem, description = "`agent_not_found`: no ACTIVE MCP server of that name, or it never had that version (or was no MCP server at it)")))]
 pub async fn get_server(
     State(state): State<AppState>,
     path: Result<axum::extract::Path<(String, String)>, axum::extract::rejection::PathRejection>,
@@ -126,19 +127,70 @@ pub async fn get_server(
     let axum::extract::Path((name, version)) =
         path.map_err(|rejection| ApiError::invalid_parameter(rejection.body_text()))?;
     let package = package_of(&name).ok_or_else(|| ApiError::agent_not_found(&name))?;
-    let agent = state
-        .registry
-        .find_active(&package)
-        .await
-        .map_err(|_| ApiError::agent_not_found(&name))?;
-    let reach = &agent.draft.reach;
-    let own_version = agent.draft.version.as_deref().unwrap_or(DEFAULT_VERSION);
-    if (reach.remotes.is_empty() && reach.packages.is_empty())
-        || (version != "latest" && version != own_version)
-    {
+    let not_found = |_| ApiError::agent_not_found(&name);
+    let (agent, is_latest) = if version == "latest" {
+        (
+            state
+                .registry
+                .find_active(&package)
+                .await
+                .map_err(not_found)?,
+            true,
+        )
+    } else {
+        state
+            .registry
+            .version(&package, &version)
+            .await
+            .map_err(not_found)?
+    };
+    if !is_mcp(&agent) {
         return Err(ApiError::agent_not_found(&name));
     }
-    Ok(Json(server_entry(&agent)))
+    Ok(Json(server_entry(&agent, is_latest)))
+}
+
+/// Every version of one MCP server, the latest first (the versions at which it listed no MCP
+/// remote or package are left out).
+#[utoipa::path(get, path = "/v0.1/servers/{name}/versions", tag = "discovery",
+    params(("name" = String, Path, description = "The MCP name, `/` percent-encoded: `io.github.acme%2Fweather`")),
+    responses((status = 200, description = "`{servers: [{server: server.json, _meta}], metadata: {count}}`", body = Object),
+              (status = 404, body = crate::error::Problem, description = "`agent_not_found`: no ACTIVE MCP server of that name")))]
+pub async fn list_server_versions(
+    State(state): State<AppState>,
+    path: Result<axum::extract::Path<String>, axum::extract::rejection::PathRejection>,
+) -> ApiResult<Json<Value>> {
+    let axum::extract::Path(name) =
+        path.map_err(|rejection| ApiError::invalid_parameter(rejection.body_text()))?;
+    let package = package_of(&name).ok_or_else(|| ApiError::agent_not_found(&name))?;
+    let (current, versions) = state
+        .registry
+        .versions(&package)
+        .await
+        .map_err(|_| ApiError::agent_not_found(&name))?;
+    if !is_mcp(&current) {
+        return Err(ApiError::agent_not_found(&name));
+    }
+    let mut servers = vec![server_entry(&current, true)];
+    for earlier in versions.iter().skip(1) {
+        let (agent, _) = state
+            .registry
+            .version(&package, &earlier.version)
+            .await
+            .map_err(|_| ApiError::agent_not_found(&name))?;
+        if is_mcp(&agent) {
+            servers.push(server_entry(&agent, false));
+        }
+    }
+    let count = servers.len();
+    Ok(Json(
+        json!({"servers": servers, "metadata": {"count": count}}),
+    ))
+}
+
+/// Whether an agent (at some version) is an MCP server: it lists a remote or a package.
+fn is_mcp(agent: &Agent) -> bool {
+    !agent.draft.reach.remotes.is_empty() || !agent.draft.reach.packages.is_empty()
 }
 
 /// The MCP name of a package name: the last label after `/`.
@@ -158,9 +210,14 @@ fn package_of(name: &str) -> Option<String> {
     Some(format!("{namespace}.{short}").to_ascii_lowercase())
 }
 
-/// `{server, _meta}` for one agent.
-fn server_entry(agent: &Agent) -> Value {
-    let published = agent.published_at.unwrap_or(agent.created_at);
+/// `{server, _meta}` for one agent, at its latest version or (`is_latest` false) as it was at
+/// an earlier one, written at its `updated_at`.
+fn server_entry(agent: &Agent, is_latest: bool) -> Value {
+    let published = if is_latest {
+        agent.published_at.unwrap_or(agent.created_at)
+    } else {
+        agent.updated_at
+    };
     json!({
         "server": server_json(agent),
         "_meta": {
@@ -168,7 +225,7 @@ fn server_entry(agent: &Agent) -> Value {
                 "status": "active",
                 "publishedAt": published,
                 "updatedAt": agent.updated_at,
-                "isLatest": true,
+                "isLatest": is_latest,
             },
         },
     })

@@ -219,3 +219,69 @@ async fn one_server_is_served_by_its_mcp_name_at_latest_or_its_version() {
         app.get(path).await.assert_problem(404, "agent_not_found");
     }
 }
+
+#[tokio::test]
+async fn earlier_versions_of_a_server_are_listed_and_served_as_they_were() {
+    let app = TestApp::spawn().await;
+    publish_servers(&app).await;
+    let alice = app.token("alice", &[]).await;
+    let updated = app
+        .put(
+            "/api/agents/io.github.acme.weather",
+            &alice,
+            json!({
+                "package_name": "io.github.acme.weather",
+                "name": "Acme Weather",
+                "description": "Weather forecasts over MCP, now with tides.",
+                "version": "2.2.0",
+                "remotes": [{"type": "streamable-http", "url": "https://mcp.acme.example/weather/v2"}],
+            }),
+        )
+        .await;
+    assert_eq!(updated.status, 200, "{}", updated.text);
+
+    let list = app
+        .get("/v0.1/servers/io.github.acme%2Fweather/versions")
+        .await;
+    assert_eq!(list.status, 200, "{}", list.text);
+    let servers = list.body["servers"].as_array().expect("servers");
+    assert_eq!(list.body["metadata"]["count"], 2);
+    let versions: Vec<(&str, bool)> = servers
+        .iter()
+        .map(|entry| {
+            assert_server_json(&entry["server"]);
+            (
+                entry["server"]["version"].as_str().expect("version"),
+                entry["_meta"]["io.modelcontextprotocol.registry/official"]["isLatest"]
+                    .as_bool()
+                    .expect("isLatest"),
+            )
+        })
+        .collect();
+    assert_eq!(versions, [("2.2.0", true), ("2.1.0", false)]);
+
+    let earlier = app
+        .get("/v0.1/servers/io.github.acme%2Fweather/versions/2.1.0")
+        .await;
+    assert_eq!(earlier.status, 200, "{}", earlier.text);
+    assert_eq!(earlier.body["server"]["version"], "2.1.0");
+    assert_eq!(
+        earlier.body["server"]["remotes"][0]["url"],
+        "https://mcp.acme.example/weather"
+    );
+    assert_eq!(
+        earlier.body["_meta"]["io.modelcontextprotocol.registry/official"]["isLatest"],
+        false
+    );
+    let latest = app
+        .get("/v0.1/servers/io.github.acme%2Fweather/versions/latest")
+        .await;
+    assert_eq!(latest.body["server"]["version"], "2.2.0");
+    for path in [
+        "/v0.1/servers/io.github.acme%2Fweather/versions/1.0.0",
+        "/v0.1/servers/com.example%2Fa2a-only/versions",
+        "/v0.1/servers/io.github.acme%2Fnothing/versions",
+    ] {
+        app.get(path).await.assert_problem(404, "agent_not_found");
+    }
+}

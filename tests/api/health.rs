@@ -215,3 +215,46 @@ async fn processes_sharing_a_database_probe_each_agent_once_per_round() {
     }
     drop(sibling);
 }
+
+#[tokio::test]
+async fn the_probe_message_is_validated_and_shown_to_its_owner_only() {
+    let app = TestApp::spawn().await;
+    let token = app.token("alice", &["agents:write"]).await;
+    for (value, why) in [
+        (json!("x".repeat(501)), "at most 500"),
+        (json!(42), "must be a string"),
+        (json!("a\u{0}b"), "NUL"),
+    ] {
+        let mut body = agent_body("com.example.pinged");
+        body["probe_message"] = value;
+        body["url"] = json!(7);
+        let response = app.post("/api/agents/publish", Some(&token), body).await;
+        response.assert_problem(422, "validation_failed");
+        let errors = response.body["errors"].as_array().expect("errors");
+        let fields: Vec<&str> = errors.iter().filter_map(|e| e["field"].as_str()).collect();
+        assert!(
+            fields.contains(&"probe_message") && fields.contains(&"url"),
+            "{fields:?}"
+        );
+        let message = errors
+            .iter()
+            .find(|e| e["field"] == "probe_message")
+            .and_then(|e| e["message"].as_str())
+            .unwrap_or("");
+        assert!(message.contains(why), "{message}");
+    }
+    let mut body = agent_body("com.example.pinged");
+    body["probe_message"] = json!("  ping  ");
+    body["url"] = json!("https://pinged.example.com/a2a");
+    let record = app.publish_live(&token, body).await;
+    assert_eq!(
+        record["probe_message"], "ping",
+        "trimmed, in the owner's view"
+    );
+    let public = app.get("/public/agents/com.example.pinged").await;
+    assert_eq!(
+        public.body.get("probe_message"),
+        None,
+        "not in the public record"
+    );
+}

@@ -259,16 +259,10 @@ async fn mcp_initialize(outbound: &Outbound, remote: &str, limit: Duration) -> F
     let fetch = Fetch::post_json(url.clone(), &body, MCP_ANSWER, MAX_ANSWER_BYTES)
         .timeout(limit)
         .until(sse_event_complete);
-    let fetched = match outbound.get(&fetch).await {
+    let fetched = match mcp_answer(outbound, kind, &fetch).await {
         Ok(fetched) => fetched,
-        Err(err) => return failed(kind, &err),
+        Err(finding) => return finding,
     };
-    if let Some(finding) = authorisation_required(kind, &fetched) {
-        return finding;
-    }
-    if !fetched.status.is_success() {
-        return bad_status(kind, &fetched.url, fetched.status);
-    }
     let Some(answer) = jsonrpc_of(&fetched) else {
         return Finding::not_conformant(kind, "the answer to initialize is not JSON-RPC");
     };
@@ -287,13 +281,28 @@ async fn mcp_initialize(outbound: &Outbound, remote: &str, limit: Duration) -> F
     }
 }
 
-/// A 401 with a `WWW-Authenticate` challenge: an MCP server that wants a token is up.
-fn authorisation_required(kind: ProbeKind, fetched: &Fetched) -> Option<Finding> {
-    (fetched.status == StatusCode::UNAUTHORIZED).then(|| Finding {
-        status: HealthStatus::Up,
-        kind,
-        detail: Some("authorisation required".to_owned()),
-    })
+/// An MCP server's 2xx answer to `fetch`, or what the lack of one says: no answer, a status
+/// other than success, or a 401, which is how MCP authorisation begins, so the server is up.
+async fn mcp_answer(
+    outbound: &Outbound,
+    kind: ProbeKind,
+    fetch: &Fetch,
+) -> Result<Fetched, Finding> {
+    let fetched = outbound
+        .get(fetch)
+        .await
+        .map_err(|err| failed(kind, &err))?;
+    if fetched.status == StatusCode::UNAUTHORIZED {
+        return Err(Finding {
+            status: HealthStatus::Up,
+            kind,
+            detail: Some("authorisation required".to_owned()),
+        });
+    }
+    if !fetched.status.is_success() {
+        return Err(bad_status(kind, &fetched.url, fetched.status));
+    }
+    Ok(fetched)
 }
 
 /// An MCP SSE remote: open the stream and read its first event (`endpoint`).
@@ -308,16 +317,10 @@ async fn mcp_sse(outbound: &Outbound, remote: &str, limit: Duration) -> Finding 
         .timeout(limit)
         .header(header::CACHE_CONTROL, "no-cache")
         .until(sse_event_complete);
-    let fetched = match outbound.get(&fetch).await {
+    let fetched = match mcp_answer(outbound, kind, &fetch).await {
         Ok(fetched) => fetched,
-        Err(err) => return failed(kind, &err),
+        Err(finding) => return finding,
     };
-    if let Some(finding) = authorisation_required(kind, &fetched) {
-        return finding;
-    }
-    if !fetched.status.is_success() {
-        return bad_status(kind, &fetched.url, fetched.status);
-    }
     if fetched
         .text()
         .lines()

@@ -175,6 +175,9 @@ struct Catalog {
     /// While `fill_vectors` builds a new vector index beside this one: the slots written since
     /// it started, whose vectors it must take from here when it swaps its index in.
     filling: Option<HashSet<u32>>,
+    /// Counts replacements of the whole vector store (`fill_vectors`' swap), so a graph built
+    /// on a copy of an older store is not swapped in over a newer one.
+    vectors_generation: u64,
     /// Health by slot, for agents probed at least once. Kept beside the documents because the
     /// prober updates it without a new revision.
     health: HashMap<u32, Arc<Health>>,
@@ -405,7 +408,7 @@ impl SearchIndex {
     /// are kept in `store` keyed by embedder id and content hash.
     pub fn new(store: Arc<dyn Store>, embedder: Option<Arc<dyn Embedder>>) -> anyhow::Result<Self> {
         let catalog = Catalog {
-            vectors: embedder.as_ref().map(|e| VectorStore::new(e.dim())),
+            vectors: embedder.as_ref().map(|e| serving_store(e.dim())),
             ..Catalog::default()
         };
         Ok(Self {
@@ -498,7 +501,7 @@ impl SearchIndex {
             .map(|agent| Arc::new(self.doc(agent)))
             .collect();
         let mut catalog = Catalog {
-            vectors: self.embedder.as_ref().map(|e| VectorStore::new(e.dim())),
+            vectors: self.embedder.as_ref().map(|e| serving_store(e.dim())),
             ..Catalog::default()
         };
         for doc in &docs {
@@ -564,7 +567,9 @@ impl SearchIndex {
                 }
             }
         }
+        fresh.defer_graph();
         catalog.vectors = Some(fresh);
+        catalog.vectors_generation += 1;
         drop(catalog);
         self.vectors_ready.store(true, Relaxed);
         Ok(())
@@ -791,41 +796,86 @@ impl SearchIndex {
             .collect();
         let vectors = self.vectors_for(&docs).await;
         let _guard = self.writes.lock().await;
-        let mut catalog = self.write_catalog();
         let mut text_changes: Vec<(u32, Option<Arc<Doc>>)> = Vec::new();
-        for (doc, vector) in docs.iter().zip(vectors) {
-            if catalog.is_stale(&doc.id, doc.revision) {
-                continue;
+        let graph_due = {
+            let mut catalog = self.write_catalog();
+            for (doc, vector) in docs.iter().zip(vectors) {
+                if catalog.is_stale(&doc.id, doc.revision) {
+                    continue;
+                }
+                let slot = catalog.slot_for(&doc.id);
+                catalog.put(slot, Arc::clone(doc), vector.as_deref());
+                text_changes.push((slot, Some(Arc::clone(doc))));
             }
-            let slot = catalog.slot_for(&doc.id);
-            catalog.put(slot, Arc::clone(doc), vector.as_deref());
-            text_changes.push((slot, Some(Arc::clone(doc))));
-        }
-        let gone = agents
-            .iter()
-            .filter(|agent| agent.state != AgentState::Active)
-            .map(|agent| (agent.id.as_str(), agent.revision))
-            .chain(deleted.iter().map(|id| (id.as_str(), i64::MAX)));
-        for (id, revision) in gone {
-            if catalog.is_stale(id, revision) {
-                continue;
-            }
-            catalog.revisions.insert(id.to_owned(), revision);
-            if let Some(slot) = catalog.slots.get(id).copied() {
-                if catalog.take(slot) {
-                    text_changes.push((slot, None));
+            let gone = agents
+                .iter()
+                .filter(|agent| agent.state != AgentState::Active)
+                .map(|agent| (agent.id.as_str(), agent.revision))
+                .chain(deleted.iter().map(|id| (id.as_str(), i64::MAX)));
+            for (id, revision) in gone {
+                if catalog.is_stale(id, revision) {
+                    continue;
+                }
+                catalog.revisions.insert(id.to_owned(), revision);
+                if let Some(slot) = catalog.slots.get(id).copied() {
+                    if catalog.take(slot) {
+                        text_changes.push((slot, None));
+                    }
                 }
             }
+            catalog.filling.is_none()
+                && catalog.vectors.as_ref().is_some_and(VectorStore::graph_due)
+        };
+        if !text_changes.is_empty() {
+            let changes = text_changes
+                .iter()
+                .map(|(slot, doc)| (*slot, doc.as_ref().map(|doc| &doc.text)));
+            if let Err(err) = self.text.apply_batch(changes) {
+                tracing::error!(error = %err, "cannot index a batch of agents");
+            }
         }
-        drop(catalog);
-        if text_changes.is_empty() {
+        if graph_due {
+            self.build_graph_aside().await;
+        }
+    }
+
+    /// The catalogue has grown to the size that wants a vector graph: build it on a copy of the
+    /// store, outside the catalog's lock, and swap it in. The caller holds `writes`, so no write
+    /// lands in between; searches go on with the exact scan meanwhile.
+    async fn build_graph_aside(&self) {
+        let (copy, generation) = {
+            let catalog = self.read_catalog();
+            let copy = catalog
+                .vectors
+                .as_ref()
+                .and_then(VectorStore::copy_without_graph);
+            (copy, catalog.vectors_generation)
+        };
+        let Some(copy) = copy else {
             return;
-        }
-        let changes = text_changes
-            .iter()
-            .map(|(slot, doc)| (*slot, doc.as_ref().map(|doc| &doc.text)));
-        if let Err(err) = self.text.apply_batch(changes) {
-            tracing::error!(error = %err, "cannot index a batch of agents");
+        };
+        let started = std::time::Instant::now();
+        let built = tokio::task::spawn_blocking(move || {
+            let mut copy = copy;
+            copy.build_graph();
+            copy
+        })
+        .await;
+        match built {
+            Ok(built) => {
+                tracing::info!(
+                    vectors = built.distinct(),
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "vector graph built"
+                );
+                let mut catalog = self.write_catalog();
+                // A start-up fill that swapped in its own store meanwhile wins; its store
+                // builds its graph itself.
+                if catalog.vectors_generation == generation {
+                    catalog.vectors = Some(built);
+                }
+            }
+            Err(err) => tracing::error!(error = %err, "cannot build the vector graph"),
         }
     }
 
@@ -1261,6 +1311,14 @@ fn embedding_text(text: &DocText) -> String {
         parts.push(text.capabilities.as_str());
     }
     parts.join("\n")
+}
+
+/// The vector store a serving index writes into: it leaves the graph's one-off build to
+/// `build_graph_aside`, which runs it outside the catalog's lock.
+fn serving_store(dim: usize) -> VectorStore {
+    let mut store = VectorStore::new(dim);
+    store.defer_graph();
+    store
 }
 
 /// Below this many agents without a vector, their stored vectors are read one by one rather
@@ -2005,5 +2063,75 @@ mod tests {
         third.rebuild(&agents).await.expect("rebuild");
         assert_eq!(third_embedder.embedded.load(SeqCst), 39);
         assert!(third.vector_progress().ready);
+    }
+
+    /// Embeds each text as a distinct unit vector in 2-d (by a hash of it).
+    struct AngleEmbedder;
+
+    #[async_trait::async_trait]
+    impl embed::Embedder for AngleEmbedder {
+        fn id(&self) -> &str {
+            "angle@1"
+        }
+
+        fn dim(&self) -> usize {
+            2
+        }
+
+        async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, embed::EmbedError> {
+            Ok(texts
+                .iter()
+                .map(|text| {
+                    let hash = Sha256::digest(text.as_bytes());
+                    let angle = f32::from(u16::from_le_bytes([hash[0], hash[1]])) / 10_000.0;
+                    vec![angle.cos(), angle.sin()]
+                })
+                .collect())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_catalogue_growing_past_the_graph_size_gets_its_graph_built_aside() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store: Arc<dyn Store> = Arc::new(
+            crate::store::sqlite::SqliteStore::open_dir(dir.path())
+                .await
+                .expect("store"),
+        );
+        let index =
+            SearchIndex::new(Arc::clone(&store), Some(Arc::new(AngleEmbedder))).expect("index");
+        index.rebuild_keyword(&[]).await.expect("empty index");
+        index.fill_vectors().await.expect("no vectors");
+        {
+            let mut params = vectors::IndexParams::default();
+            params.query.exact_below = 20;
+            let mut serving = VectorStore::with_params(2, Some(params));
+            serving.defer_graph();
+            index.write_catalog().vectors = Some(serving);
+        }
+        let graph_bytes = |index: &SearchIndex| {
+            index
+                .read_catalog()
+                .vectors
+                .as_ref()
+                .map_or(0, VectorStore::graph_memory_bytes)
+        };
+        for i in 0..30 {
+            let draft = crate::domain::AgentDraft::parse(&serde_json::json!({
+                "package_name": format!("com.example.grow{i}"),
+                "name": format!("Grow {i}"),
+                "description": format!("Agent number {i} of a growing catalogue."),
+            }))
+            .expect("draft");
+            let mut agent = Agent::new(draft, "alice", crate::timestamp::Timestamp::now());
+            agent.state = AgentState::Active;
+            index.apply(&agent).await;
+            let built = graph_bytes(&index) > 0;
+            assert_eq!(built, i >= 19, "after agent {i}");
+        }
+        let catalog = index.read_catalog();
+        let vectors = catalog.vectors.as_ref().expect("vectors");
+        assert_eq!(vectors.len(), 30);
+        assert!(!vectors.graph_due());
     }
 }

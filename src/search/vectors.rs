@@ -91,6 +91,9 @@ pub struct VectorStore {
     params: IndexParams,
     /// Whether the store builds a graph once it is large enough.
     graph_wanted: bool,
+    /// Leave the graph's one-off build to the owner (`graph_due`, `build_graph`) instead of
+    /// doing it inside the `set` that reaches the size: a serving index builds it off its lock.
+    graph_deferred: bool,
     /// By node, `dim` codes each.
     codes: Vec<i8>,
     /// By node: the factor that turns codes back into the vector.
@@ -173,6 +176,7 @@ impl VectorStore {
             dim,
             params: params.unwrap_or_default(),
             graph_wanted: params.is_some(),
+            graph_deferred: false,
             codes: Vec::new(),
             scales: Vec::new(),
             heads: Vec::new(),
@@ -210,10 +214,46 @@ impl VectorStore {
     /// distinct vectors (a one-off: from then on `set` and `clear` keep it up to date).
     /// Identical vectors, separate nodes until now, are merged.
     fn build_graph_when_due(&mut self) {
-        if !self.graph_wanted
-            || self.graph.is_some()
-            || self.live_nodes < self.params.query.exact_below
-        {
+        if !self.graph_deferred {
+            self.build_graph();
+        }
+    }
+
+    /// Leave the graph's one-off build to the caller (see `graph_deferred`).
+    pub fn defer_graph(&mut self) {
+        self.graph_deferred = true;
+    }
+
+    /// Whether the store has grown to the size that wants a graph and has none yet.
+    pub fn graph_due(&self) -> bool {
+        self.graph_wanted
+            && self.graph.is_none()
+            && self.live_nodes >= self.params.query.exact_below
+    }
+
+    /// A copy of a store that has no graph yet, to build one on (a store with a graph is not
+    /// copied: its graph is kept up to date in place).
+    pub fn copy_without_graph(&self) -> Option<Self> {
+        self.graph.is_none().then(|| Self {
+            dim: self.dim,
+            params: self.params,
+            graph_wanted: self.graph_wanted,
+            graph_deferred: self.graph_deferred,
+            codes: self.codes.clone(),
+            scales: self.scales.clone(),
+            heads: self.heads.clone(),
+            free: self.free.clone(),
+            live_nodes: self.live_nodes,
+            slot_nodes: self.slot_nodes.clone(),
+            next_slot: self.next_slot.clone(),
+            live_slots: self.live_slots,
+            graph: None,
+        })
+    }
+
+    /// Build the graph now if it is due, deferred or not.
+    pub fn build_graph(&mut self) {
+        if !self.graph_due() {
             return;
         }
         self.graph = Some(Graph::new(self.params.graph));

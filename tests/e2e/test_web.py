@@ -143,6 +143,75 @@ def test_running_a_hosted_agent_in_the_playground_records_the_step(page: Page, r
     expect(page.locator("#pg-error")).to_contain_text("symbol is required")
 
 
+def test_a_value_typed_in_the_playground_form_survives_choosing_the_same_agent_again(page: Page, token: str) -> None:
+    lookups: list[str] = []
+    page.on("request", lambda request: lookups.append(request.url)
+            if request.url.endswith("/public/agents/registry.utility.finance") else None)
+    page.goto("/playground")
+    save_token(page, token)
+    agent = page.get_by_label("Agent (package name)")
+    agent.click()
+    agent.press_sequentially("registry.utility.finance")
+    symbol = page.get_by_role("textbox", name="symbol", exact=True)
+    expect(symbol).to_be_visible()  # looked up while typing
+
+    # Leaving the agent field (its change event) for the form, typing, tabbing around.
+    symbol.click()
+    page.keyboard.type("BTC")
+    page.keyboard.press("Tab")
+    page.keyboard.press("Shift+Tab")
+    agent.click()
+    page.keyboard.press("Tab")
+    # Choosing the same agent again, as typed or from the list.
+    agent.fill("registry.utility.finance")
+    agent.dispatch_event("change")
+    symbol.click()
+    page.wait_for_timeout(1_000)  # past the lookup's 300 ms delay and the lookup itself
+
+    expect(symbol).to_have_value("BTC")
+    expect(page.get_by_label("Capability", exact=True)).to_have_value("get_current_price")
+    assert len(lookups) == 1, lookups
+
+    # Another agent is another form.
+    agent.fill("registry.utility.wiki")
+    agent.dispatch_event("change")
+    expect(page.get_by_role("textbox", name="query", exact=True)).to_be_visible()
+    expect(symbol).to_have_count(0)
+
+
+def test_the_first_run_after_naming_an_agent_runs_it(page: Page, registry: str, upstreams: str, token: str) -> None:
+    status, record = api(registry, "POST", "/api/agents/publish", {
+        "package_name": "com.example.forecast",
+        "name": "Forecast Agent",
+        "description": "Tomorrow's weather for a city, over A2A.",
+        "url": f"{upstreams}/a2a/v1",
+        "capabilities": [{"name": "get_forecast", "description": "Forecast for a city",
+                          "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}],
+    }, token)
+    assert status == 201, record
+    status, _ = api(registry, "POST", f"/api/agents/{record['id']}/go-live", token=token)
+    assert status == 200
+
+    page.goto("/playground")
+    save_token(page, token)
+    page.get_by_label("Agent (package name)").fill("com.example.forecast")
+    page.get_by_role("button", name="Run").click()  # before the name was looked up
+
+    step = page.locator("#history > li").first
+    expect(step).to_contain_text("completed")
+    expect(step.locator("strong")).to_have_text("com.example.forecast → get_forecast")
+    expect(step).to_contain_text("Sunny in Paris")
+    expect(page.locator("#pg-error")).to_be_hidden()
+    steps = page.locator("#history > li").count()
+
+    # Opened with the agent and capability chosen, Run at once runs them too.
+    page.goto("/playground?agent=com.example.forecast&capability=get_forecast")
+    page.get_by_role("button", name="Run").click()
+    expect(page.locator("#history > li")).to_have_count(steps + 1)
+    expect(page.locator("#history > li").first).to_contain_text("completed")
+    expect(page.locator("#pg-error")).to_be_hidden()
+
+
 def test_the_playground_says_what_is_missing_without_a_token(page: Page) -> None:
     page.goto("/playground")
     page.evaluate("localStorage.clear()")

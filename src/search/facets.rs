@@ -3,12 +3,17 @@
 //! from them instead of string comparisons against every match. Lists, not a bitset per value:
 //! most tags are rare, and a bitset per tag would cost memory in proportion to the catalogue. Payment filters stay a per-agent test (their grammar
 //! does not reduce to set membership), run once per query over the survivors of the others.
+//!
+//! For facet counts (`counts`), each agent's category and tags are also kept as small interned
+//! ids per slot, so counting a match is a few array increments rather than hashing strings.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
+use crate::domain::payment::PaymentModel;
 use crate::store::VerificationLevel;
 
 use super::Filters;
+use super::counts::{FacetCounts, Health, TOP_TAGS};
 
 /// A set of slots, one bit each.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -65,8 +70,119 @@ impl SlotSet {
 pub struct Facets {
     pub target: Option<String>,
     pub category: Option<String>,
+    /// The category as published (the lowercase `category` is what it is grouped by).
+    pub category_label: Option<String>,
     pub tags: Vec<String>,
     pub verification_level: VerificationLevel,
+    /// `None` when the agent states no payment terms.
+    pub payment_model: Option<PaymentModel>,
+}
+
+/// Distinct values (categories, or tags) interned as small ids while some agent carries them.
+#[derive(Default)]
+struct Values {
+    ids: HashMap<String, u32>,
+    /// By id; `None` for an id free to reuse.
+    entries: Vec<Option<Entry>>,
+    free: Vec<u32>,
+}
+
+struct Entry {
+    key: String,
+    agents: u32,
+    /// Spellings as published, with how many agents use each.
+    labels: Vec<(String, u32)>,
+}
+
+impl Values {
+    fn acquire(&mut self, key: &str, label: &str) -> u32 {
+        let id = match self.ids.get(key) {
+            Some(id) => *id,
+            None => {
+                let entry = Entry {
+                    key: key.to_owned(),
+                    agents: 0,
+                    labels: Vec::new(),
+                };
+                let id = match self.free.pop() {
+                    Some(id) => {
+                        self.entries[id as usize] = Some(entry);
+                        id
+                    }
+                    None => {
+                        self.entries.push(Some(entry));
+                        u32::try_from(self.entries.len() - 1).unwrap_or(u32::MAX)
+                    }
+                };
+                self.ids.insert(key.to_owned(), id);
+                id
+            }
+        };
+        if let Some(Some(entry)) = self.entries.get_mut(id as usize) {
+            entry.agents += 1;
+            match entry.labels.iter_mut().find(|(known, _)| known == label) {
+                Some((_, count)) => *count += 1,
+                None => entry.labels.push((label.to_owned(), 1)),
+            }
+        }
+        id
+    }
+
+    fn release(&mut self, id: u32, label: &str) {
+        let Some(slot) = self.entries.get_mut(id as usize) else {
+            return;
+        };
+        let Some(entry) = slot.as_mut() else {
+            return;
+        };
+        if let Some(at) = entry.labels.iter().position(|(known, _)| known == label) {
+            entry.labels[at].1 -= 1;
+            if entry.labels[at].1 == 0 {
+                entry.labels.swap_remove(at);
+            }
+        }
+        entry.agents -= 1;
+        if entry.agents == 0 {
+            self.ids.remove(&entry.key);
+            *slot = None;
+            self.free.push(id);
+        }
+    }
+
+    /// How many ids exist (free ones included): the size of a count array.
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    fn key(&self, id: u32) -> &str {
+        self.entries
+            .get(id as usize)
+            .and_then(Option::as_ref)
+            .map_or("", |entry| entry.key.as_str())
+    }
+
+    /// The spelling most agents published (ties: the first in byte order).
+    fn label(&self, id: u32) -> &str {
+        self.entries
+            .get(id as usize)
+            .and_then(Option::as_ref)
+            .and_then(|entry| {
+                entry
+                    .labels
+                    .iter()
+                    .min_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)))
+                    .map(|(label, _)| label.as_str())
+            })
+            .unwrap_or_else(|| self.key(id))
+    }
+}
+
+/// One agent's facet values as ids, for counting.
+#[derive(Default)]
+struct Counted {
+    category: Option<u32>,
+    tags: Box<[u32]>,
+    payment_model: Option<PaymentModel>,
 }
 
 /// Ascending slots; at most one entry per slot.
@@ -81,6 +197,10 @@ pub struct FacetIndex {
     levels: HashMap<VerificationLevel, SlotList>,
     /// Every slot holding an agent.
     live: SlotSet,
+    category_values: Values,
+    tag_values: Values,
+    /// By slot.
+    counted: Vec<Counted>,
 }
 
 fn insert_slot<K: std::hash::Hash + Eq>(lists: &mut HashMap<K, SlotList>, key: K, slot: u32) {
@@ -126,6 +246,24 @@ impl FacetIndex {
             insert_slot(&mut self.tags, tag.clone(), slot);
         }
         insert_slot(&mut self.levels, facets.verification_level, slot);
+        let category = facets.category.as_deref().map(|key| {
+            let label = facets.category_label.as_deref().unwrap_or(key);
+            self.category_values.acquire(key, label)
+        });
+        let tags = facets
+            .tags
+            .iter()
+            .map(|tag| self.tag_values.acquire(tag, tag))
+            .collect();
+        let index = slot as usize;
+        if self.counted.len() <= index {
+            self.counted.resize_with(index + 1, Counted::default);
+        }
+        self.counted[index] = Counted {
+            category,
+            tags,
+            payment_model: facets.payment_model,
+        };
     }
 
     /// Forget `slot`, which held an agent with `facets`.
@@ -141,6 +279,20 @@ impl FacetIndex {
             remove_slot(&mut self.tags, tag, slot);
         }
         remove_slot(&mut self.levels, &facets.verification_level, slot);
+        if let Some(counted) = self.counted.get_mut(slot as usize) {
+            let counted = std::mem::take(counted);
+            if let Some(id) = counted.category {
+                let label = facets
+                    .category_label
+                    .as_deref()
+                    .or(facets.category.as_deref())
+                    .unwrap_or_default();
+                self.category_values.release(id, label);
+            }
+            for (id, tag) in counted.tags.iter().zip(&facets.tags) {
+                self.tag_values.release(*id, tag);
+            }
+        }
     }
 
     /// The slots whose facets pass every facet filter of `filters` (payment filters are not
@@ -168,6 +320,108 @@ impl FacetIndex {
     pub fn live(&self) -> &SlotSet {
         &self.live
     }
+
+    /// A tally of facet values, to which a search adds its matches one by one.
+    pub fn counter(&self) -> FacetCounter<'_> {
+        FacetCounter {
+            index: self,
+            categories: vec![0; self.category_values.len()],
+            tags: vec![0; self.tag_values.len()],
+            seen_categories: Vec::new(),
+            seen_tags: Vec::new(),
+            payment_models: [0; PaymentModel::ALL.len()],
+            health: [0; Health::ALL.len()],
+        }
+    }
+}
+
+/// Counts of facet values over a set of agents, each added once. Adding an agent costs a few
+/// array increments; finishing costs in proportion to the distinct values seen.
+pub struct FacetCounter<'a> {
+    index: &'a FacetIndex,
+    /// By value id.
+    categories: Vec<u32>,
+    tags: Vec<u32>,
+    /// The ids whose count is not 0, in the order first seen.
+    seen_categories: Vec<u32>,
+    seen_tags: Vec<u32>,
+    /// In the order of `PaymentModel::ALL` and `Health::ALL`.
+    payment_models: [u32; 3],
+    health: [u32; 4],
+}
+
+impl FacetCounter<'_> {
+    /// Count the agent in `slot`, whose health is `health`.
+    pub fn add(&mut self, slot: u32, health: Health) {
+        let Some(counted) = self.index.counted.get(slot as usize) else {
+            return;
+        };
+        if let Some(id) = counted.category {
+            bump(&mut self.categories, &mut self.seen_categories, id);
+        }
+        for id in counted.tags.iter() {
+            bump(&mut self.tags, &mut self.seen_tags, *id);
+        }
+        if let Some(model) = counted.payment_model {
+            if let Some(at) = PaymentModel::ALL.iter().position(|m| *m == model) {
+                self.payment_models[at] += 1;
+            }
+        }
+        if let Some(at) = Health::ALL.iter().position(|h| *h == health) {
+            self.health[at] += 1;
+        }
+    }
+
+    /// The counts: every category, the `TOP_TAGS` most frequent tags (ties by name), every
+    /// payment model and health status that occurs.
+    pub fn finish(self) -> FacetCounts {
+        let values = &self.index.category_values;
+        let mut category: BTreeMap<String, usize> = BTreeMap::new();
+        for id in &self.seen_categories {
+            *category.entry(values.label(*id).to_owned()).or_default() +=
+                self.categories[*id as usize] as usize;
+        }
+        let tag_values = &self.index.tag_values;
+        let mut tags: Vec<(&str, u32)> = self
+            .seen_tags
+            .iter()
+            .map(|id| (tag_values.key(*id), self.tags[*id as usize]))
+            .collect();
+        let order = |a: &(&str, u32), b: &(&str, u32)| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0));
+        if tags.len() > TOP_TAGS {
+            tags.select_nth_unstable_by(TOP_TAGS - 1, order);
+            tags.truncate(TOP_TAGS);
+        }
+        let present = |counts: &[u32], names: &[&'static str]| {
+            names
+                .iter()
+                .zip(counts)
+                .filter(|(_, count)| **count > 0)
+                .map(|(name, count)| ((*name).to_owned(), *count as usize))
+                .collect()
+        };
+        FacetCounts {
+            category,
+            tags: tags
+                .into_iter()
+                .map(|(tag, count)| (tag.to_owned(), count as usize))
+                .collect(),
+            payment_model: present(
+                &self.payment_models,
+                &PaymentModel::ALL.map(PaymentModel::as_str),
+            ),
+            health: present(&self.health, &Health::ALL.map(Health::as_str)),
+        }
+    }
+}
+
+fn bump(counts: &mut [u32], seen: &mut Vec<u32>, id: u32) {
+    if let Some(count) = counts.get_mut(id as usize) {
+        if *count == 0 {
+            seen.push(id);
+        }
+        *count += 1;
+    }
 }
 
 #[cfg(test)]
@@ -179,8 +433,10 @@ mod tests {
         Facets {
             target: Some(target.to_owned()),
             category: Some(category.to_owned()),
+            category_label: None,
             tags: tags.iter().map(|t| (*t).to_owned()).collect(),
             verification_level: level,
+            payment_model: None,
         }
     }
 
@@ -254,5 +510,108 @@ mod tests {
             !index.tags.contains_key("stocks"),
             "empty lists are dropped"
         );
+    }
+
+    fn labelled(category: &str, tags: &[&str], model: Option<PaymentModel>) -> Facets {
+        Facets {
+            target: None,
+            category: Some(category.to_lowercase()),
+            category_label: Some(category.to_owned()),
+            tags: tags.iter().map(|t| (*t).to_owned()).collect(),
+            verification_level: VerificationLevel::Unverified,
+            payment_model: model,
+        }
+    }
+
+    fn count(index: &FacetIndex, slots: &[u32]) -> FacetCounts {
+        let mut counter = index.counter();
+        for slot in slots {
+            counter.add(*slot, Health::Unknown);
+        }
+        counter.finish()
+    }
+
+    fn map(entries: &[(&str, usize)]) -> BTreeMap<String, usize> {
+        entries.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
+    }
+
+    #[test]
+    fn counts_cover_the_given_slots_and_group_categories_as_filters_do() {
+        use PaymentModel::{Free, Paid};
+        let mut index = FacetIndex::default();
+        index.insert(0, &labelled("AI", &["llm", "chat"], Some(Free)));
+        index.insert(1, &labelled("ai", &["llm"], Some(Paid)));
+        index.insert(2, &labelled("AI", &["vision"], None));
+        index.insert(3, &labelled("Finance", &["crypto"], Some(Free)));
+
+        let all = count(&index, &[0, 1, 2, 3]);
+        assert_eq!(
+            all.category,
+            map(&[("AI", 3), ("Finance", 1)]),
+            "most agents spell it AI"
+        );
+        assert_eq!(
+            all.tags,
+            map(&[("chat", 1), ("crypto", 1), ("llm", 2), ("vision", 1)])
+        );
+        assert_eq!(
+            all.payment_model,
+            map(&[("free", 2), ("paid", 1)]),
+            "no terms: not counted"
+        );
+        assert_eq!(all.health, map(&[("unknown", 4)]));
+        let some = count(&index, &[1, 3]);
+        assert_eq!(
+            some.category,
+            map(&[("AI", 1), ("Finance", 1)]),
+            "the catalogue's spelling"
+        );
+        assert_eq!(count(&index, &[]), FacetCounts::default());
+
+        // Removing agents releases their values; ids are reused, counts stay right.
+        index.remove(0, &labelled("AI", &["llm", "chat"], Some(Free)));
+        index.remove(2, &labelled("AI", &["vision"], None));
+        index.insert(4, &labelled("Weather", &["forecast", "chat"], None));
+        let after = count(&index, &[1, 3, 4]);
+        assert_eq!(
+            after.category,
+            map(&[("Finance", 1), ("Weather", 1), ("ai", 1)]),
+            "now the only spelling"
+        );
+        assert_eq!(
+            after.tags,
+            map(&[("chat", 1), ("crypto", 1), ("forecast", 1), ("llm", 1)])
+        );
+        assert!(index.tag_values.len() <= 5, "freed ids were reused");
+    }
+
+    #[test]
+    fn only_the_most_frequent_tags_are_listed_ties_by_name() {
+        let mut index = FacetIndex::default();
+        let names: Vec<String> = (0..TOP_TAGS + 5).map(|i| format!("tag{i:02}")).collect();
+        let mut slot = 0;
+        for (i, name) in names.iter().enumerate() {
+            // tag00 on one agent, tag01 on two, …: except the last five, all on one agent.
+            let copies = if i >= TOP_TAGS { 1 } else { 2 + i % 3 };
+            for _ in 0..copies {
+                index.insert(slot, &labelled("x", &[name.as_str()], None));
+                slot += 1;
+            }
+        }
+        let counts = count(&index, &(0..slot).collect::<Vec<_>>());
+        assert_eq!(counts.tags.len(), TOP_TAGS);
+        assert!(
+            counts.tags.values().all(|count| *count >= 2),
+            "{:?}",
+            counts.tags
+        );
+        // With ties at the cut, the first names win.
+        let mut index = FacetIndex::default();
+        for (slot, name) in names.iter().enumerate() {
+            index.insert(slot as u32, &labelled("x", &[name.as_str()], None));
+        }
+        let counts = count(&index, &(0..names.len() as u32).collect::<Vec<_>>());
+        let listed: Vec<&String> = counts.tags.keys().collect();
+        assert_eq!(listed, names.iter().take(TOP_TAGS).collect::<Vec<_>>());
     }
 }

@@ -17,6 +17,7 @@ use sha2::{Digest, Sha256};
 
 use crate::store::{Agent, AgentState, Store, StoredEmbedding};
 
+pub mod counts;
 pub mod duplicates;
 pub mod embed;
 pub mod facets;
@@ -27,6 +28,7 @@ pub mod request;
 pub mod text;
 pub mod vectors;
 
+pub use counts::FacetCounts;
 pub use filters::{Filters, McpFilter, RawFilters};
 
 /// The version a record without one is served as.
@@ -106,6 +108,8 @@ pub struct SearchRequest {
     /// Matches skipped (after the cursor, if any) before the page: offset paging, for the
     /// paths that offer it. 0 everywhere else.
     pub offset: usize,
+    /// Also count the matches per category, tag, payment model and health (`counts`).
+    pub facets: bool,
 }
 
 impl SearchRequest {
@@ -338,14 +342,17 @@ struct Matches<'c> {
     total: usize,
     /// Matches counted in `total` but not in `hits`; each ranks below every hit.
     omitted: usize,
+    /// Facet counts over the `total` matches, when asked for.
+    facets: Option<FacetCounts>,
 }
 
 impl<'c> Matches<'c> {
-    fn all(hits: Vec<Scored<'c>>) -> Self {
+    fn all(hits: Vec<Scored<'c>>, facets: Option<FacetCounts>) -> Self {
         Self {
             total: hits.len(),
             hits,
             omitted: 0,
+            facets,
         }
     }
 }
@@ -767,6 +774,7 @@ impl SearchIndex {
             mut hits,
             total,
             omitted,
+            facets,
         } = found;
         let more = hits.len() > reach || omitted > 0;
         // Only the page (and what it skips) is ordered: selecting it is linear, sorting every
@@ -793,6 +801,7 @@ impl SearchIndex {
             total,
             limit,
             next_cursor,
+            facets,
         })
     }
 
@@ -819,19 +828,26 @@ impl SearchIndex {
                 .doc(slot)
                 .filter(|_| allowed.as_ref().is_none_or(|set| set.contains(slot)) && shown(slot))
         };
+        // Facet counts go over the very matches `total` counts, once each.
+        let mut counter = request.facets.then(|| catalog.facets.counter());
+        let mut count = |slot: u32| {
+            if let (Some(counter), Some(doc)) = (counter.as_mut(), catalog.doc(slot)) {
+                counter.add(slot, counts::health_of(&doc.listing));
+            }
+        };
         if !request.has_text() {
+            let mut hit = |slot: u32| {
+                let doc = accepted(slot)?;
+                count(slot);
+                Some(Scored { doc, score: 0.0 })
+            };
             let hits: Vec<Scored<'c>> = match &allowed {
                 None => (0..catalog.docs.len() as u32)
-                    .filter_map(accepted)
-                    .map(|doc| Scored { doc, score: 0.0 })
+                    .filter_map(&mut hit)
                     .collect(),
-                Some(set) => set
-                    .iter()
-                    .filter_map(accepted)
-                    .map(|doc| Scored { doc, score: 0.0 })
-                    .collect(),
+                Some(set) => set.iter().filter_map(&mut hit).collect(),
             };
-            return Matches::all(hits);
+            return Matches::all(hits, counter.map(facets::FacetCounter::finish));
         }
         let keyword: Vec<(u32, f32)> = match self.mode {
             Mode::Vector => Vec::new(),
@@ -855,6 +871,21 @@ impl SearchIndex {
                 }),
             )
         });
+        if request.facets {
+            // Every keyword match, then the vector matches no keyword found.
+            let mut by_vector_only = SlotSet::default();
+            for (slot, _) in semantic.iter().flatten() {
+                by_vector_only.insert(*slot);
+            }
+            for (slot, _) in &keyword {
+                count(*slot);
+                by_vector_only.remove(*slot);
+            }
+            for slot in by_vector_only.iter() {
+                count(slot);
+            }
+        }
+        let facets = counter.map(facets::FacetCounter::finish);
         let to_hits = |scores: Vec<(u32, f64)>| -> Vec<Scored<'c>> {
             scores
                 .into_iter()
@@ -862,12 +893,15 @@ impl SearchIndex {
                 .collect()
         };
         match semantic {
-            None => Matches::all(to_hits(
-                keyword
-                    .into_iter()
-                    .map(|(slot, score)| (slot, f64::from(score)))
-                    .collect(),
-            )),
+            None => Matches::all(
+                to_hits(
+                    keyword
+                        .into_iter()
+                        .map(|(slot, score)| (slot, f64::from(score)))
+                        .collect(),
+                ),
+                facets,
+            ),
             Some(semantic) => {
                 let weight = self
                     .embedder
@@ -878,6 +912,7 @@ impl SearchIndex {
                     hits: to_hits(fused.scores),
                     total: fused.total,
                     omitted: fused.omitted,
+                    facets,
                 }
             }
         }
@@ -895,8 +930,10 @@ impl SearchIndex {
             facets: Facets {
                 target: draft.target.as_deref().map(str::to_lowercase),
                 category: draft.category.as_deref().map(str::to_lowercase),
+                category_label: draft.category.clone(),
                 tags: draft.tags.clone(),
                 verification_level: agent.verification_level,
+                payment_model: draft.payment.as_ref().map(|payment| payment.model),
             },
             content_hash: hex::encode(Sha256::digest(embedding_text(&text).as_bytes())),
             text,
@@ -1337,6 +1374,7 @@ mod tests {
             limit,
             cursor,
             offset,
+            facets: false,
         }
     }
 
@@ -1482,5 +1520,94 @@ mod tests {
         restarted.rebuild(&agents).await.expect("rebuild");
         assert_eq!(again.embedded.load(SeqCst), 0);
         assert!(restarted.vector_progress().ready);
+    }
+
+    #[tokio::test]
+    async fn facets_count_the_keyword_and_the_vector_matches_once_each() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store: Arc<dyn Store> = Arc::new(
+            crate::store::sqlite::SqliteStore::open_dir(dir.path())
+                .await
+                .expect("store"),
+        );
+        let mut agents = Vec::new();
+        for (i, (description, category, tags)) in [
+            ("Forecasts for any city.", "Weather", vec!["forecast"]),
+            ("Forecasts and radar.", "weather", vec!["forecast", "radar"]),
+            ("Stock quotes.", "Finance", vec!["stocks"]),
+            ("Crypto prices.", "Finance", vec!["crypto"]),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let draft = crate::domain::AgentDraft::parse(&serde_json::json!({
+                "package_name": format!("com.example.agent{i}"),
+                "name": format!("Agent {i}"),
+                "description": description,
+                "category": category,
+                "tags": tags,
+                "payment": {"model": if i % 2 == 0 { "free" } else { "paid" },
+                            "protocols": ["x402"], "rails": ["base:usdc"]},
+            }))
+            .expect("draft");
+            let mut agent = Agent::new(draft, "alice", crate::timestamp::Timestamp::now());
+            agent.state = AgentState::Active;
+            agents.push(agent);
+        }
+        // Every agent embeds to one vector: all of them are matches by meaning.
+        let embedder = Arc::new(CountingEmbedder::default());
+        let index =
+            SearchIndex::new(store, Some(embedder as Arc<dyn embed::Embedder>)).expect("index");
+        index.rebuild(&agents).await.expect("index");
+        let search = |pairs: &[(&str, &str)]| {
+            let pairs: Vec<(String, String)> = pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            request::from_query_pairs(&pairs, request::LIST_LIMITS).expect("request")
+        };
+        let map = |entries: &[(&str, usize)]| -> std::collections::BTreeMap<String, usize> {
+            entries.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
+        };
+
+        let page = index
+            .search(&search(&[
+                ("q", "forecasts"),
+                ("facets", "true"),
+                ("limit", "1"),
+            ]))
+            .await
+            .expect("search");
+        assert_eq!(
+            page.total, 4,
+            "two by keyword and vector, two by vector alone"
+        );
+        let facets = page.facets.expect("facets");
+        assert_eq!(facets.category, map(&[("Finance", 2), ("Weather", 2)]));
+        assert_eq!(
+            facets.tags,
+            map(&[("crypto", 1), ("forecast", 2), ("radar", 1), ("stocks", 1)])
+        );
+        assert_eq!(facets.payment_model, map(&[("free", 2), ("paid", 2)]));
+        assert_eq!(facets.health, map(&[("unknown", 4)]));
+
+        let filtered = index
+            .search(&search(&[
+                ("q", "forecasts"),
+                ("facets", "true"),
+                ("payment_model", "paid"),
+            ]))
+            .await
+            .expect("search");
+        assert_eq!(filtered.total, 2);
+        let facets = filtered.facets.expect("facets");
+        assert_eq!(facets.category, map(&[("Finance", 1), ("Weather", 1)]));
+        assert_eq!(facets.payment_model, map(&[("paid", 2)]));
+
+        let without = index
+            .search(&search(&[("q", "forecasts")]))
+            .await
+            .expect("search");
+        assert!(without.facets.is_none());
     }
 }

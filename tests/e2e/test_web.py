@@ -8,7 +8,7 @@ import re
 
 import pytest
 from conftest import api, screenshot
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 
 def save_token(page: Page, token: str) -> None:
@@ -17,28 +17,73 @@ def save_token(page: Page, token: str) -> None:
     expect(page.locator("#token-status")).to_have_text("A token is saved in this browser.")
 
 
+def facet(page: Page, name: str, value: str) -> Locator:
+    """The checkbox of one value of a facet (`category`, `tags`, `payment_model`); its name ends
+    with the count."""
+    return page.locator(f"#facet-{name}").get_by_role("checkbox", name=re.compile(rf"^{re.escape(value)} \d+$"))
+
+
 def test_search_with_a_filter_narrows_the_results_and_keeps_them_in_the_address(page: Page) -> None:
     page.goto("/")
     results = page.locator("#results > li")
     expect(results).to_have_count(3)  # the three hosted agents
     expect(page.locator("#results-status")).to_have_text("3 agents")
+    expect(facet(page, "payment_model", "Free")).to_have_accessible_name("Free 3")
 
     page.get_by_label("Search agents").fill("price")
-    page.get_by_label("Tags", exact=True).fill("finance")
-    page.get_by_label("Model").select_option("free")
+    facet(page, "tags", "finance").check()
+    facet(page, "payment_model", "Free").check()
 
     expect(results).to_have_count(1)
     expect(results.first.get_by_role("link")).to_have_text("Finance Agent")
     expect(page).to_have_url(re.compile(r"q=price.*tags=finance.*payment_model=free"))
+    expect(facet(page, "tags", "finance")).to_be_checked()
     screenshot(page, "search")
 
-    page.get_by_label("Model").select_option("paid")
+    # A filter from the address that nothing matches is shown ticked, with 0, and can be unticked.
+    page.goto("/?q=price&tags=finance&payment_model=paid")
     expect(page.locator("#results-empty")).to_be_visible()
     expect(page.locator("#results-status")).to_have_text("No agents match")
+    expect(facet(page, "payment_model", "Paid")).to_have_accessible_name("Paid 0")
+    facet(page, "payment_model", "Paid").click()  # unticked, it is no longer listed: nothing has it
+    expect(results).to_have_count(1)
+    expect(facet(page, "payment_model", "Paid")).to_have_count(0)
+    expect(page).not_to_have_url(re.compile(r"payment_model"))
 
-    page.get_by_label("Model").select_option("")
     page.get_by_label("Rail").fill(":usdc")  # malformed: matches nothing (docs/search.md)
     expect(page.locator("#results-empty")).to_be_visible()
+
+
+def test_category_facets_show_counts_and_filter_the_results_when_ticked(page: Page, registry: str) -> None:
+    for package, category in [("com.example.maps", "Maps"), ("com.example.atlas", "Maps"), ("com.example.trips", "Travel")]:
+        status, record = api(registry, "POST", "/api/agents/publish", {
+            "package_name": package, "name": package.split(".")[-1].title(),
+            "description": "Places and routes for a trip.", "category": category, "tags": ["facet-e2e"],
+        })
+        assert status == 201, record
+        status, _ = api(registry, "POST", f"/api/agents/{record['id']}/go-live")
+        assert status == 200
+
+    page.goto("/?tags=facet-e2e")
+    results = page.locator("#results > li")
+    expect(results).to_have_count(3)
+    expect(facet(page, "category", "Maps")).to_have_accessible_name("Maps 2")
+    expect(facet(page, "category", "Travel")).to_have_accessible_name("Travel 1")
+    expect(facet(page, "tags", "facet-e2e")).to_be_checked()
+    screenshot(page, "search-facets")
+
+    facet(page, "category", "Travel").check()
+    expect(results).to_have_count(1)
+    expect(results.first.get_by_role("link")).to_have_text("Trips")
+    expect(page).to_have_url(re.compile(r"category=Travel&tags=facet-e2e"))
+    expect(page.locator("#facet-category").get_by_role("checkbox")).to_have_count(1)  # counts follow the filters
+    expect(facet(page, "category", "Travel")).to_be_focused()
+
+    facet(page, "category", "Travel").uncheck()
+    expect(results).to_have_count(3)
+    page.get_by_role("button", name="Clear filters").click()
+    expect(page).to_have_url(re.compile(r"/$"))
+    expect(facet(page, "tags", "facet-e2e")).not_to_be_checked()
 
 
 def test_a_failing_search_shows_the_problem_detail(page: Page) -> None:
@@ -59,7 +104,8 @@ def test_a_failing_search_shows_the_problem_detail(page: Page) -> None:
 def test_a_tag_on_a_result_adds_it_to_the_filters(page: Page) -> None:
     page.goto("/?q=wikipedia")
     page.get_by_role("button", name="Filter by tag encyclopedia").first.click()
-    expect(page.get_by_label("Tags", exact=True)).to_have_value("encyclopedia")
+    expect(facet(page, "tags", "encyclopedia")).to_be_checked()
+    expect(page).to_have_url(re.compile(r"tags=encyclopedia"))
     expect(page.locator("#results > li")).to_have_count(1)
 
 

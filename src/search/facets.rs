@@ -177,13 +177,47 @@ impl Values {
     }
 }
 
-/// One agent's facet values as ids, for counting.
-#[derive(Default)]
+/// One agent's facet values as ids, for counting: twelve bytes per slot, its tags a range of
+/// one shared array, so counting many matches reads memory in order rather than chasing a
+/// pointer per agent.
+#[derive(Clone, Copy)]
 struct Counted {
-    category: Option<u32>,
-    tags: Box<[u32]>,
-    payment_model: Option<PaymentModel>,
+    /// `NO_VALUE` when the agent has no category.
+    category: u32,
+    tags_start: u32,
+    tags_len: u16,
+    /// `PaymentModel` as an index of `PaymentModel::ALL`; `NO_MODEL` without payment terms.
+    payment_model: u8,
 }
+
+const NO_VALUE: u32 = u32::MAX;
+const NO_MODEL: u8 = u8::MAX;
+
+impl Counted {
+    const EMPTY: Self = Self {
+        category: NO_VALUE,
+        tags_start: 0,
+        tags_len: 0,
+        payment_model: NO_MODEL,
+    };
+
+    fn tags(self) -> std::ops::Range<usize> {
+        let start = self.tags_start as usize;
+        start..start + usize::from(self.tags_len)
+    }
+}
+
+/// Where a payment model is counted: its index in `PaymentModel::ALL`.
+fn model_index(model: PaymentModel) -> u8 {
+    match model {
+        PaymentModel::Free => 0,
+        PaymentModel::Paid => 1,
+        PaymentModel::Freemium => 2,
+    }
+}
+
+/// `tag_pool` is compacted once this many of its entries, and half of it, are unused.
+const COMPACT_AFTER: usize = 4096;
 
 /// Ascending slots; at most one entry per slot.
 type SlotList = Vec<u32>;
@@ -201,6 +235,10 @@ pub struct FacetIndex {
     tag_values: Values,
     /// By slot.
     counted: Vec<Counted>,
+    /// The tag ids of every slot, each slot's in one range (`Counted::tags`).
+    tag_pool: Vec<u32>,
+    /// Entries of `tag_pool` no slot refers to any more (left by updates and removals).
+    tag_garbage: usize,
 }
 
 fn insert_slot<K: std::hash::Hash + Eq>(lists: &mut HashMap<K, SlotList>, key: K, slot: u32) {
@@ -246,24 +284,44 @@ impl FacetIndex {
             insert_slot(&mut self.tags, tag.clone(), slot);
         }
         insert_slot(&mut self.levels, facets.verification_level, slot);
-        let category = facets.category.as_deref().map(|key| {
+        let category = facets.category.as_deref().map_or(NO_VALUE, |key| {
             let label = facets.category_label.as_deref().unwrap_or(key);
             self.category_values.acquire(key, label)
         });
-        let tags = facets
-            .tags
-            .iter()
-            .map(|tag| self.tag_values.acquire(tag, tag))
-            .collect();
         let index = slot as usize;
         if self.counted.len() <= index {
-            self.counted.resize_with(index + 1, Counted::default);
+            self.counted.resize(index + 1, Counted::EMPTY);
+        }
+        // A slot written again without a removal first leaves its old range unused.
+        self.tag_garbage += usize::from(self.counted[index].tags_len);
+        let tags_start = u32::try_from(self.tag_pool.len()).unwrap_or(u32::MAX);
+        let tags_len = u16::try_from(facets.tags.len()).unwrap_or(u16::MAX);
+        for tag in facets.tags.iter().take(usize::from(tags_len)) {
+            let id = self.tag_values.acquire(tag, tag);
+            self.tag_pool.push(id);
         }
         self.counted[index] = Counted {
             category,
-            tags,
-            payment_model: facets.payment_model,
+            tags_start,
+            tags_len,
+            payment_model: facets.payment_model.map_or(NO_MODEL, model_index),
         };
+    }
+
+    /// Drop the unused entries of `tag_pool` once they are many; amortised over the writes that
+    /// left them, so a write costs O(1) on average.
+    fn compact_tags(&mut self) {
+        if self.tag_garbage < COMPACT_AFTER || self.tag_garbage * 2 < self.tag_pool.len() {
+            return;
+        }
+        let mut pool = Vec::with_capacity(self.tag_pool.len() - self.tag_garbage);
+        for counted in &mut self.counted {
+            let start = u32::try_from(pool.len()).unwrap_or(u32::MAX);
+            pool.extend_from_slice(&self.tag_pool[counted.tags()]);
+            counted.tags_start = start;
+        }
+        self.tag_pool = pool;
+        self.tag_garbage = 0;
     }
 
     /// Forget `slot`, which held an agent with `facets`.
@@ -280,18 +338,20 @@ impl FacetIndex {
         }
         remove_slot(&mut self.levels, &facets.verification_level, slot);
         if let Some(counted) = self.counted.get_mut(slot as usize) {
-            let counted = std::mem::take(counted);
-            if let Some(id) = counted.category {
+            let counted = std::mem::replace(counted, Counted::EMPTY);
+            if counted.category != NO_VALUE {
                 let label = facets
                     .category_label
                     .as_deref()
                     .or(facets.category.as_deref())
                     .unwrap_or_default();
-                self.category_values.release(id, label);
+                self.category_values.release(counted.category, label);
             }
-            for (id, tag) in counted.tags.iter().zip(&facets.tags) {
+            for (id, tag) in self.tag_pool[counted.tags()].iter().zip(&facets.tags) {
                 self.tag_values.release(*id, tag);
             }
+            self.tag_garbage += usize::from(counted.tags_len);
+            self.compact_tags();
         }
     }
 
@@ -327,8 +387,6 @@ impl FacetIndex {
             index: self,
             categories: vec![0; self.category_values.len()],
             tags: vec![0; self.tag_values.len()],
-            seen_categories: Vec::new(),
-            seen_tags: Vec::new(),
             payment_models: [0; PaymentModel::ALL.len()],
             health: [0; Health::ALL.len()],
         }
@@ -336,15 +394,12 @@ impl FacetIndex {
 }
 
 /// Counts of facet values over a set of agents, each added once. Adding an agent costs a few
-/// array increments; finishing costs in proportion to the distinct values seen.
+/// array increments; finishing costs in proportion to the distinct values of the index.
 pub struct FacetCounter<'a> {
     index: &'a FacetIndex,
     /// By value id.
     categories: Vec<u32>,
     tags: Vec<u32>,
-    /// The ids whose count is not 0, in the order first seen.
-    seen_categories: Vec<u32>,
-    seen_tags: Vec<u32>,
     /// In the order of `PaymentModel::ALL` and `Health::ALL`.
     payment_models: [u32; 3],
     health: [u32; 4],
@@ -353,23 +408,24 @@ pub struct FacetCounter<'a> {
 impl FacetCounter<'_> {
     /// Count the agent in `slot`, whose health is `health`.
     pub fn add(&mut self, slot: u32, health: Health) {
-        let Some(counted) = self.index.counted.get(slot as usize) else {
+        let Some(counted) = self.index.counted.get(slot as usize).copied() else {
             return;
         };
-        if let Some(id) = counted.category {
-            bump(&mut self.categories, &mut self.seen_categories, id);
+        if let Some(count) = self.categories.get_mut(counted.category as usize) {
+            *count += 1;
         }
-        for id in counted.tags.iter() {
-            bump(&mut self.tags, &mut self.seen_tags, *id);
-        }
-        if let Some(model) = counted.payment_model {
-            if let Some(at) = PaymentModel::ALL.iter().position(|m| *m == model) {
-                self.payment_models[at] += 1;
+        for id in &self.index.tag_pool[counted.tags()] {
+            if let Some(count) = self.tags.get_mut(*id as usize) {
+                *count += 1;
             }
         }
-        if let Some(at) = Health::ALL.iter().position(|h| *h == health) {
-            self.health[at] += 1;
+        if let Some(count) = self
+            .payment_models
+            .get_mut(usize::from(counted.payment_model))
+        {
+            *count += 1;
         }
+        self.health[health.index()] += 1;
     }
 
     /// The counts: every category, the `TOP_TAGS` most frequent tags (ties by name), every
@@ -377,15 +433,20 @@ impl FacetCounter<'_> {
     pub fn finish(self) -> FacetCounts {
         let values = &self.index.category_values;
         let mut category: BTreeMap<String, usize> = BTreeMap::new();
-        for id in &self.seen_categories {
-            *category.entry(values.label(*id).to_owned()).or_default() +=
-                self.categories[*id as usize] as usize;
+        for (id, count) in self.categories.iter().enumerate() {
+            if *count > 0 {
+                *category
+                    .entry(values.label(id as u32).to_owned())
+                    .or_default() += *count as usize;
+            }
         }
         let tag_values = &self.index.tag_values;
         let mut tags: Vec<(&str, u32)> = self
-            .seen_tags
+            .tags
             .iter()
-            .map(|id| (tag_values.key(*id), self.tags[*id as usize]))
+            .enumerate()
+            .filter(|(_, count)| **count > 0)
+            .map(|(id, count)| (tag_values.key(id as u32), *count))
             .collect();
         let order = |a: &(&str, u32), b: &(&str, u32)| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0));
         if tags.len() > TOP_TAGS {
@@ -412,15 +473,6 @@ impl FacetCounter<'_> {
             ),
             health: present(&self.health, &Health::ALL.map(Health::as_str)),
         }
-    }
-}
-
-fn bump(counts: &mut [u32], seen: &mut Vec<u32>, id: u32) {
-    if let Some(count) = counts.get_mut(id as usize) {
-        if *count == 0 {
-            seen.push(id);
-        }
-        *count += 1;
     }
 }
 
@@ -613,5 +665,43 @@ mod tests {
         let counts = count(&index, &(0..names.len() as u32).collect::<Vec<_>>());
         let listed: Vec<&String> = counts.tags.keys().collect();
         assert_eq!(listed, names.iter().take(TOP_TAGS).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn rewriting_agents_many_times_compacts_the_tag_ids_and_keeps_counts_right() {
+        for model in PaymentModel::ALL {
+            assert_eq!(PaymentModel::ALL[usize::from(model_index(model))], model);
+        }
+        for health in Health::ALL {
+            assert_eq!(Health::ALL[health.index()], health);
+        }
+        let mut index = FacetIndex::default();
+        let version = |round: usize, slot: u32| {
+            labelled(
+                if slot % 2 == 0 { "Even" } else { "Odd" },
+                &[&format!("round{round}"), "always"],
+                Some(PaymentModel::Free),
+            )
+        };
+        let mut current: Vec<Facets> = (0..10).map(|slot| version(0, slot)).collect();
+        for (slot, facets) in current.iter().enumerate() {
+            index.insert(slot as u32, facets);
+        }
+        for round in 1..=3 * COMPACT_AFTER {
+            let slot = round % 10;
+            index.remove(slot as u32, &current[slot]);
+            current[slot] = version(round, slot as u32);
+            index.insert(slot as u32, &current[slot]);
+            assert!(
+                index.tag_pool.len() <= COMPACT_AFTER + 2 * 10 + 2,
+                "round {round}"
+            );
+        }
+        assert!(index.tag_values.len() < 100, "released ids are reused");
+        let counts = count(&index, &(0..10).collect::<Vec<_>>());
+        assert_eq!(counts.category, map(&[("Even", 5), ("Odd", 5)]));
+        assert_eq!(counts.tags.get("always"), Some(&10));
+        assert_eq!(counts.tags.values().sum::<usize>(), 20);
+        assert_eq!(counts.payment_model, map(&[("free", 10)]));
     }
 }

@@ -131,6 +131,7 @@ async function run({ append = false } = {}) {
       results.replaceChildren();
       empty.hidden = true;
       more.hidden = true;
+      renderFacets(); // the last counts, and the ticked values so they can be unticked
     }
   } finally {
     results.removeAttribute("aria-busy");
@@ -189,5 +190,4 @@ window.addEventListener("popstate", () => {
 });
 
 restoreFromAddress();
-renderFacets();
 run();

@@ -440,19 +440,7 @@ impl FacetCounter<'_> {
                     .or_default() += *count as usize;
             }
         }
-        let tag_values = &self.index.tag_values;
-        let mut tags: Vec<(&str, u32)> = self
-            .tags
-            .iter()
-            .enumerate()
-            .filter(|(_, count)| **count > 0)
-            .map(|(id, count)| (tag_values.key(id as u32), *count))
-            .collect();
-        let order = |a: &(&str, u32), b: &(&str, u32)| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0));
-        if tags.len() > TOP_TAGS {
-            tags.select_nth_unstable_by(TOP_TAGS - 1, order);
-            tags.truncate(TOP_TAGS);
-        }
+        let tags = top_tags(&self.tags, &self.index.tag_values);
         let present = |counts: &[u32], names: &[&'static str]| {
             names
                 .iter()
@@ -474,6 +462,41 @@ impl FacetCounter<'_> {
             health: present(&self.health, &Health::ALL.map(Health::as_str)),
         }
     }
+}
+
+/// The `TOP_TAGS` most counted tags, ties by name. Counts are compared first as integers alone
+/// (the 20th highest count is a threshold); names only among the tags at the threshold.
+fn top_tags<'v>(counts: &[u32], values: &'v Values) -> Vec<(&'v str, u32)> {
+    let mut counted: Vec<(u32, u32)> = counts
+        .iter()
+        .enumerate()
+        .filter(|(_, count)| **count > 0)
+        .map(|(id, count)| (id as u32, *count))
+        .collect();
+    if counted.len() > TOP_TAGS {
+        counted.select_nth_unstable_by(TOP_TAGS - 1, |a, b| b.1.cmp(&a.1));
+        let threshold = counted[TOP_TAGS - 1].1;
+        let mut above: Vec<(u32, u32)> = Vec::with_capacity(TOP_TAGS);
+        let mut tied: Vec<(u32, u32)> = Vec::new();
+        for entry in counted {
+            match entry.1.cmp(&threshold) {
+                std::cmp::Ordering::Greater => above.push(entry),
+                std::cmp::Ordering::Equal => tied.push(entry),
+                std::cmp::Ordering::Less => {}
+            }
+        }
+        let wanted = TOP_TAGS - above.len();
+        if tied.len() > wanted {
+            tied.select_nth_unstable_by(wanted - 1, |a, b| values.key(a.0).cmp(values.key(b.0)));
+            tied.truncate(wanted);
+        }
+        above.extend(tied);
+        counted = above;
+    }
+    counted
+        .into_iter()
+        .map(|(id, count)| (values.key(id), count))
+        .collect()
 }
 
 #[cfg(test)]

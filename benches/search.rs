@@ -8,6 +8,8 @@
 //! the rankings are `keyword`, `exact`, `ann` (or `hybrid`) and `vectors`, the last being the
 //! vector index alone); `REGISTRY_BENCH_SLOWEST=10` prints the ten slowest queries of each
 //! measurement.
+//! `REGISTRY_BENCH_FACETS=1` also runs every query asking for facet counts (`facets=true`) and
+//! reports those latencies in a row of their own.
 //! `REGISTRY_BENCH_SWEEP=1` instead measures the graph's parameters (`benches/support/vectors.rs`);
 //! `REGISTRY_BENCH_ORIGINALS=n` builds every size from the first n real agents only, so that a
 //! small set has the copies-per-agent of a large one.
@@ -142,7 +144,7 @@ fn distinguish_copies(agents: &mut [Agent]) {
 pub const FILTER_TAGS: [&str; 3] = ["mcp", "ai", "api"];
 
 /// Every fifth request also filters by a frequent tag, the way clients narrow a search.
-fn request(query: &str, index: usize) -> SearchRequest {
+fn request(query: &str, index: usize, facets: bool) -> SearchRequest {
     let raw = RawFilters {
         tags: (index % 5 == 4).then(|| FILTER_TAGS.join(",")),
         ..RawFilters::default()
@@ -154,6 +156,7 @@ fn request(query: &str, index: usize) -> SearchRequest {
         limit: 10,
         cursor: None,
         offset: 0,
+        facets,
     }
 }
 
@@ -202,40 +205,90 @@ async fn measure(label: &str, agents: &[Agent], kind: EmbedderKind, queries: &[S
     let build = started.elapsed();
     let rss_after = resident_mib();
 
+    // `REGISTRY_BENCH_FACETS=1`: each query is also run asking for facet counts, the two runs
+    // alternating which goes first, and both are reported.
+    let with_facets = std::env::var_os("REGISTRY_BENCH_FACETS").is_some();
     for (i, query) in queries.iter().take(WARMUP).enumerate() {
-        index.search(&request(query, i)).await.expect("search");
+        index
+            .search(&request(query, i, with_facets))
+            .await
+            .expect("search");
     }
     let mut timed = Vec::with_capacity(queries.len());
+    let mut timed_facets = Vec::with_capacity(queries.len());
     let mut hits = 0usize;
     for (i, query) in queries.iter().enumerate() {
-        let request = request(query, i);
-        let started = Instant::now();
-        let page = index.search(&request).await.expect("search");
-        timed.push((started.elapsed(), i));
-        hits += usize::from(!page.hits.is_empty());
+        let order: &[bool] = match (with_facets, i % 2) {
+            (false, _) => &[false],
+            (true, 0) => &[false, true],
+            (true, _) => &[true, false],
+        };
+        for &facets in order {
+            let request = request(query, i, facets);
+            let started = Instant::now();
+            let page = index.search(&request).await.expect("search");
+            let elapsed = started.elapsed();
+            if facets {
+                timed_facets.push((elapsed, i));
+            } else {
+                timed.push((elapsed, i));
+                hits += usize::from(!page.hits.is_empty());
+            }
+        }
     }
-    timed.sort();
-    let slowest: usize = std::env::var("REGISTRY_BENCH_SLOWEST")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    for (elapsed, i) in timed.iter().rev().take(slowest) {
-        eprintln!("{label}: {} µs  {:?}", micros(*elapsed), queries[*i]);
+    let hit_share = format!("{:.0}%", 100.0 * hits as f64 / queries.len() as f64);
+    let row = |label: &str, mut timed: Vec<(Duration, usize)>, hit_share: &str| {
+        let runs = timed.len();
+        timed.sort();
+        let slowest: usize = std::env::var("REGISTRY_BENCH_SLOWEST")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        for (elapsed, i) in timed.iter().rev().take(slowest) {
+            eprintln!("{label}: {} µs  {:?}", micros(*elapsed), queries[*i]);
+        }
+        let latencies: Vec<Duration> = timed.into_iter().map(|(elapsed, _)| elapsed).collect();
+        println!(
+            "| {label} | {} | {} | {} | {} | {} | {runs} | {:.1} | {:.0} | {hit_share} |",
+            agents.len(),
+            micros(percentile(&latencies, 0.50)),
+            micros(percentile(&latencies, 0.95)),
+            micros(percentile(&latencies, 0.99)),
+            micros(*latencies.last().expect("latencies")),
+            build.as_secs_f64(),
+            rss_after - rss_before,
+        );
+    };
+    row(label, timed, &hit_share);
+    if with_facets {
+        row(&format!("{label}, facets=true"), timed_facets, &hit_share);
+        // The most a count can cost: no query text and no filter match every agent.
+        let mut all = Vec::new();
+        let mut all_facets = Vec::new();
+        for i in 0..LIST_ALL_RUNS {
+            for facets in [i % 2 == 0, i % 2 == 1] {
+                let request = request("", 0, facets);
+                let started = Instant::now();
+                index.search(&request).await.expect("search");
+                let elapsed = (started.elapsed(), 0);
+                if facets {
+                    all_facets.push(elapsed);
+                } else {
+                    all.push(elapsed);
+                }
+            }
+        }
+        row(&format!("{label}, every agent"), all, "100%");
+        row(
+            &format!("{label}, every agent, facets=true"),
+            all_facets,
+            "100%",
+        );
     }
-    let latencies: Vec<Duration> = timed.into_iter().map(|(elapsed, _)| elapsed).collect();
-    println!(
-        "| {label} | {} | {} | {} | {} | {} | {} | {:.1} | {:.0} | {:.0}% |",
-        agents.len(),
-        micros(percentile(&latencies, 0.50)),
-        micros(percentile(&latencies, 0.95)),
-        micros(percentile(&latencies, 0.99)),
-        micros(*latencies.last().expect("latencies")),
-        queries.len(),
-        build.as_secs_f64(),
-        rss_after - rss_before,
-        100.0 * hits as f64 / queries.len() as f64,
-    );
 }
+
+/// Runs of the search that matches every agent, with and without facets.
+const LIST_ALL_RUNS: usize = 50;
 
 fn main() {
     // `cargo test --benches` runs this binary with `--bench` absent: stay quick then.

@@ -159,6 +159,7 @@ impl Run<'_> {
                 limit: self.args.depth.max(10),
                 cursor: None,
                 offset: 0,
+                facets: false,
             };
             let started = Instant::now();
             let page = index.search(&request).await?;

@@ -131,6 +131,11 @@ hand_written_schema!(
     legacy_message_answer
 );
 hand_written_schema!(
+    /// The `facets` member of a search answer.
+    SearchFacets,
+    search_facets
+);
+hand_written_schema!(
     /// `/healthz`.
     Health,
     health
@@ -160,6 +165,7 @@ fn hand_written() -> Vec<(&'static str, Value)> {
         ("SessionStep", session_step()),
         ("HostedAgentAnswer", hosted_agent_answer()),
         ("LegacyMessageAnswer", legacy_message_answer()),
+        ("SearchFacets", search_facets()),
         ("Health", health()),
         ("Readiness", readiness()),
     ]
@@ -705,6 +711,10 @@ fn search_request() -> Value {
         json!({"type": ["boolean", "null"], "description": "true (default): one agent per duplicate group (agents sharing a repository or an endpoint), the group's best member; false: every agent. Also read inside `filters`."}),
     );
     properties.insert(
+        "facets".to_owned(),
+        json!({"type": ["boolean", "null"], "description": "true: the answer also has `facets`, the matches counted per category, tag, payment model and health; false or absent (default): it has none. Read at the top level only."}),
+    );
+    properties.insert(
         "filters".to_owned(),
         json!({"type": ["object", "null"], "properties": filter_properties(),
             "description": "Filters, applied before ranking and paging."}),
@@ -936,6 +946,43 @@ fn legacy_message_answer() -> Value {
         {"type": "object", "required": ["card"], "properties": {"card": {"$ref": "#/components/schemas/AgentCard"}}},
         {"$ref": "#/components/schemas/HostedAgentAnswer"},
     ]})
+}
+
+/// `{value: count}` with counts of at least 1.
+fn counts(description: &str, keys: Option<&[&str]>) -> Value {
+    let count = json!({"type": "integer", "minimum": 1});
+    let mut schema = json!({"type": "object", "description": description});
+    match keys {
+        Some(keys) => {
+            schema["properties"] = keys
+                .iter()
+                .map(|key| ((*key).to_owned(), count.clone()))
+                .collect();
+            schema["additionalProperties"] = json!(false);
+        }
+        None => schema["additionalProperties"] = count,
+    }
+    schema
+}
+
+fn search_facets() -> Value {
+    let mut tags = counts(
+        "The most frequent tags (at most 20; ties by name), lowercase.",
+        None,
+    );
+    tags["maxProperties"] = json!(crate::search::counts::TOP_TAGS);
+    json!({
+        "type": "object",
+        "description": "The search's matches (all `total` of them, duplicates collapsed as in the list, not only this page) counted per facet value; a value no match has is absent.",
+        "required": ["category", "tags", "payment_model", "health"],
+        "additionalProperties": false,
+        "properties": {
+            "category": counts("Per category. Categories that differ only in case are one (as the `category` filter compares them), named by the spelling most agents use. Agents without a category are not counted.", None),
+            "tags": tags,
+            "payment_model": counts("Per payment model, as the `payment_model` filter names them. Agents that state no payment terms are not counted (no `payment_model` filter matches them).", Some(&["free", "paid", "freemium"])),
+            "health": counts("Per health status. Agents are not probed yet, so every one is `unknown`.", Some(&["up", "down", "not_conformant", "unknown"])),
+        },
+    })
 }
 
 fn health() -> Value {

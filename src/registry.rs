@@ -749,6 +749,7 @@ mod tests {
             limit: 10,
             cursor: None,
             offset: 0,
+            facets: false,
         }
     }
 

@@ -352,6 +352,7 @@ pub async fn list_resources(
                 limit,
                 cursor: None,
                 offset: usize::try_from(offset).unwrap_or(usize::MAX),
+                facets: false,
             };
             Some(state.registry.search(&request).await?)
         }
@@ -394,6 +395,7 @@ pub async fn search_resources(
                 limit,
                 cursor: query.cursor.clone().filter(|cursor| !cursor.is_empty()),
                 offset: 0,
+                facets: false,
             };
             Some(state.registry.search(&request).await?)
         }

@@ -63,6 +63,7 @@ pub async fn ai_catalog(
             limit: (page_size - entries.len()).min(crate::search::MAX_LIMIT),
             cursor: cursor.take(),
             offset: 0,
+            facets: false,
         };
         let page = state.registry.search(&request).await?;
         entries.extend(page.hits.iter().map(|hit| entry(&hit.listing, base)));

@@ -97,6 +97,7 @@ pub async fn list_servers(
         limit: crate::search::clamp_limit(query.limit, 30, crate::search::MAX_LIMIT),
         cursor: query.cursor.filter(|cursor| !cursor.is_empty()),
         offset: 0,
+        facets: false,
     };
     let page = state.registry.search(&request).await?;
     let mut servers = Vec::with_capacity(page.hits.len());

@@ -28,6 +28,7 @@ use super::wire::{AgentPage, AgentRecord, VersionList};
         ("sort" = Option<String>, Query, description = "`relevance` (default with q), `newest` (default without), `name`"),
         ("health" = Option<String>, Query, description = "`up`, `down`, `not_conformant`, `unknown` (OR): what the last liveness probe found"),
         ("collapse" = Option<bool>, Query, description = "`true` (default): one agent per duplicate group (agents sharing a repository or an endpoint), the group's best member; `false`: every agent"),
+        ("facets" = Option<bool>, Query, description = "`true`: the answer also has `facets`, every match (not only this page) counted per category, tag (the 20 most frequent), payment model and health; `false` (default): no `facets` member"),
         ("limit" = Option<i64>, Query, description = "Page size, default 20, max 100; values below 1 are read as 1, above 100 as 100"),
         ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
     ),
@@ -43,7 +44,7 @@ pub async fn list_agents(
 
 /// Semantic search with filters in a JSON body.
 #[utoipa::path(post, path = "/public/agents/search", tag = "public",
-    request_body(content = crate::openapi::SearchRequest, description = "`{query, limit (default 5, max 100), cursor, sort, filters: {target, category, tags, verification_level, payment_model, payment_protocol, payment_rail, payment_direction}}`"),
+    request_body(content = crate::openapi::SearchRequest, description = "`{query, limit (default 5, max 100), cursor, sort, collapse, facets, filters: {target, category, tags, verification_level, payment_model, payment_protocol, payment_rail, payment_direction}}`"),
     responses((status = 200, body = AgentPage)))]
 pub async fn search_agents(
     State(state): State<AppState>,

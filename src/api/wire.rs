@@ -1,10 +1,12 @@
 //! Wire types: what clients see. Built from the model, never the model itself.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::domain::{Capability, CardSignatureCheck, Health, Payment, Reach};
-use crate::search::{Listing, SearchPage};
+use crate::search::{FacetCounts, Listing, SearchPage};
 use crate::store::{Agent, AgentState, AgentVersion, VerificationLevel};
 use crate::timestamp::Timestamp;
 
@@ -199,6 +201,32 @@ pub struct AgentPage {
     pub limit: usize,
     /// Pass back as `cursor` for the next page; null on the last page.
     pub next_cursor: Option<String>,
+    /// Only when asked with `facets=true`: the matches (all `total` of them) counted per facet
+    /// value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = crate::openapi::SearchFacets, required = false)]
+    pub facets: Option<SearchFacets>,
+}
+
+/// Counts of a search's matches per facet value; values with no match are absent. The schema
+/// is written by hand (`openapi::SearchFacets`).
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchFacets {
+    pub category: BTreeMap<String, usize>,
+    pub tags: BTreeMap<String, usize>,
+    pub payment_model: BTreeMap<String, usize>,
+    pub health: BTreeMap<String, usize>,
+}
+
+impl SearchFacets {
+    pub fn of(counts: &FacetCounts) -> Self {
+        Self {
+            category: counts.category.clone(),
+            tags: counts.tags.clone(),
+            payment_model: counts.payment_model.clone(),
+            health: counts.health.clone(),
+        }
+    }
 }
 
 impl AgentPage {
@@ -216,6 +244,7 @@ impl AgentPage {
             total: page.total,
             limit: page.limit,
             next_cursor: page.next_cursor.clone(),
+            facets: page.facets.as_ref().map(SearchFacets::of),
         }
     }
 }

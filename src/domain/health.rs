@@ -24,6 +24,16 @@ pub enum HealthStatus {
 impl HealthStatus {
     pub const ALL: [Self; 4] = [Self::Up, Self::Down, Self::NotConformant, Self::Unknown];
 
+    /// Its place in `ALL`.
+    pub fn index(self) -> usize {
+        match self {
+            Self::Up => 0,
+            Self::Down => 1,
+            Self::NotConformant => 2,
+            Self::Unknown => 3,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Up => "up",

@@ -190,6 +190,7 @@ impl FinanceAgent {
             (Market::Crypto, None) => Err(not_a_crypto(symbol)),
             (Market::Crypto, Some(base)) => self.crypto(base).await,
             (Market::Stock, _) | (Market::Auto, None) => self.stock(symbol).await,
+            // Crypto first, then stocks: when both fail, the error names both upstreams.
             (Market::Auto, Some(base)) => match self.crypto(base).await {
                 Ok(quote) => Ok(quote),
                 Err(crypto_error) => match self.stock(symbol).await {
@@ -202,8 +203,9 @@ impl FinanceAgent {
                             symbol.0
                         )))
                     }
-                    Err(AgentError::NotFound(_)) => Err(crypto_error),
-                    Err(stock_error) => Err(stock_error),
+                    Err(stock_error) => {
+                        Err(AgentError::all_failed(vec![crypto_error, stock_error]))
+                    }
                 },
             },
         }

@@ -54,6 +54,18 @@ pub enum AgentError {
     Outbound(#[from] OutboundError),
     #[error("{0}")]
     Internal(String),
+    /// Every upstream an agent tried failed: each named with how it failed, in the order tried.
+    /// Built by [`AgentError::all_failed`], never nested.
+    #[error("{}", join_messages(.0))]
+    AllFailed(Vec<AgentError>),
+}
+
+fn join_messages(failures: &[AgentError]) -> String {
+    failures
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 impl AgentError {
@@ -61,6 +73,49 @@ impl AgentError {
         Self::InvalidInput {
             field: field.to_owned(),
             message: message.into(),
+        }
+    }
+
+    /// The error of an agent that tried upstreams in turn and got `failures` (in the order
+    /// tried): one failure is itself; several are one error that names each upstream and how
+    /// it failed, so a fallback's failure does not hide the first one. Its code is that of the
+    /// last failure that was not a plain "not found" (the one a retry would meet), else
+    /// `resource_not_found`.
+    pub fn all_failed(failures: Vec<AgentError>) -> Self {
+        let mut flat: Vec<AgentError> = Vec::with_capacity(failures.len());
+        for failure in failures {
+            match failure {
+                // A fault of the registry, not of an upstream: it stands alone (and unshown).
+                internal @ Self::Internal(_) => return internal,
+                Self::AllFailed(inner) => flat.extend(inner),
+                other => flat.push(other),
+            }
+        }
+        if flat.len() == 1 {
+            return flat
+                .pop()
+                .unwrap_or_else(|| Self::Internal("no failure".to_owned()));
+        }
+        Self::AllFailed(flat)
+    }
+
+    /// The failure that decides the code and `Retry-After` of an `AllFailed`.
+    fn deciding(failures: &[AgentError]) -> Option<&AgentError> {
+        failures
+            .iter()
+            .rev()
+            .find(|failure| !matches!(failure, Self::NotFound(_)))
+            .or_else(|| failures.last())
+    }
+
+    /// Seconds the upstream asked to wait, when it was rate-limited and said so.
+    pub fn retry_after_secs(&self) -> Option<u64> {
+        match self {
+            Self::RateLimited {
+                retry_after_secs, ..
+            } => *retry_after_secs,
+            Self::AllFailed(failures) => failures.iter().filter_map(Self::retry_after_secs).max(),
+            _ => None,
         }
     }
 
@@ -74,6 +129,9 @@ impl AgentError {
             Self::UpstreamTimeout(_) => ErrorCode::UpstreamTimeout,
             Self::Outbound(err) => err.code(),
             Self::Internal(_) => ErrorCode::Internal,
+            Self::AllFailed(failures) => {
+                Self::deciding(failures).map_or(ErrorCode::Internal, Self::code)
+            }
         }
     }
 }
@@ -87,12 +145,7 @@ impl From<AgentError> for ApiError {
         if code.status().is_server_error() {
             tracing::warn!(code = code.as_str(), error = %err, "hosted agent failed upstream");
         }
-        let retry_after_secs = match &err {
-            AgentError::RateLimited {
-                retry_after_secs, ..
-            } => *retry_after_secs,
-            _ => None,
-        };
+        let retry_after_secs = err.retry_after_secs();
         ApiError {
             retry_after_secs,
             ..ApiError::new(code, err.to_string())
@@ -330,6 +383,50 @@ pub(crate) fn required_str<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn when_every_upstream_fails_the_error_names_each_in_order() {
+        let both = AgentError::all_failed(vec![
+            AgentError::Upstream("CoinGecko is unreachable (connection refused)".to_owned()),
+            AgentError::UpstreamTimeout("Yahoo Finance did not answer within 1 s".to_owned()),
+        ]);
+        assert_eq!(
+            both.to_string(),
+            "CoinGecko is unreachable (connection refused); Yahoo Finance did not answer within 1 s"
+        );
+        assert_eq!(
+            both.code(),
+            ErrorCode::UpstreamTimeout,
+            "the last failure decides"
+        );
+
+        let limited_then_unknown = AgentError::all_failed(vec![
+            AgentError::RateLimited {
+                service: "Coinbase",
+                retry_after_secs: Some(30),
+            },
+            AgentError::NotFound("Yahoo Finance has no chart for it".to_owned()),
+        ]);
+        assert_eq!(
+            limited_then_unknown.code(),
+            ErrorCode::UpstreamError,
+            "a failure outranks a plain not-found"
+        );
+        assert_eq!(limited_then_unknown.retry_after_secs(), Some(30));
+        assert!(
+            limited_then_unknown
+                .to_string()
+                .starts_with("Coinbase was rate-limited")
+        );
+
+        let one = AgentError::all_failed(vec![AgentError::NotFound("gone".to_owned())]);
+        assert!(matches!(one, AgentError::NotFound(_)));
+        let internal = AgentError::all_failed(vec![
+            AgentError::Upstream("x".to_owned()),
+            AgentError::Internal("bad origin".to_owned()),
+        ]);
+        assert!(matches!(internal, AgentError::Internal(_)));
+    }
 
     #[test]
     fn an_input_body_names_the_capability_and_its_input() {

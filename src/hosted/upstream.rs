@@ -76,7 +76,7 @@ impl Api {
                 "{} answered with {got} instead of JSON",
                 self.service
             )),
-            other => AgentError::Upstream(format!("{} is unreachable: {other}", self.service)),
+            other => AgentError::Upstream(format!("{} is unreachable ({other})", self.service)),
         }
     }
 

@@ -553,6 +553,7 @@ async fn the_prober_records_health_politely_and_search_filters_on_it() {
             limit: 50,
             cursor: None,
             offset: 0,
+            facets: true,
         }
     };
     let page = registry.search(&search("down")).await.expect("search");
@@ -573,6 +574,12 @@ async fn the_prober_records_health_politely_and_search_filters_on_it() {
     );
     let up_or_down = registry.search(&search("up,down")).await.expect("search");
     assert_eq!(up_or_down.total, 8);
+    let health_facet = up_or_down.facets.expect("facets").health;
+    assert_eq!(
+        health_facet.into_iter().collect::<Vec<_>>(),
+        [("down".to_owned(), 1), ("up".to_owned(), 7)],
+        "facet counts read the probed status"
+    );
     let counts: HashMap<_, _> = registry.health_counts().into_iter().collect();
     assert_eq!(counts[&HealthStatus::Up], 7);
     assert_eq!(counts[&HealthStatus::Down], 1);

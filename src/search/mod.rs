@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 use crate::domain::{Health, HealthStatus};
 use crate::store::{Agent, AgentState, Store, StoredEmbedding};
 
+pub mod counts;
 pub mod duplicates;
 pub mod embed;
 pub mod facets;
@@ -28,6 +29,7 @@ pub mod request;
 pub mod text;
 pub mod vectors;
 
+pub use counts::FacetCounts;
 pub use filters::{Filters, McpFilter, RawFilters};
 
 pub use crate::domain::DEFAULT_VERSION;
@@ -106,6 +108,8 @@ pub struct SearchRequest {
     /// Matches skipped (after the cursor, if any) before the page: offset paging, for the
     /// paths that offer it. 0 everywhere else.
     pub offset: usize,
+    /// Also count the matches per category, tag, payment model and health (`counts`).
+    pub facets: bool,
 }
 
 impl SearchRequest {
@@ -391,14 +395,17 @@ struct Matches<'c> {
     total: usize,
     /// Matches counted in `total` but not in `hits`; each ranks below every hit.
     omitted: usize,
+    /// Facet counts over the `total` matches, when asked for.
+    facets: Option<FacetCounts>,
 }
 
 impl<'c> Matches<'c> {
-    fn all(hits: Vec<Scored<'c>>) -> Self {
+    fn all(hits: Vec<Scored<'c>>, facets: Option<FacetCounts>) -> Self {
         Self {
             total: hits.len(),
             hits,
             omitted: 0,
+            facets,
         }
     }
 }
@@ -1083,6 +1090,7 @@ impl SearchIndex {
             mut hits,
             total,
             omitted,
+            facets,
         } = found;
         let more = hits.len() > reach || omitted > 0;
         // Only the page (and what it skips) is ordered: selecting it is linear, sorting every
@@ -1110,6 +1118,7 @@ impl SearchIndex {
             total,
             limit,
             next_cursor,
+            facets,
         })
     }
 
@@ -1136,9 +1145,18 @@ impl SearchIndex {
                 .doc(slot)
                 .filter(|_| allowed.as_ref().is_none_or(|set| set.contains(slot)) && shown(slot))
         };
+        // Facet counts go over the very matches `total` counts, once each.
+        let mut counter = request.facets.then(|| catalog.facets.counter());
+        let mut count = |slot: u32| {
+            if let (Some(counter), Some(_)) = (counter.as_mut(), catalog.doc(slot)) {
+                counter.add(slot, catalog.health_status(slot));
+            }
+        };
         if !request.has_text() {
-            let unscored = |slot: u32| {
-                accepted(slot).map(|doc| Scored {
+            let mut hit = |slot: u32| {
+                let doc = accepted(slot)?;
+                count(slot);
+                Some(Scored {
                     slot,
                     doc,
                     score: 0.0,
@@ -1146,11 +1164,11 @@ impl SearchIndex {
             };
             let hits: Vec<Scored<'c>> = match &allowed {
                 None => (0..catalog.docs.len() as u32)
-                    .filter_map(unscored)
+                    .filter_map(&mut hit)
                     .collect(),
-                Some(set) => set.iter().filter_map(unscored).collect(),
+                Some(set) => set.iter().filter_map(&mut hit).collect(),
             };
-            return Matches::all(hits);
+            return Matches::all(hits, counter.map(facets::FacetCounter::finish));
         }
         let keyword: Vec<(u32, f32)> = match self.mode {
             Mode::Vector => Vec::new(),
@@ -1174,6 +1192,21 @@ impl SearchIndex {
                 }),
             )
         });
+        if request.facets {
+            // Every keyword match, then the vector matches no keyword found.
+            let mut by_vector_only = SlotSet::default();
+            for (slot, _) in semantic.iter().flatten() {
+                by_vector_only.insert(*slot);
+            }
+            for (slot, _) in &keyword {
+                count(*slot);
+                by_vector_only.remove(*slot);
+            }
+            for slot in by_vector_only.iter() {
+                count(slot);
+            }
+        }
+        let facets = counter.map(facets::FacetCounter::finish);
         // Agents the prober found not answering sink a little (the prior never exceeds 1).
         let to_hits = |scores: Vec<(u32, f64)>| -> Vec<Scored<'c>> {
             scores
@@ -1188,12 +1221,15 @@ impl SearchIndex {
                 .collect()
         };
         match semantic {
-            None => Matches::all(to_hits(
-                keyword
-                    .into_iter()
-                    .map(|(slot, score)| (slot, f64::from(score)))
-                    .collect(),
-            )),
+            None => Matches::all(
+                to_hits(
+                    keyword
+                        .into_iter()
+                        .map(|(slot, score)| (slot, f64::from(score)))
+                        .collect(),
+                ),
+                facets,
+            ),
             Some(semantic) => {
                 let weight = self
                     .embedder
@@ -1204,6 +1240,7 @@ impl SearchIndex {
                     hits: to_hits(fused.scores),
                     total: fused.total,
                     omitted: fused.omitted,
+                    facets,
                 }
             }
         }
@@ -1221,8 +1258,10 @@ impl SearchIndex {
             facets: Facets {
                 target: draft.target.as_deref().map(str::to_lowercase),
                 category: draft.category.as_deref().map(str::to_lowercase),
+                category_label: draft.category.clone(),
                 tags: draft.tags.clone(),
                 verification_level: agent.verification_level,
+                payment_model: draft.payment.as_ref().map(|payment| payment.model),
             },
             content_hash: hex::encode(Sha256::digest(embedding_text(&text).as_bytes())),
             text,
@@ -1706,6 +1745,7 @@ mod tests {
             limit,
             cursor,
             offset,
+            facets: false,
         }
     }
 
@@ -2133,5 +2173,94 @@ mod tests {
         let vectors = catalog.vectors.as_ref().expect("vectors");
         assert_eq!(vectors.len(), 30);
         assert!(!vectors.graph_due());
+    }
+
+    #[tokio::test]
+    async fn facets_count_the_keyword_and_the_vector_matches_once_each() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store: Arc<dyn Store> = Arc::new(
+            crate::store::sqlite::SqliteStore::open_dir(dir.path())
+                .await
+                .expect("store"),
+        );
+        let mut agents = Vec::new();
+        for (i, (description, category, tags)) in [
+            ("Forecasts for any city.", "Weather", vec!["forecast"]),
+            ("Forecasts and radar.", "weather", vec!["forecast", "radar"]),
+            ("Stock quotes.", "Finance", vec!["stocks"]),
+            ("Crypto prices.", "Finance", vec!["crypto"]),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let draft = crate::domain::AgentDraft::parse(&serde_json::json!({
+                "package_name": format!("com.example.agent{i}"),
+                "name": format!("Agent {i}"),
+                "description": description,
+                "category": category,
+                "tags": tags,
+                "payment": {"model": if i % 2 == 0 { "free" } else { "paid" },
+                            "protocols": ["x402"], "rails": ["base:usdc"]},
+            }))
+            .expect("draft");
+            let mut agent = Agent::new(draft, "alice", crate::timestamp::Timestamp::now());
+            agent.state = AgentState::Active;
+            agents.push(agent);
+        }
+        // Every agent embeds to one vector: all of them are matches by meaning.
+        let embedder = Arc::new(CountingEmbedder::default());
+        let index =
+            SearchIndex::new(store, Some(embedder as Arc<dyn embed::Embedder>)).expect("index");
+        index.rebuild(&agents).await.expect("index");
+        let search = |pairs: &[(&str, &str)]| {
+            let pairs: Vec<(String, String)> = pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            request::from_query_pairs(&pairs, request::LIST_LIMITS).expect("request")
+        };
+        let map = |entries: &[(&str, usize)]| -> std::collections::BTreeMap<String, usize> {
+            entries.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect()
+        };
+
+        let page = index
+            .search(&search(&[
+                ("q", "forecasts"),
+                ("facets", "true"),
+                ("limit", "1"),
+            ]))
+            .await
+            .expect("search");
+        assert_eq!(
+            page.total, 4,
+            "two by keyword and vector, two by vector alone"
+        );
+        let facets = page.facets.expect("facets");
+        assert_eq!(facets.category, map(&[("Finance", 2), ("Weather", 2)]));
+        assert_eq!(
+            facets.tags,
+            map(&[("crypto", 1), ("forecast", 2), ("radar", 1), ("stocks", 1)])
+        );
+        assert_eq!(facets.payment_model, map(&[("free", 2), ("paid", 2)]));
+        assert_eq!(facets.health, map(&[("unknown", 4)]));
+
+        let filtered = index
+            .search(&search(&[
+                ("q", "forecasts"),
+                ("facets", "true"),
+                ("payment_model", "paid"),
+            ]))
+            .await
+            .expect("search");
+        assert_eq!(filtered.total, 2);
+        let facets = filtered.facets.expect("facets");
+        assert_eq!(facets.category, map(&[("Finance", 1), ("Weather", 1)]));
+        assert_eq!(facets.payment_model, map(&[("paid", 2)]));
+
+        let without = index
+            .search(&search(&[("q", "forecasts")]))
+            .await
+            .expect("search");
+        assert!(without.facets.is_none());
     }
 }

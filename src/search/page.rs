@@ -76,4 +76,6 @@ pub struct SearchPage {
     pub limit: usize,
     /// Where the next page starts; `None` on the last page.
     pub next_cursor: Option<String>,
+    /// Counts per facet value over every match, when the request asked for them.
+    pub facets: Option<super::FacetCounts>,
 }

@@ -104,6 +104,15 @@ pub fn from_query_pairs(
         },
         health: joined("health"),
     };
+    let facets = match joined("facets") {
+        None => false,
+        Some(value) => parse_bool(&value).ok_or_else(|| {
+            invalid(
+                "facets",
+                "must be true (count the matches per category, tag, payment model and health) or false",
+            )
+        })?,
+    };
     Ok(SearchRequest {
         text: joined("q").unwrap_or_default(),
         filters: Filters::parse(&raw)?,
@@ -111,10 +120,12 @@ pub fn from_query_pairs(
         limit: clamp_limit(limit, limits.default, limits.max),
         cursor: joined("cursor"),
         offset: 0,
+        facets,
     })
 }
 
-/// From a JSON object: `{"query", "limit", "cursor", "sort", "filters": {…}}`, with filter keys
+/// From a JSON object: `{"query", "limit", "cursor", "sort", "collapse", "facets", "filters":
+/// {…}}`, with filter keys
 /// also accepted at the top level, and payment keys also in camelCase. A missing body (`null`) is
 /// refused like any other non-object: `{}` is the search without criteria.
 pub fn from_json(body: &Value, limits: Limits) -> Result<SearchRequest, SearchError> {
@@ -189,6 +200,12 @@ pub fn from_json(body: &Value, limits: Limits) -> Result<SearchRequest, SearchEr
         },
         health: filter(&["health"])?,
     };
+    // A top-level member only: it asks for more in the answer, it filters nothing.
+    let facets = match object.get("facets") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(facets)) => *facets,
+        Some(_) => return Err(invalid("facets", "facets must be true or false")),
+    };
     Ok(SearchRequest {
         text,
         filters: Filters::parse(&raw)?,
@@ -196,6 +213,7 @@ pub fn from_json(body: &Value, limits: Limits) -> Result<SearchRequest, SearchEr
         limit: clamp_limit(limit, limits.default, limits.max),
         cursor,
         offset: 0,
+        facets,
     })
 }
 
@@ -251,6 +269,33 @@ mod tests {
                           "filters": {"paymentModel": ["free", "paid"], "tags": ["a"]}});
         let request = from_json(&body, SEARCH_LIMITS);
         assert!(request.is_ok(), "{request:?}");
+    }
+
+    #[test]
+    fn facets_are_asked_for_with_a_boolean_and_off_by_default() {
+        let query = |value: &str| {
+            from_query_pairs(&pairs(&[("facets", value)]), LIST_LIMITS).map(|r| r.facets)
+        };
+        assert_eq!(query("true"), Ok(true));
+        assert_eq!(query(" FALSE "), Ok(false));
+        assert!(matches!(
+            query("maybe"),
+            Err(SearchError::InvalidParameter { parameter, .. }) if parameter == "facets"
+        ));
+        assert_eq!(
+            from_query_pairs(&[], LIST_LIMITS).map(|r| r.facets),
+            Ok(false)
+        );
+        let body = |body: Value| from_json(&body, SEARCH_LIMITS).map(|r| r.facets);
+        assert_eq!(body(json!({"facets": true})), Ok(true));
+        assert_eq!(body(json!({"facets": null})), Ok(false));
+        assert_eq!(body(json!({})), Ok(false));
+        assert!(body(json!({"facets": "true"})).is_err());
+        assert_eq!(
+            body(json!({"filters": {"facets": true}})),
+            Ok(false),
+            "not a filter"
+        );
     }
 
     #[test]

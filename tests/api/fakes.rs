@@ -365,6 +365,10 @@ async fn coinbase_spot(Path(pair): Path<String>) -> Response {
             .into_response(),
         "SLOW" => slow_json().await,
         "HUGE" => huge_json(),
+        "DOWN" => json_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            json!({"errors": [{"id": "internal_server_error", "message": "Service unavailable"}]}),
+        ),
         _ => json_response(
             StatusCode::NOT_FOUND,
             json!({"errors": [{"id": "not_found", "message": "Invalid base currency"}]}),
@@ -425,6 +429,12 @@ async fn yahoo_chart(Path(symbol): Path<String>) -> Response {
                                "adjclose": [{"adjclose": [196.89]}]}
             }], "error": null}}),
         ),
+        "DOWN" => (
+            StatusCode::BAD_GATEWAY,
+            [(header::CONTENT_TYPE, "text/html")],
+            "<html><body>Bad Gateway</body></html>",
+        )
+            .into_response(),
         "LIMIT" => (
             StatusCode::TOO_MANY_REQUESTS,
             [(header::CONTENT_TYPE, "text/html")],

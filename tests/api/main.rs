@@ -12,6 +12,7 @@ pub mod cards;
 mod catalog;
 mod changes;
 mod errors;
+mod facets;
 mod health;
 mod hostile;
 mod interop;

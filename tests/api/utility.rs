@@ -396,6 +396,80 @@ async fn finance_failures_are_502_or_504_with_a_useful_detail() {
     slow.assert_problem(504, "upstream_timeout");
 }
 
+/// A loopback address nothing listens on: connecting is refused at once.
+async fn closed_origin() -> url::Url {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("address");
+    drop(listener);
+    format!("http://{addr}").parse().expect("origin")
+}
+
+#[tokio::test]
+async fn when_the_crypto_and_the_stock_upstreams_both_fail_the_error_names_both() {
+    // Both answer errors: each is named with what it answered.
+    let (app, fake) = app_with_fake().await;
+    let down = call(&app, "finance", json!({"input": {"symbol": "DOWN"}})).await;
+    down.assert_problem(502, "upstream_error");
+    let detail = down.body["detail"].as_str().expect("detail");
+    assert_eq!(
+        detail, "Coinbase answered HTTP 503; Yahoo Finance answered HTTP 502",
+        "{detail}"
+    );
+    assert_eq!(fake.hits("/v2/prices/DOWN-USD/spot"), 1);
+
+    // Rate-limited first, then unknown to the fallback: still a 502 with the Retry-After.
+    let limited = call(&app, "finance", json!({"input": {"symbol": "RATE"}})).await;
+    limited.assert_problem(502, "upstream_error");
+    let detail = limited.body["detail"].as_str().expect("detail");
+    assert!(detail.starts_with("Coinbase was rate-limited"), "{detail}");
+    assert!(detail.contains("Yahoo Finance has no chart"), "{detail}");
+    assert_eq!(limited.header("retry-after"), Some("30"));
+
+    // Neither can be reached (CoinGecko, with a key, is the crypto source).
+    let closed = closed_origin().await;
+    let app = TestApp::spawn_with(|config| {
+        fake.configure(config);
+        config.upstreams.finance_coingecko_api_key = Some("cg-test-key".to_owned());
+        config.upstreams.finance_coingecko_api_url = closed.clone();
+        config.upstreams.finance_stock_api_url = closed.clone();
+    })
+    .await;
+    let unreachable = call(&app, "finance", json!({"input": {"symbol": "BTC"}})).await;
+    unreachable.assert_problem(502, "upstream_error");
+    let detail = unreachable.body["detail"].as_str().expect("detail");
+    let (first, second) = detail.split_once("; ").expect("two failures");
+    assert!(first.starts_with("CoinGecko is unreachable ("), "{detail}");
+    assert!(
+        second.starts_with("Yahoo Finance is unreachable ("),
+        "{detail}"
+    );
+
+    // Through the playground the step's error says the same.
+    let token = app.token("alice", &["playground"]).await;
+    let session = app
+        .post("/api/playground/session", Some(&token), json!({}))
+        .await;
+    let id = session.body["session_id"].as_str().expect("session id");
+    let step = app
+        .post(
+            &format!("/api/playground/session/{id}/execute"),
+            Some(&token),
+            json!({"agent": "registry.utility.finance", "capability": "get_current_price",
+                   "input": {"symbol": "BTC"}}),
+        )
+        .await;
+    assert_eq!(step.status, 200, "{}", step.text);
+    assert_eq!(step.body["status"], "failed", "{}", step.text);
+    let message = step.body["error"]["message"].as_str().expect("message");
+    assert!(
+        message.contains("CoinGecko is unreachable")
+            && message.contains("Yahoo Finance is unreachable"),
+        "{message}"
+    );
+}
+
 #[tokio::test]
 async fn with_a_coingecko_key_crypto_prices_come_from_coingecko_with_their_change() {
     let fake = Fake::start().await;

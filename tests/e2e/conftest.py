@@ -61,6 +61,29 @@ class FakeUpstreams(JsonHandler):
         else:
             self.reply(404, {"type": "https://mediawiki.org/wiki/HyperSwitch/errors/not_found"})
 
+    def do_POST(self) -> None:  # noqa: N802 (the http.server API)
+        """A published agent's A2A JSON-RPC endpoint: SendMessage answers a forecast."""
+        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            request = json.loads(self.rfile.read(length) or b"{}")
+        except ValueError:
+            request = {}
+        if self.path.split("?", 1)[0] != "/a2a/v1" or request.get("method") != "SendMessage":
+            self.reply(404, {"error": "not found"})
+            return
+        parts = request.get("params", {}).get("message", {}).get("parts", [])
+        data = next((part["data"] for part in parts if isinstance(part.get("data"), dict)), {})
+        city = data.get("city") or "Paris"
+        self.reply(200, {
+            "jsonrpc": "2.0",
+            "id": request.get("id"),
+            "result": {"message": {
+                "messageId": "msg-forecast",
+                "role": "ROLE_AGENT",
+                "parts": [{"text": f"Sunny in {city}"}, {"data": {"city": city, "forecast": "sunny"}}],
+            }},
+        })
+
 
 @pytest.fixture(scope="session")
 def upstreams() -> Iterator[str]:

@@ -9,7 +9,7 @@ import time
 
 import pytest
 from conftest import api, screenshot
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 
 def save_token(page: Page, token: str) -> None:
@@ -18,28 +18,73 @@ def save_token(page: Page, token: str) -> None:
     expect(page.locator("#token-status")).to_have_text("A token is saved in this browser.")
 
 
+def facet(page: Page, name: str, value: str) -> Locator:
+    """The checkbox of one value of a facet (`category`, `tags`, `payment_model`); its name ends
+    with the count."""
+    return page.locator(f"#facet-{name}").get_by_role("checkbox", name=re.compile(rf"^{re.escape(value)} \d+$"))
+
+
 def test_search_with_a_filter_narrows_the_results_and_keeps_them_in_the_address(page: Page) -> None:
     page.goto("/")
     results = page.locator("#results > li")
     expect(results).to_have_count(3)  # the three hosted agents
     expect(page.locator("#results-status")).to_have_text("3 agents")
+    expect(facet(page, "payment_model", "Free")).to_have_accessible_name("Free 3")
 
     page.get_by_label("Search agents").fill("price")
-    page.get_by_label("Tags", exact=True).fill("finance")
-    page.get_by_label("Model").select_option("free")
+    facet(page, "tags", "finance").check()
+    facet(page, "payment_model", "Free").check()
 
     expect(results).to_have_count(1)
     expect(results.first.get_by_role("link")).to_have_text("Finance Agent")
     expect(page).to_have_url(re.compile(r"q=price.*tags=finance.*payment_model=free"))
+    expect(facet(page, "tags", "finance")).to_be_checked()
     screenshot(page, "search")
 
-    page.get_by_label("Model").select_option("paid")
+    # A filter from the address that nothing matches is shown ticked, with 0, and can be unticked.
+    page.goto("/?q=price&tags=finance&payment_model=paid")
     expect(page.locator("#results-empty")).to_be_visible()
     expect(page.locator("#results-status")).to_have_text("No agents match")
+    expect(facet(page, "payment_model", "Paid")).to_have_accessible_name("Paid 0")
+    facet(page, "payment_model", "Paid").click()  # unticked, it is no longer listed: nothing has it
+    expect(results).to_have_count(1)
+    expect(facet(page, "payment_model", "Paid")).to_have_count(0)
+    expect(page).not_to_have_url(re.compile(r"payment_model"))
 
-    page.get_by_label("Model").select_option("")
     page.get_by_label("Rail").fill(":usdc")  # malformed: matches nothing (docs/search.md)
     expect(page.locator("#results-empty")).to_be_visible()
+
+
+def test_category_facets_show_counts_and_filter_the_results_when_ticked(page: Page, registry: str) -> None:
+    for package, category in [("com.example.maps", "Maps"), ("com.example.atlas", "Maps"), ("com.example.trips", "Travel")]:
+        status, record = api(registry, "POST", "/api/agents/publish", {
+            "package_name": package, "name": package.split(".")[-1].title(),
+            "description": "Places and routes for a trip.", "category": category, "tags": ["facet-e2e"],
+        })
+        assert status == 201, record
+        status, _ = api(registry, "POST", f"/api/agents/{record['id']}/go-live")
+        assert status == 200
+
+    page.goto("/?tags=facet-e2e")
+    results = page.locator("#results > li")
+    expect(results).to_have_count(3)
+    expect(facet(page, "category", "Maps")).to_have_accessible_name("Maps 2")
+    expect(facet(page, "category", "Travel")).to_have_accessible_name("Travel 1")
+    expect(facet(page, "tags", "facet-e2e")).to_be_checked()
+    screenshot(page, "search-facets")
+
+    facet(page, "category", "Travel").check()
+    expect(results).to_have_count(1)
+    expect(results.first.get_by_role("link")).to_have_text("Trips")
+    expect(page).to_have_url(re.compile(r"category=Travel&tags=facet-e2e"))
+    expect(page.locator("#facet-category").get_by_role("checkbox")).to_have_count(1)  # counts follow the filters
+    expect(facet(page, "category", "Travel")).to_be_focused()
+
+    facet(page, "category", "Travel").uncheck()
+    expect(results).to_have_count(3)
+    page.get_by_role("button", name="Clear filters").click()
+    expect(page).to_have_url(re.compile(r"/$"))
+    expect(facet(page, "tags", "facet-e2e")).not_to_be_checked()
 
 
 def test_a_failing_search_shows_the_problem_detail(page: Page) -> None:
@@ -60,7 +105,8 @@ def test_a_failing_search_shows_the_problem_detail(page: Page) -> None:
 def test_a_tag_on_a_result_adds_it_to_the_filters(page: Page) -> None:
     page.goto("/?q=wikipedia")
     page.get_by_role("button", name="Filter by tag encyclopedia").first.click()
-    expect(page.get_by_label("Tags", exact=True)).to_have_value("encyclopedia")
+    expect(facet(page, "tags", "encyclopedia")).to_be_checked()
+    expect(page).to_have_url(re.compile(r"tags=encyclopedia"))
     expect(page.locator("#results > li")).to_have_count(1)
 
 
@@ -142,6 +188,75 @@ def test_running_a_hosted_agent_in_the_playground_records_the_step(page: Page, r
     page.get_by_role("textbox", name="symbol", exact=True).fill("")
     page.get_by_role("button", name="Run").click()
     expect(page.locator("#pg-error")).to_contain_text("symbol is required")
+
+
+def test_a_value_typed_in_the_playground_form_survives_choosing_the_same_agent_again(page: Page, token: str) -> None:
+    lookups: list[str] = []
+    page.on("request", lambda request: lookups.append(request.url)
+            if request.url.endswith("/public/agents/registry.utility.finance") else None)
+    page.goto("/playground")
+    save_token(page, token)
+    agent = page.get_by_label("Agent (package name)")
+    agent.click()
+    agent.press_sequentially("registry.utility.finance")
+    symbol = page.get_by_role("textbox", name="symbol", exact=True)
+    expect(symbol).to_be_visible()  # looked up while typing
+
+    # Leaving the agent field (its change event) for the form, typing, tabbing around.
+    symbol.click()
+    page.keyboard.type("BTC")
+    page.keyboard.press("Tab")
+    page.keyboard.press("Shift+Tab")
+    agent.click()
+    page.keyboard.press("Tab")
+    # Choosing the same agent again, as typed or from the list.
+    agent.fill("registry.utility.finance")
+    agent.dispatch_event("change")
+    symbol.click()
+    page.wait_for_timeout(1_000)  # past the lookup's 300 ms delay and the lookup itself
+
+    expect(symbol).to_have_value("BTC")
+    expect(page.get_by_label("Capability", exact=True)).to_have_value("get_current_price")
+    assert len(lookups) == 1, lookups
+
+    # Another agent is another form.
+    agent.fill("registry.utility.wiki")
+    agent.dispatch_event("change")
+    expect(page.get_by_role("textbox", name="query", exact=True)).to_be_visible()
+    expect(symbol).to_have_count(0)
+
+
+def test_the_first_run_after_naming_an_agent_runs_it(page: Page, registry: str, upstreams: str, token: str) -> None:
+    status, record = api(registry, "POST", "/api/agents/publish", {
+        "package_name": "com.example.forecast",
+        "name": "Forecast Agent",
+        "description": "Tomorrow's weather for a city, over A2A.",
+        "url": f"{upstreams}/a2a/v1",
+        "capabilities": [{"name": "get_forecast", "description": "Forecast for a city",
+                          "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}],
+    }, token)
+    assert status == 201, record
+    status, _ = api(registry, "POST", f"/api/agents/{record['id']}/go-live", token=token)
+    assert status == 200
+
+    page.goto("/playground")
+    save_token(page, token)
+    page.get_by_label("Agent (package name)").fill("com.example.forecast")
+    page.get_by_role("button", name="Run").click()  # before the name was looked up
+
+    step = page.locator("#history > li").first
+    expect(step).to_contain_text("completed")
+    expect(step.locator("strong")).to_have_text("com.example.forecast → get_forecast")
+    expect(step).to_contain_text("Sunny in Paris")
+    expect(page.locator("#pg-error")).to_be_hidden()
+    steps = page.locator("#history > li").count()
+
+    # Opened with the agent and capability chosen, Run at once runs them too.
+    page.goto("/playground?agent=com.example.forecast&capability=get_forecast")
+    page.get_by_role("button", name="Run").click()
+    expect(page.locator("#history > li")).to_have_count(steps + 1)
+    expect(page.locator("#history > li").first).to_contain_text("completed")
+    expect(page.locator("#pg-error")).to_be_hidden()
 
 
 def test_the_playground_says_what_is_missing_without_a_token(page: Page) -> None:
@@ -275,4 +390,11 @@ def test_a_live_a2a_agent_shows_an_up_badge_once_probed(page: Page, registry: st
     expect(page.locator("#facts")).to_contain_text("100% over 7 days")
     page.goto("/?q=probed+weather")
     expect(page.locator(".badge.health").first).to_have_text("● Up")
+    # The health facet counts it, and ticking "Up" keeps only agents found up.
+    up = page.locator('#facet-health input[data-value="up"]')
+    expect(up).to_be_visible()
+    up.check()
+    expect(page).to_have_url(re.compile(r"health=up"))
+    expect(page.locator("#results")).to_contain_text("Probed Weather")
+    expect(page.locator("#results")).not_to_contain_text("Forecasts and current conditions")
     screenshot(page, "agent-health")

@@ -181,24 +181,55 @@ $("discovered").addEventListener("click", (event) => {
 
 // ---- choose an agent and a capability ----
 
-async function loadAgent(preferred) {
+// The agent the capability list and the form were made for (its package name, lowercase, as
+// lookups ignore case), and the load that made them. Choosing the same agent again (the field's
+// change on blur, a debounced keystroke, "Use", the datalist) keeps the form and what was typed.
+let agentKey = null;
+let agentLoad = Promise.resolve();
+let loads = 0;
+
+/** Show the capabilities and input form of the agent named in the field; resolves when they are shown. */
+function loadAgent(preferred) {
   const pkg = agentInput.value.trim();
+  const key = pkg.toLowerCase();
+  if (key === agentKey) {
+    if (preferred) agentLoad = agentLoad.then(() => selectCapability(preferred));
+    return agentLoad;
+  }
+  agentKey = key;
+  agentLoad = fetchAgent(pkg, ++loads, preferred);
+  return agentLoad;
+}
+
+async function fetchAgent(pkg, load, preferred) {
   record = null;
   capabilitySelect.replaceChildren(el("option", { value: "" }, pkg ? "Loading…" : "Choose an agent first"));
   capabilitySelect.disabled = true;
   if (!pkg) return renderInput();
+  let found;
   try {
-    record = await api("GET", `/public/agents/${encodeURIComponent(pkg)}`);
+    found = await api("GET", `/public/agents/${encodeURIComponent(pkg)}`);
   } catch (err) {
+    if (load !== loads) return; // another agent was chosen meanwhile
+    agentKey = null; // so choosing it again tries again
     capabilitySelect.replaceChildren(el("option", { value: "" }, err.status === 404 ? "No published agent with that name" : "Cannot load the agent"));
     return renderInput();
   }
+  if (load !== loads) return;
+  record = found;
   const caps = record.capabilities || [];
   capabilitySelect.replaceChildren(...(caps.length
     ? caps.map((c) => el("option", { value: c.name }, c.name))
     : [el("option", { value: "" }, "This agent lists no capabilities")]));
   capabilitySelect.disabled = !caps.length;
   if (preferred && caps.some((c) => c.name === preferred)) capabilitySelect.value = preferred;
+  renderInput();
+}
+
+/** Switch to capability `name` of the loaded agent, if it has one by that name and it is not already chosen. */
+function selectCapability(name) {
+  if (!record || capabilitySelect.value === name || !(record.capabilities || []).some((c) => c.name === name)) return;
+  capabilitySelect.value = name;
   renderInput();
 }
 
@@ -235,6 +266,12 @@ $("run-form").addEventListener("submit", async (event) => {
   event.preventDefault();
   hideError(errorBox);
   if (!requireToken()) return;
+  const run = $("run");
+  if (run.disabled) return;
+  // The agent named in the field may still be loading (its name was just typed or chosen, or
+  // the page was opened with ?agent=): run once it is shown rather than refuse.
+  run.disabled = true;
+  try { await loadAgent(); } finally { run.disabled = false; }
   const cap = selectedCapability();
   if (!cap || !readInput) {
     showError(errorBox, new Error("Choose an agent and one of its capabilities."));
@@ -246,7 +283,6 @@ $("run-form").addEventListener("submit", async (event) => {
     showError(errorBox, err, "Check the input");
     return;
   }
-  const run = $("run");
   run.disabled = true;
   run.textContent = "Running…";
   $("history-status").textContent = `Running ${cap.name}…`;

@@ -652,15 +652,6 @@ impl Registry {
             .unwrap_or_default()
     }
 
-    /// The health this process's index holds for an agent (fresher than a stored record read
-    /// before the last probe).
-    pub fn health_of(&self, id: &str) -> Option<Health> {
-        self.index
-            .as_ref()
-            .and_then(|index| index.health_of(id))
-            .map(|health| (*health).clone())
-    }
-
     // ---- the index, for readiness and metrics ----
 
     /// ACTIVE agents in this process's index.

@@ -119,11 +119,20 @@ impl Health {
         }
     }
 
+    /// Probes in a row that did not find the agent up, once a probe found `status`.
+    pub fn failures_after(previous: Option<&Health>, status: HealthStatus) -> u32 {
+        match status {
+            HealthStatus::Up => 0,
+            _ => previous
+                .map_or(0, |health| health.consecutive_failures)
+                .saturating_add(1),
+        }
+    }
+
     /// The health after `outcome`, given the health before it (`None`: never probed) and the
     /// probe counts of the last 7 and 30 days, this probe included.
     pub fn after(previous: Option<&Health>, outcome: &ProbeOutcome, uptime: Uptime) -> Self {
         let up = outcome.status == HealthStatus::Up;
-        let failures_before = previous.map_or(0, |health| health.consecutive_failures);
         Self {
             status: outcome.status,
             checked_at: Some(outcome.at),
@@ -133,11 +142,7 @@ impl Health {
                 previous.and_then(|health| health.last_ok_at)
             },
             latency_ms: Some(outcome.latency_ms),
-            consecutive_failures: if up {
-                0
-            } else {
-                failures_before.saturating_add(1)
-            },
+            consecutive_failures: Self::failures_after(previous, outcome.status),
             uptime_7d: uptime.week.ratio(),
             uptime_30d: uptime.month.ratio(),
             probe: Some(outcome.kind),

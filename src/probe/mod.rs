@@ -24,7 +24,7 @@ use rand::Rng;
 use tokio::task::JoinSet;
 
 use crate::config::ProbeConfig;
-use crate::domain::HealthStatus;
+use crate::domain::Health;
 use crate::domain::health::ProbeOutcome;
 use crate::outbound::Outbound;
 use crate::registry::Registry;
@@ -161,14 +161,7 @@ impl Prober {
             latency_ms: u64::try_from(latency.as_millis()).unwrap_or(u64::MAX),
             detail: finding.detail,
         };
-        let failures = match outcome.status {
-            HealthStatus::Up => 0,
-            _ => agent
-                .health
-                .as_ref()
-                .map_or(0, |health| health.consecutive_failures)
-                .saturating_add(1),
-        };
+        let failures = Health::failures_after(agent.health.as_ref(), outcome.status);
         let next_at = self.next_due(Timestamp::now(), failures);
         metrics::counter!("registry_probes_total", "status" => outcome.status.as_str())
             .increment(1);

@@ -988,13 +988,6 @@ impl SearchIndex {
             .collect()
     }
 
-    /// The health the index holds for an agent.
-    pub fn health_of(&self, id: &str) -> Option<Arc<Health>> {
-        let catalog = self.read_catalog();
-        let slot = catalog.slots.get(id)?;
-        catalog.health.get(slot).cloned()
-    }
-
     /// Forget a deleted agent for good.
     pub async fn delete(&self, id: &str) {
         self.apply_batch(&[], &[id.to_owned()]).await;
@@ -1694,12 +1687,7 @@ mod tests {
     /// Twelve ACTIVE agents gone live two at a time, a second apart, in a keyword index; their
     /// ids oldest first and newest first (ties by id in both).
     async fn live_agents() -> (SearchIndex, Vec<String>, Vec<String>, tempfile::TempDir) {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let store: Arc<dyn Store> = Arc::new(
-            crate::store::sqlite::SqliteStore::open_dir(dir.path())
-                .await
-                .expect("store"),
-        );
+        let (dir, store) = sqlite_store().await;
         let mut agents = Vec::new();
         for i in 0..12_i64 {
             let draft = crate::domain::AgentDraft::parse(&serde_json::json!({
@@ -1805,6 +1793,28 @@ mod tests {
     }
 
     /// Counts the texts it embeds; every vector is the same unit vector.
+    /// A fresh SQLite store in a temporary directory (kept alive by the returned guard).
+    async fn sqlite_store() -> (tempfile::TempDir, Arc<dyn Store>) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = crate::store::sqlite::SqliteStore::open_dir(dir.path())
+            .await
+            .expect("store");
+        (dir, Arc::new(store))
+    }
+
+    /// An ACTIVE agent of `alice` with this package name and description.
+    fn active(package: &str, description: &str) -> Agent {
+        let draft = crate::domain::AgentDraft::parse(&serde_json::json!({
+            "package_name": package,
+            "name": package,
+            "description": description,
+        }))
+        .expect("draft");
+        let mut agent = Agent::new(draft, "alice", crate::timestamp::Timestamp::now());
+        agent.state = AgentState::Active;
+        agent
+    }
+
     #[derive(Default)]
     struct CountingEmbedder {
         embedded: std::sync::atomic::AtomicUsize,
@@ -1830,22 +1840,13 @@ mod tests {
     #[tokio::test]
     async fn a_starting_index_ranks_by_keywords_until_its_vectors_are_filled() {
         use std::sync::atomic::Ordering::SeqCst;
-        let dir = tempfile::tempdir().expect("temp dir");
-        let store: Arc<dyn Store> = Arc::new(
-            crate::store::sqlite::SqliteStore::open_dir(dir.path())
-                .await
-                .expect("store"),
-        );
+        let (_dir, store) = sqlite_store().await;
         let mut agents = Vec::new();
         for i in 0..70 {
-            let draft = crate::domain::AgentDraft::parse(&serde_json::json!({
-                "package_name": format!("com.example.weather{i}"),
-                "name": format!("Weather {i}"),
-                "description": "Forecasts for any city.",
-            }))
-            .expect("draft");
-            let mut agent = Agent::new(draft, "alice", crate::timestamp::Timestamp::now());
-            agent.state = AgentState::Active;
+            let agent = active(
+                &format!("com.example.weather{i}"),
+                "Forecasts for any city.",
+            );
             store.insert_agent(&agent).await.expect("insert");
             agents.push(agent);
         }
@@ -1861,7 +1862,7 @@ mod tests {
         assert!(!loading.ready && !loading.none, "{loading:?}");
         assert_eq!((loading.embedded, loading.total), (0, 70));
         let request = request::from_query_pairs(
-            &[("q".to_owned(), "weather".to_owned())],
+            &[("q".to_owned(), "forecasts".to_owned())],
             request::LIST_LIMITS,
         )
         .expect("request");
@@ -1929,28 +1930,10 @@ mod tests {
 
     #[tokio::test]
     async fn writes_during_the_vector_fill_survive_the_swap_and_searches_go_on() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let store: Arc<dyn Store> = Arc::new(
-            crate::store::sqlite::SqliteStore::open_dir(dir.path())
-                .await
-                .expect("store"),
-        );
-        let draft = |i: usize, description: &str| {
-            crate::domain::AgentDraft::parse(&serde_json::json!({
-                "package_name": format!("com.example.fill{i}"),
-                "name": format!("Fill {i}"),
-                "description": description,
-            }))
-            .expect("draft")
-        };
+        let (_dir, store) = sqlite_store().await;
         let mut agents = Vec::new();
         for i in 0..10 {
-            let mut agent = Agent::new(
-                draft(i, "Forecasts for any city."),
-                "alice",
-                crate::timestamp::Timestamp::now(),
-            );
-            agent.state = AgentState::Active;
+            let agent = active(&format!("com.example.fill{i}"), "Forecasts for any city.");
             store.insert_agent(&agent).await.expect("insert");
             agents.push(agent);
         }
@@ -1975,7 +1958,7 @@ mod tests {
         let changed = store
             .update_agent(
                 &agents[0].id,
-                &draft(0, "Tides of the ocean."),
+                &active("com.example.fill0", "Tides of the ocean.").draft,
                 None,
                 crate::timestamp::Timestamp::now(),
             )
@@ -2013,31 +1996,11 @@ mod tests {
     async fn a_restart_restores_the_vector_index_from_its_snapshot() {
         use std::sync::atomic::Ordering::SeqCst;
         let snapshots = tempfile::tempdir().expect("snapshot dir");
-        let draft = |i: usize, description: &str| {
-            crate::domain::AgentDraft::parse(&serde_json::json!({
-                "package_name": format!("com.example.snap{i}"),
-                "name": format!("Snap {i}"),
-                "description": description,
-            }))
-            .expect("draft")
-        };
-        let mut agents = Vec::new();
-        for i in 0..40 {
-            let mut agent = Agent::new(
-                draft(i, "Forecasts for any city."),
-                "alice",
-                crate::timestamp::Timestamp::now(),
-            );
-            agent.state = AgentState::Active;
-            agents.push(agent);
-        }
+        let mut agents: Vec<Agent> = (0..40)
+            .map(|i| active(&format!("com.example.snap{i}"), "Forecasts for any city."))
+            .collect();
         let open = |agents: Vec<Agent>| async move {
-            let dir = tempfile::tempdir().expect("temp dir");
-            let store: Arc<dyn Store> = Arc::new(
-                crate::store::sqlite::SqliteStore::open_dir(dir.path())
-                    .await
-                    .expect("store"),
-            );
+            let (dir, store) = sqlite_store().await;
             for agent in &agents {
                 store.insert_agent(agent).await.expect("insert");
             }
@@ -2062,7 +2025,7 @@ mod tests {
 
         // A restart over a database that holds no stored vectors at all, with one agent's text
         // changed and one agent gone: only the changed agent is embedded.
-        agents[0].draft = draft(0, "Tides and currents.");
+        agents[0].draft = active("com.example.snap0", "Tides and currents.").draft;
         agents.remove(1);
         let (_second_dir, second_store) = open(agents.clone()).await;
         let again = Arc::new(CountingEmbedder::default());
@@ -2132,12 +2095,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_catalogue_growing_past_the_graph_size_gets_its_graph_built_aside() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let store: Arc<dyn Store> = Arc::new(
-            crate::store::sqlite::SqliteStore::open_dir(dir.path())
-                .await
-                .expect("store"),
-        );
+        let (_dir, store) = sqlite_store().await;
         let index =
             SearchIndex::new(Arc::clone(&store), Some(Arc::new(AngleEmbedder))).expect("index");
         index.rebuild_keyword(&[]).await.expect("empty index");
@@ -2157,15 +2115,10 @@ mod tests {
                 .map_or(0, VectorStore::graph_memory_bytes)
         };
         for i in 0..30 {
-            let draft = crate::domain::AgentDraft::parse(&serde_json::json!({
-                "package_name": format!("com.example.grow{i}"),
-                "name": format!("Grow {i}"),
-                "description": format!("Agent number {i} of a growing catalogue."),
-            }))
-            .expect("draft");
-            let mut agent = Agent::new(draft, "alice", crate::timestamp::Timestamp::now());
-            agent.state = AgentState::Active;
-            index.apply(&agent).await;
+            let description = format!("Agent number {i} of a growing catalogue.");
+            index
+                .apply(&active(&format!("com.example.grow{i}"), &description))
+                .await;
             let built = graph_bytes(&index) > 0;
             assert_eq!(built, i >= 19, "after agent {i}");
         }
@@ -2177,12 +2130,7 @@ mod tests {
 
     #[tokio::test]
     async fn facets_count_the_keyword_and_the_vector_matches_once_each() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let store: Arc<dyn Store> = Arc::new(
-            crate::store::sqlite::SqliteStore::open_dir(dir.path())
-                .await
-                .expect("store"),
-        );
+        let (_dir, store) = sqlite_store().await;
         let mut agents = Vec::new();
         for (i, (description, category, tags)) in [
             ("Forecasts for any city.", "Weather", vec!["forecast"]),

@@ -204,6 +204,12 @@ async fn measure(label: &str, agents: &[Agent], kind: EmbedderKind, queries: &[S
     index.rebuild(agents).await.expect("rebuild");
     let build = started.elapsed();
     let rss_after = resident_mib();
+    let text = index.text_stats();
+    eprintln!(
+        "{} agents: keyword index in {} segments",
+        agents.len(),
+        text.segments
+    );
 
     // `REGISTRY_BENCH_FACETS=1`: each query is also run asking for facet counts, the two runs
     // alternating which goes first, and both are reported.

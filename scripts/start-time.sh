@@ -53,7 +53,7 @@ start() {
   local label=$1
   local began ready_at vectors_at
   began=$(date +%s.%N)
-  REGISTRY_EMBEDDER=$embedder REGISTRY_PROBE_INTERVAL_SECS=0 RUST_LOG=warn \
+  REGISTRY_EMBEDDER=$embedder REGISTRY_PROBE_INTERVAL_SECS=0 RUST_LOG=warn,agent_registry::search=info \
     "$binary" serve --bind "127.0.0.1:$port" --data-dir "$work/data" >"$work/$label.log" 2>&1 &
   server_pid=$!
   until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do sleep 0.1; done
@@ -63,6 +63,8 @@ start() {
   local rss
   rss=$(awk '/VmRSS/ {print int($2 / 1024)}' "/proc/$server_pid/status")
   python3 -c "print(f'$label: serving after {$ready_at - $began:.1f} s, intent ranking after {$vectors_at - $began:.1f} s, resident {$rss} MiB')"
+  # Where the time to serving went: building the catalog, then the keyword index.
+  grep -h "search index built" "$work/$label.log" | sed 's/^/  /' || true
   kill "$server_pid"
   wait "$server_pid" 2>/dev/null || true
   server_pid=

@@ -185,6 +185,10 @@ struct Catalog {
     /// Health by slot, for agents probed at least once. Kept beside the documents because the
     /// prober updates it without a new revision.
     health: HashMap<u32, Arc<Health>>,
+    /// The status of `health` by slot (`Unknown` beyond its end): read for every match, by
+    /// the ranking prior and the facet counts, where a hash lookup each would cost more than
+    /// the match itself.
+    statuses: Vec<HealthStatus>,
     live: usize,
 }
 
@@ -251,7 +255,7 @@ impl Catalog {
             }
             self.live -= 1;
         }
-        self.health.remove(&slot);
+        self.forget_health(slot);
         if let Some(vectors) = &mut self.vectors {
             vectors.clear(slot);
         }
@@ -268,20 +272,31 @@ impl Catalog {
                     .get(&slot)
                     .is_some_and(|held| held.checked_at > new.checked_at);
                 if !older {
+                    let index = slot as usize;
+                    if self.statuses.len() <= index {
+                        self.statuses.resize(index + 1, HealthStatus::Unknown);
+                    }
+                    self.statuses[index] = new.status;
                     self.health.insert(slot, new);
                 }
             }
-            None if clear => {
-                self.health.remove(&slot);
-            }
+            None if clear => self.forget_health(slot),
             None => {}
         }
     }
 
+    fn forget_health(&mut self, slot: u32) {
+        self.health.remove(&slot);
+        if let Some(status) = self.statuses.get_mut(slot as usize) {
+            *status = HealthStatus::Unknown;
+        }
+    }
+
     fn health_status(&self, slot: u32) -> HealthStatus {
-        self.health
-            .get(&slot)
-            .map_or(HealthStatus::Unknown, |health| health.status)
+        self.statuses
+            .get(slot as usize)
+            .copied()
+            .unwrap_or(HealthStatus::Unknown)
     }
 
     /// The slots `filters` let through, `None` when there is no filter (duplicate collapsing is
@@ -383,30 +398,101 @@ impl Cursor {
     }
 }
 
+#[derive(Clone, Copy)]
 struct Scored<'c> {
     slot: u32,
     doc: &'c Doc,
     score: f64,
 }
 
-/// What a search found: the hits that can reach the page, and how many matches there are.
+/// What a search found: the hits after the cursor that can reach the page, and how many
+/// matches there are.
 struct Matches<'c> {
     hits: Vec<Scored<'c>>,
+    /// Every match, the ones before the cursor included.
     total: usize,
-    /// Matches counted in `total` but not in `hits`; each ranks below every hit.
+    /// Matches after the cursor counted in `total` but not in `hits`; each ranks below every
+    /// hit.
     omitted: usize,
     /// Facet counts over the `total` matches, when asked for.
     facets: Option<FacetCounts>,
 }
 
-impl<'c> Matches<'c> {
-    fn all(hits: Vec<Scored<'c>>, facets: Option<FacetCounts>) -> Self {
+/// What a search must rank: the order, where the previous page ended, and how many hits in
+/// that order it needs.
+struct Reach<'a> {
+    sort: Sort,
+    cursor: Option<&'a Cursor>,
+    /// Hits kept, in order after the cursor: the page, what it skips, and one more, so that a
+    /// next page shows.
+    keep: usize,
+    /// Keyword matches fused in full (see `fuse`).
+    depth: usize,
+}
+
+/// The first `keep` hits after the cursor in the order of `sort`, of any number offered,
+/// without ordering them all: the buffer is cut back to `keep` by selection whenever it holds
+/// twice that, and an offer ranked below the last hit kept at the latest cut is only counted.
+/// A query of common words matches most of the catalogue; a page shows twenty of them.
+struct TopHits<'c, 'r> {
+    reach: &'r Reach<'r>,
+    hits: Vec<Scored<'c>>,
+    /// The last hit kept at the latest cut: nothing ranked below it can reach the page.
+    floor: Option<Scored<'c>>,
+    /// Offers after the cursor that cannot reach the page.
+    dropped: usize,
+}
+
+impl<'c, 'r> TopHits<'c, 'r> {
+    fn new(reach: &'r Reach<'r>) -> Self {
         Self {
-            total: hits.len(),
-            hits,
-            omitted: 0,
-            facets,
+            reach,
+            hits: Vec::new(),
+            floor: None,
+            dropped: 0,
         }
+    }
+
+    fn offer(&mut self, hit: Scored<'c>) {
+        let sort = self.reach.sort;
+        if self
+            .reach
+            .cursor
+            .is_some_and(|cursor| after_cursor(sort, &hit, cursor).is_le())
+        {
+            return;
+        }
+        if self
+            .floor
+            .as_ref()
+            .is_some_and(|floor| compare(sort, &hit, floor).is_gt())
+        {
+            self.dropped += 1;
+            return;
+        }
+        self.hits.push(hit);
+        if self.hits.len() >= self.reach.keep.saturating_mul(2).max(256) {
+            self.cut();
+        }
+    }
+
+    fn cut(&mut self) {
+        let keep = self.reach.keep.max(1);
+        if self.hits.len() <= keep {
+            return;
+        }
+        let sort = self.reach.sort;
+        self.hits
+            .select_nth_unstable_by(keep - 1, |a, b| compare(sort, a, b));
+        self.dropped += self.hits.len() - keep;
+        self.hits.truncate(keep);
+        self.floor = Some(self.hits[keep - 1]);
+    }
+
+    /// The hits kept, unordered, and how many offers after the cursor were dropped.
+    fn finish(mut self) -> (Vec<Scored<'c>>, usize) {
+        self.cut();
+        (self.hits, self.dropped)
     }
 }
 
@@ -502,6 +588,7 @@ impl SearchIndex {
     pub async fn rebuild_keyword(&self, agents: &[Agent]) -> anyhow::Result<()> {
         use std::sync::atomic::Ordering::Relaxed;
         let _guard = self.writes.lock().await;
+        let started = std::time::Instant::now();
         let docs: Vec<Arc<Doc>> = agents
             .iter()
             .filter(|agent| agent.state == AgentState::Active)
@@ -515,8 +602,15 @@ impl SearchIndex {
             let slot = catalog.slot_for(&doc.id);
             catalog.put(slot, Arc::clone(doc), None);
         }
+        let catalogued = started.elapsed();
         self.text
             .replace_all(docs.iter().map(|doc| (catalog.slots[&doc.id], &doc.text)))?;
+        tracing::info!(
+            agents = docs.len(),
+            catalog_ms = catalogued.as_millis() as u64,
+            keyword_index_ms = (started.elapsed() - catalogued).as_millis() as u64,
+            "search index built"
+        );
         self.vectors_total.store(docs.len(), Relaxed);
         self.vectors_filled.store(0, Relaxed);
         self.vectors_ready
@@ -1060,24 +1154,22 @@ impl SearchIndex {
                 .saturating_add(VECTOR_DEPTH),
             _ => usize::MAX,
         };
-        let mut found = self.matches(&catalog, request, query_vector, depth);
-        if let Some(cursor) = &cursor {
-            found
-                .hits
-                .retain(|hit| after_cursor(sort, hit, cursor).is_gt());
-        }
+        let mut bounds = Reach {
+            sort,
+            cursor: cursor.as_ref(),
+            keep: reach.saturating_add(1),
+            depth,
+        };
+        let mut found = self.matches(&catalog, request, query_vector, &bounds);
         if found.omitted > 0 && found.hits.len() <= reach {
             // Cannot happen when `keyword_depth_after` is right; stay correct if it is not.
             tracing::warn!(
                 depth,
                 "fused ranking was cut too short; ranking every match"
             );
-            found = self.matches(&catalog, request, query_vector, usize::MAX);
-            if let Some(cursor) = &cursor {
-                found
-                    .hits
-                    .retain(|hit| after_cursor(sort, hit, cursor).is_gt());
-            }
+            bounds.depth = usize::MAX;
+            bounds.keep = usize::MAX;
+            found = self.matches(&catalog, request, query_vector, &bounds);
         }
         let Matches {
             mut hits,
@@ -1116,66 +1208,64 @@ impl SearchIndex {
     }
 
     /// The agents that pass the filters and match the text (all of them without text), with
-    /// their relevance scores. With both rankings, keyword matches ranked below `depth` (and
-    /// not found by meaning) are counted but left out: see `fuse`.
+    /// their relevance scores; of those after the cursor, only the `keep` first in order are
+    /// kept and the rest counted. With both rankings, keyword matches ranked below `depth`
+    /// (and not found by meaning) are counted but left out: see `fuse`.
     fn matches<'c>(
         &self,
         catalog: &'c Catalog,
         request: &SearchRequest,
         query_vector: Option<&[f32]>,
-        depth: usize,
+        reach: &Reach<'_>,
     ) -> Matches<'c> {
-        let allowed = catalog.allowed(&request.filters);
-        // Duplicates collapse by a set the index keeps up to date: checked per slot, never
-        // copied per request.
-        let hidden = request
-            .filters
-            .collapse_duplicates
-            .then(|| catalog.groups.hidden());
-        let shown = |slot: u32| hidden.is_none_or(|hidden| !hidden.contains(slot));
+        // One set per query of the slots the filters and duplicate collapsing let through,
+        // so that each match costs one bit test; `None` lets every indexed agent through.
+        let mut eligible = catalog.allowed(&request.filters);
+        if request.filters.collapse_duplicates {
+            let hidden = catalog.groups.hidden();
+            eligible
+                .get_or_insert_with(|| catalog.facets.live().clone())
+                .difference_with(hidden);
+        }
         let accepted = |slot: u32| {
-            catalog
-                .doc(slot)
-                .filter(|_| allowed.as_ref().is_none_or(|set| set.contains(slot)) && shown(slot))
+            if eligible.as_ref().is_some_and(|set| !set.contains(slot)) {
+                return None;
+            }
+            catalog.doc(slot)
         };
         // Facet counts go over the very matches `total` counts, once each.
         let mut counter = request.facets.then(|| catalog.facets.counter());
         let mut count = |slot: u32| {
-            if let (Some(counter), Some(_)) = (counter.as_mut(), catalog.doc(slot)) {
+            if let Some(counter) = counter.as_mut() {
                 counter.add(slot, catalog.health_status(slot));
             }
         };
+        let mut top = TopHits::new(reach);
+        let mut total = 0;
         if !request.has_text() {
-            let mut hit = |slot: u32| {
-                let doc = accepted(slot)?;
-                count(slot);
-                Some(Scored {
-                    slot,
-                    doc,
-                    score: 0.0,
-                })
-            };
-            let hits: Vec<Scored<'c>> = match &allowed {
-                None => (0..catalog.docs.len() as u32)
-                    .filter_map(&mut hit)
-                    .collect(),
-                Some(set) => set.iter().filter_map(&mut hit).collect(),
-            };
-            return Matches::all(hits, counter.map(facets::FacetCounter::finish));
-        }
-        let keyword: Vec<(u32, f32)> = match self.mode {
-            Mode::Vector => Vec::new(),
-            Mode::Keyword | Mode::Hybrid => match self.text.search(&request.text) {
-                Ok(found) => found
-                    .into_iter()
-                    .filter(|(slot, _)| accepted(*slot).is_some())
-                    .collect(),
-                Err(err) => {
-                    tracing::error!(error = %err, "keyword search failed");
-                    Vec::new()
+            let mut offer = |slot: u32| {
+                if let Some(doc) = accepted(slot) {
+                    count(slot);
+                    total += 1;
+                    top.offer(Scored {
+                        slot,
+                        doc,
+                        score: 0.0,
+                    });
                 }
-            },
-        };
+            };
+            match &eligible {
+                None => (0..catalog.docs.len() as u32).for_each(&mut offer),
+                Some(set) => set.iter().for_each(&mut offer),
+            }
+            let (hits, omitted) = top.finish();
+            return Matches {
+                hits,
+                total,
+                omitted,
+                facets: counter.map(facets::FacetCounter::finish),
+            };
+        }
         let query_vector = query_vector.filter(|_| self.mode != Mode::Keyword);
         let semantic: Option<Vec<(u32, f32)>> = query_vector.and_then(|query| {
             let vectors = catalog.vectors.as_ref()?;
@@ -1185,57 +1275,73 @@ impl SearchIndex {
                 }),
             )
         });
+        // Agents the prober found not answering sink a little (the prior never exceeds 1).
+        let scored = |slot: u32, doc: &'c Arc<Doc>, score: f64| Scored {
+            slot,
+            doc,
+            score: score * catalog.health_status(slot).ranking_prior(),
+        };
+        let keyword_search = |visit: &mut dyn FnMut(u32, f32)| {
+            if self.mode == Mode::Vector {
+                return;
+            }
+            if let Err(err) = self.text.search_each(&request.text, visit) {
+                tracing::error!(error = %err, "keyword search failed");
+            }
+        };
+        let Some(semantic) = semantic else {
+            // Keyword ranking alone: every match streams through the page's selection.
+            keyword_search(&mut |slot, score| {
+                if let Some(doc) = accepted(slot) {
+                    count(slot);
+                    total += 1;
+                    top.offer(scored(slot, doc, f64::from(score)));
+                }
+            });
+            let (hits, omitted) = top.finish();
+            return Matches {
+                hits,
+                total,
+                omitted,
+                facets: counter.map(facets::FacetCounter::finish),
+            };
+        };
+        let mut keyword: Vec<(u32, f32)> = Vec::new();
+        keyword_search(&mut |slot, score| {
+            if accepted(slot).is_some() {
+                count(slot);
+                keyword.push((slot, score));
+            }
+        });
         if request.facets {
-            // Every keyword match, then the vector matches no keyword found.
+            // The vector matches no keyword found; the keyword ones were counted above.
             let mut by_vector_only = SlotSet::default();
-            for (slot, _) in semantic.iter().flatten() {
+            for (slot, _) in &semantic {
                 by_vector_only.insert(*slot);
             }
             for (slot, _) in &keyword {
-                count(*slot);
                 by_vector_only.remove(*slot);
             }
             for slot in by_vector_only.iter() {
                 count(slot);
             }
         }
-        let facets = counter.map(facets::FacetCounter::finish);
-        // Agents the prober found not answering sink a little (the prior never exceeds 1).
-        let to_hits = |scores: Vec<(u32, f64)>| -> Vec<Scored<'c>> {
-            scores
-                .into_iter()
-                .filter_map(|(slot, score)| {
-                    catalog.doc(slot).map(|doc| Scored {
-                        slot,
-                        doc,
-                        score: score * catalog.health_status(slot).ranking_prior(),
-                    })
-                })
-                .collect()
-        };
-        match semantic {
-            None => Matches::all(
-                to_hits(
-                    keyword
-                        .into_iter()
-                        .map(|(slot, score)| (slot, f64::from(score)))
-                        .collect(),
-                ),
-                facets,
-            ),
-            Some(semantic) => {
-                let weight = self
-                    .embedder
-                    .as_ref()
-                    .map_or(1.0, |embedder| embedder.fusion_weight());
-                let fused = fuse(keyword, semantic, weight, depth);
-                Matches {
-                    hits: to_hits(fused.scores),
-                    total: fused.total,
-                    omitted: fused.omitted,
-                    facets,
-                }
+        let weight = self
+            .embedder
+            .as_ref()
+            .map_or(1.0, |embedder| embedder.fusion_weight());
+        let fused = fuse(keyword, semantic, weight, reach.depth);
+        for (slot, score) in fused.scores {
+            if let Some(doc) = catalog.doc(slot) {
+                top.offer(scored(slot, doc, score));
             }
+        }
+        let (hits, dropped) = top.finish();
+        Matches {
+            hits,
+            total: fused.total,
+            omitted: fused.omitted + dropped,
+            facets: counter.map(facets::FacetCounter::finish),
         }
     }
 
@@ -1762,6 +1868,76 @@ mod tests {
             .await
             .expect("search");
         assert!(page.hits.is_empty());
+    }
+
+    /// More matches than the page selection's buffer holds, with scores that tie: every page,
+    /// by offset and by cursor, is the slice of the order of all matches.
+    #[tokio::test]
+    async fn pages_cut_from_many_matches_are_slices_of_the_whole_order() {
+        let (_dir, store) = sqlite_store().await;
+        let mut agents = Vec::new();
+        for i in 0..600_i64 {
+            let draft = crate::domain::AgentDraft::parse(&serde_json::json!({
+                "package_name": format!("com.example.many{i}"),
+                "name": format!("Agent {}", i % 40),
+                "description": format!("Forecasts {}for any city.", "weather ".repeat(i as usize % 7)),
+            }))
+            .expect("draft");
+            let mut agent = Agent::new(draft, "alice", crate::timestamp::Timestamp::now());
+            agent.state = AgentState::Active;
+            agent.published_at = Some(crate::timestamp::Timestamp::from_micros(
+                1_000_000 * (i % 50),
+            ));
+            agents.push(agent);
+        }
+        let index = SearchIndex::new(store, None).expect("index");
+        index.rebuild_keyword(&agents).await.expect("index");
+        for (text, sort) in [
+            ("weather forecasts", Sort::Relevance),
+            ("forecasts", Sort::Newest),
+            ("", Sort::Name),
+            ("", Sort::Oldest),
+        ] {
+            let request = |limit, offset, cursor| SearchRequest {
+                text: text.to_owned(),
+                ..ordered(sort, limit, offset, cursor)
+            };
+            let whole: Vec<String> = {
+                let catalog = index.read_catalog();
+                let everything = Reach {
+                    sort,
+                    cursor: None,
+                    keep: usize::MAX,
+                    depth: usize::MAX,
+                };
+                let mut hits = index
+                    .matches(&catalog, &request(7, 0, None), None, &everything)
+                    .hits;
+                hits.sort_by(|a, b| compare(sort, a, b));
+                hits.iter().map(|hit| hit.doc.id.clone()).collect()
+            };
+            assert_eq!(whole.len(), 600, "{text:?}");
+            for offset in [0, 7, 300, 595, 600] {
+                let page = index
+                    .search(&request(7, offset, None))
+                    .await
+                    .expect("search");
+                let expected: Vec<String> = whole.iter().skip(offset).take(7).cloned().collect();
+                assert_eq!(ids(&page), expected, "{sort:?} {text:?} offset {offset}");
+                assert_eq!(page.total, 600);
+            }
+            let mut served = Vec::new();
+            let mut cursor = None;
+            loop {
+                let page = index.search(&request(7, 0, cursor)).await.expect("search");
+                served.extend(ids(&page));
+                match page.next_cursor {
+                    Some(next) => cursor = Some(next),
+                    None => break,
+                }
+            }
+            assert_eq!(served, whole, "{sort:?} {text:?}");
+        }
     }
 
     #[tokio::test]

@@ -476,6 +476,18 @@ impl<'c, 'r> TopHits<'c, 'r> {
         }
     }
 
+    /// Whether a hit of relevance `score` ranks below the cut, so that it cannot reach the page
+    /// whatever its id: then it is counted as dropped. (The last hit kept is after the cursor,
+    /// so such a hit is too.) Always false in the other orders.
+    fn drops(&mut self, score: f64) -> bool {
+        let below = self.reach.sort == Sort::Relevance
+            && self.floor.as_ref().is_some_and(|floor| score < floor.score);
+        if below {
+            self.dropped += 1;
+        }
+        below
+    }
+
     fn cut(&mut self) {
         let keep = self.reach.keep.max(1);
         if self.hits.len() <= keep {
@@ -1281,21 +1293,23 @@ impl SearchIndex {
             doc,
             score: score * catalog.health_status(slot).ranking_prior(),
         };
-        let keyword_search = |visit: &mut dyn FnMut(u32, f32)| {
-            if self.mode == Mode::Vector {
-                return;
-            }
-            if let Err(err) = self.text.search_each(&request.text, visit) {
-                tracing::error!(error = %err, "keyword search failed");
-            }
-        };
         let Some(semantic) = semantic else {
-            // Keyword ranking alone: every match streams through the page's selection.
-            keyword_search(&mut |slot, score| {
-                if let Some(doc) = accepted(slot) {
-                    count(slot);
-                    total += 1;
-                    top.offer(scored(slot, doc, f64::from(score)));
+            // Keyword ranking alone: every match streams through the page's selection. Most
+            // matches of a common word are only counted, so they are tested against a bitset
+            // (the live agents when nothing is filtered) and their document is not read.
+            let shown = eligible.as_ref().unwrap_or(catalog.facets.live());
+            self.keyword_matches(&request.text, |slot, score| {
+                if !shown.contains(slot) {
+                    return;
+                }
+                count(slot);
+                total += 1;
+                let score = f64::from(score) * catalog.health_status(slot).ranking_prior();
+                if top.drops(score) {
+                    return;
+                }
+                if let Some(doc) = catalog.doc(slot) {
+                    top.offer(Scored { slot, doc, score });
                 }
             });
             let (hits, omitted) = top.finish();
@@ -1307,7 +1321,7 @@ impl SearchIndex {
             };
         };
         let mut keyword: Vec<(u32, f32)> = Vec::new();
-        keyword_search(&mut |slot, score| {
+        self.keyword_matches(&request.text, |slot, score| {
             if accepted(slot).is_some() {
                 count(slot);
                 keyword.push((slot, score));
@@ -1342,6 +1356,17 @@ impl SearchIndex {
             total: fused.total,
             omitted: fused.omitted + dropped,
             facets: counter.map(facets::FacetCounter::finish),
+        }
+    }
+
+    /// Every keyword match of `text` (none when ranking by vectors alone), to `visit`: generic,
+    /// not a trait object, so that the per-match work compiles into the scoring loop.
+    fn keyword_matches(&self, text: &str, visit: impl FnMut(u32, f32)) {
+        if self.mode == Mode::Vector {
+            return;
+        }
+        if let Err(err) = self.text.search_each(text, visit) {
+            tracing::error!(error = %err, "keyword search failed");
         }
     }
 

@@ -1293,11 +1293,12 @@ impl SearchIndex {
             doc,
             score: score * catalog.health_status(slot).ranking_prior(),
         };
+        // Most keyword matches of a common word are only counted (or, fused, only ranked), so
+        // they are tested against a bitset (the live agents when nothing is filtered) and
+        // their document is not read.
+        let shown = eligible.as_ref().unwrap_or(catalog.facets.live());
         let Some(semantic) = semantic else {
-            // Keyword ranking alone: every match streams through the page's selection. Most
-            // matches of a common word are only counted, so they are tested against a bitset
-            // (the live agents when nothing is filtered) and their document is not read.
-            let shown = eligible.as_ref().unwrap_or(catalog.facets.live());
+            // Keyword ranking alone: every match streams through the page's selection.
             self.keyword_matches(&request.text, |slot, score| {
                 if !shown.contains(slot) {
                     return;
@@ -1322,7 +1323,7 @@ impl SearchIndex {
         };
         let mut keyword: Vec<(u32, f32)> = Vec::new();
         self.keyword_matches(&request.text, |slot, score| {
-            if accepted(slot).is_some() {
+            if shown.contains(slot) {
                 count(slot);
                 keyword.push((slot, score));
             }

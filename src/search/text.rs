@@ -93,11 +93,11 @@ impl TextIndex {
         let fields = [text("head", HEAD_BOOST), text("body", 1.0)];
         let index = Index::create_in_ram(builder.build());
         index.tokenizers().register(ANALYZER, analyzer());
-        // Two indexing threads halve a start-up's index build (1M agents: 38 s → 19 s), and
-        // the memory budget lets each write its whole share as one segment (about 100 MB at
-        // 1M agents); `replace_all` then merges the two in the background. Every query term is
-        // looked up per segment, so segments cost query time (with 20 MB segments, keyword
-        // p99 at 100k agents was 3.0 ms against 1.2 ms with one).
+        // Two indexing threads nearly halve a start-up's index build (the search bench's 1M
+        // agents: 38.7 s → about 20 s), and the memory budget lets each write its whole share
+        // as one segment (it did at 1M agents); `replace_all` then merges the two in the
+        // background. Every query term is looked up per segment, so segments cost query time
+        // (with 20 MB segments, keyword p99 at 100k agents was 3.0 ms against 1.2 ms with one).
         let writer = index.writer_with_num_threads(INDEX_THREADS, 256_000_000)?;
         let reader = index
             .reader_builder()
@@ -278,7 +278,8 @@ impl TextIndex {
     /// dynamic-pruning scorer to skip, and a flat loop costs a fraction of a scorer tree. The
     /// accumulator is reused between queries, and a bit per document records which entries a
     /// query touched, so a query reads and resets only those, not the whole segment.
-    /// Unknown terms go through tantivy's fuzzy query, which scores its matches by boost alone.
+    /// Unknown terms are corrected by a Levenshtein automaton run over the term dictionaries;
+    /// their matches score by boost alone, as tantivy's fuzzy query scores them.
     ///
     /// `visit` must not search this thread's text indexes again (it runs while the
     /// accumulator is in use).
@@ -315,7 +316,7 @@ impl TextIndex {
                     }
                 }
             } else if term.chars().count() >= MIN_FUZZY_CHARS {
-                // One automaton for both fields: building it is most of a correction's cost.
+                // One automaton for both fields, built once.
                 let typos = Arc::new(Typos::of(term));
                 for (field, boost) in self.fields.text {
                     fuzzy.push((

@@ -50,13 +50,6 @@ impl SlotSet {
         }
     }
 
-    /// Remove every slot of `other`.
-    pub fn difference_with(&mut self, other: &SlotSet) {
-        for (word, drop) in self.words.iter_mut().zip(&other.words) {
-            *word &= !drop;
-        }
-    }
-
     /// The slots in the set, ascending.
     pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
         self.words.iter().enumerate().flat_map(|(index, word)| {

@@ -501,10 +501,21 @@ impl<'c, 'r> TopHits<'c, 'r> {
         self.floor = Some(self.hits[keep - 1]);
     }
 
-    /// The hits kept, unordered, and how many offers after the cursor were dropped.
-    fn finish(mut self) -> (Vec<Scored<'c>>, usize) {
+    /// The hits kept (unordered) of `total` matches, of which `omitted` were left out before
+    /// they were offered; facet counts from `counter`.
+    fn into_matches(
+        mut self,
+        total: usize,
+        omitted: usize,
+        counter: Option<facets::FacetCounter<'_>>,
+    ) -> Matches<'c> {
         self.cut();
-        (self.hits, self.dropped)
+        Matches {
+            hits: self.hits,
+            total,
+            omitted: omitted + self.dropped,
+            facets: counter.map(facets::FacetCounter::finish),
+        }
     }
 }
 
@@ -1230,21 +1241,18 @@ impl SearchIndex {
         query_vector: Option<&[f32]>,
         reach: &Reach<'_>,
     ) -> Matches<'c> {
-        // One set per query of the slots the filters and duplicate collapsing let through,
-        // so that each match costs one bit test; `None` lets every indexed agent through.
-        let mut eligible = catalog.allowed(&request.filters);
-        if request.filters.collapse_duplicates {
-            let hidden = catalog.groups.hidden();
-            eligible
-                .get_or_insert_with(|| catalog.facets.live().clone())
-                .difference_with(hidden);
-        }
-        let accepted = |slot: u32| {
-            if eligible.as_ref().is_some_and(|set| !set.contains(slot)) {
-                return None;
-            }
-            catalog.doc(slot)
-        };
+        // Each match costs a bit test or two: the filters' set (the live agents when nothing is
+        // filtered), and the duplicates hidden by collapsing. The document is read only for
+        // hits that can reach the page.
+        let allowed = catalog.allowed(&request.filters);
+        let base = allowed.as_ref().unwrap_or(catalog.facets.live());
+        let hidden = request
+            .filters
+            .collapse_duplicates
+            .then(|| catalog.groups.hidden());
+        let shown = |slot: u32| base.contains(slot) && hidden.is_none_or(|set| !set.contains(slot));
+        // Agents the prober found not answering sink a little (the prior never exceeds 1).
+        let prior = |slot: u32, score: f64| score * catalog.health_status(slot).ranking_prior();
         // Facet counts go over the very matches `total` counts, once each.
         let mut counter = request.facets.then(|| catalog.facets.counter());
         let mut count = |slot: u32| {
@@ -1255,8 +1263,8 @@ impl SearchIndex {
         let mut top = TopHits::new(reach);
         let mut total = 0;
         if !request.has_text() {
-            let mut offer = |slot: u32| {
-                if let Some(doc) = accepted(slot) {
+            for slot in base.iter().filter(|slot| shown(*slot)) {
+                if let Some(doc) = catalog.doc(slot) {
                     count(slot);
                     total += 1;
                     top.offer(Scored {
@@ -1265,47 +1273,28 @@ impl SearchIndex {
                         score: 0.0,
                     });
                 }
-            };
-            match &eligible {
-                None => (0..catalog.docs.len() as u32).for_each(&mut offer),
-                Some(set) => set.iter().for_each(&mut offer),
             }
-            let (hits, omitted) = top.finish();
-            return Matches {
-                hits,
-                total,
-                omitted,
-                facets: counter.map(facets::FacetCounter::finish),
-            };
+            return top.into_matches(total, 0, counter);
         }
         let query_vector = query_vector.filter(|_| self.mode != Mode::Keyword);
         let semantic: Option<Vec<(u32, f32)>> = query_vector.and_then(|query| {
             let vectors = catalog.vectors.as_ref()?;
             Some(
                 vectors.nearest(query, VECTOR_DEPTH, MIN_SIMILARITY, |slot| {
-                    accepted(slot).is_some()
+                    shown(slot) && catalog.doc(slot).is_some()
                 }),
             )
         });
-        // Agents the prober found not answering sink a little (the prior never exceeds 1).
-        let scored = |slot: u32, doc: &'c Arc<Doc>, score: f64| Scored {
-            slot,
-            doc,
-            score: score * catalog.health_status(slot).ranking_prior(),
-        };
-        // Most keyword matches of a common word are only counted (or, fused, only ranked), so
-        // they are tested against a bitset (the live agents when nothing is filtered) and
-        // their document is not read.
-        let shown = eligible.as_ref().unwrap_or(catalog.facets.live());
         let Some(semantic) = semantic else {
-            // Keyword ranking alone: every match streams through the page's selection.
+            // Keyword ranking alone: every match streams through the page's selection, and
+            // most matches of a common word are only counted.
             self.keyword_matches(&request.text, |slot, score| {
-                if !shown.contains(slot) {
+                if !shown(slot) {
                     return;
                 }
                 count(slot);
                 total += 1;
-                let score = f64::from(score) * catalog.health_status(slot).ranking_prior();
+                let score = prior(slot, f64::from(score));
                 if top.drops(score) {
                     return;
                 }
@@ -1313,17 +1302,11 @@ impl SearchIndex {
                     top.offer(Scored { slot, doc, score });
                 }
             });
-            let (hits, omitted) = top.finish();
-            return Matches {
-                hits,
-                total,
-                omitted,
-                facets: counter.map(facets::FacetCounter::finish),
-            };
+            return top.into_matches(total, 0, counter);
         };
         let mut keyword: Vec<(u32, f32)> = Vec::new();
         self.keyword_matches(&request.text, |slot, score| {
-            if shown.contains(slot) {
+            if shown(slot) {
                 count(slot);
                 keyword.push((slot, score));
             }
@@ -1348,16 +1331,14 @@ impl SearchIndex {
         let fused = fuse(keyword, semantic, weight, reach.depth);
         for (slot, score) in fused.scores {
             if let Some(doc) = catalog.doc(slot) {
-                top.offer(scored(slot, doc, score));
+                top.offer(Scored {
+                    slot,
+                    doc,
+                    score: prior(slot, score),
+                });
             }
         }
-        let (hits, dropped) = top.finish();
-        Matches {
-            hits,
-            total: fused.total,
-            omitted: fused.omitted + dropped,
-            facets: counter.map(facets::FacetCounter::finish),
-        }
+        top.into_matches(fused.total, fused.omitted, counter)
     }
 
     /// Every keyword match of `text` (none when ranking by vectors alone), to `visit`: generic,

@@ -144,13 +144,7 @@ impl TextIndex {
     /// Merge every segment into one on tantivy's merge thread; searches go on over the
     /// segments they have until it is done and the reader reloads.
     fn merge_in_background(&self, writer: &mut IndexWriter) {
-        let segments: Vec<SegmentId> = self
-            .reader
-            .searcher()
-            .segment_readers()
-            .iter()
-            .map(SegmentReader::segment_id)
-            .collect();
+        let segments = self.segment_ids();
         if segments.len() < 2 {
             return;
         }
@@ -201,18 +195,22 @@ impl TextIndex {
         writer.commit()?;
         self.reader.reload()?;
         // Forget the maps of segments merged away.
-        let current: Vec<SegmentId> = self
-            .reader
-            .searcher()
-            .segment_readers()
-            .iter()
-            .map(SegmentReader::segment_id)
-            .collect();
+        let current = self.segment_ids();
         self.slot_maps
             .write()
             .unwrap_or_else(|poison| poison.into_inner())
             .retain(|id, _| current.contains(id));
         Ok(())
+    }
+
+    /// The segments searches read now.
+    fn segment_ids(&self) -> Vec<SegmentId> {
+        self.reader
+            .searcher()
+            .segment_readers()
+            .iter()
+            .map(SegmentReader::segment_id)
+            .collect()
     }
 
     /// The slot of every document of `segment`, by document id.

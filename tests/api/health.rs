@@ -26,6 +26,24 @@ async fn wait_for_status(app: &TestApp, package: &str, status: &str) -> Value {
     }
 }
 
+/// The search page at `path` once it lists exactly `expected`, in order.
+async fn wait_for_search(app: &TestApp, path: &str, expected: &[&str]) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let page = app.get(path).await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.text);
+        if packages(&page.body) == expected {
+            return page.body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{path} never listed {expected:?}: {:?}",
+            packages(&page.body)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 fn packages(page: &Value) -> Vec<String> {
     page["agents"]
         .as_array()
@@ -132,17 +150,16 @@ async fn probed_agents_show_their_health_in_every_view() {
     assert_eq!(offline["health"]["probe"], "mcp_streamable_http");
     assert_eq!(offline["health"]["last_ok_at"], Value::Null);
 
-    // Search filters and shows it.
-    let up = app.get("/public/agents?health=up").await;
-    assert_eq!(packages(&up.body), ["com.example.live"]);
-    assert_eq!(up.body["agents"][0]["health"]["status"], "up");
-    let failing = app
-        .get("/public/agents?health=down,not_conformant&sort=name")
-        .await;
-    assert_eq!(
-        packages(&failing.body),
-        ["com.example.broken", "com.example.offline"]
-    );
+    // Search filters and shows it. The prober stores a finding before the search index takes
+    // it, so a record can show it a moment before searches do.
+    let up = wait_for_search(&app, "/public/agents?health=up", &["com.example.live"]).await;
+    assert_eq!(up["agents"][0]["health"]["status"], "up");
+    wait_for_search(
+        &app,
+        "/public/agents?health=down,not_conformant&sort=name",
+        &["com.example.broken", "com.example.offline"],
+    )
+    .await;
 
     // The card carries it in the registry's health extension.
     let card = app.get("/public/agents/resolve/com.example.live").await;

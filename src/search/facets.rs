@@ -429,6 +429,28 @@ impl FacetCounter<'_> {
         self.health[health.index()] += 1;
     }
 
+    /// A tally of the same index with nothing counted yet: for part of a search's matches,
+    /// counted on another thread and then `merge`d.
+    pub fn fresh(&self) -> Self {
+        self.index.counter()
+    }
+
+    /// Add what `other` (from `fresh`) counted.
+    pub fn merge(&mut self, other: Self) {
+        for (count, more) in self.categories.iter_mut().zip(other.categories) {
+            *count += more;
+        }
+        for (count, more) in self.tags.iter_mut().zip(other.tags) {
+            *count += more;
+        }
+        for (count, more) in self.payment_models.iter_mut().zip(other.payment_models) {
+            *count += more;
+        }
+        for (count, more) in self.health.iter_mut().zip(other.health) {
+            *count += more;
+        }
+    }
+
     /// The counts: every category, the `TOP_TAGS` most frequent tags (ties by name), every
     /// payment model and health status that occurs.
     pub fn finish(self) -> FacetCounts {

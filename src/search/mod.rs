@@ -23,6 +23,7 @@ pub mod duplicates;
 pub mod embed;
 pub mod facets;
 pub mod filters;
+mod fusion;
 mod page;
 pub mod query;
 pub mod request;
@@ -37,7 +38,8 @@ pub use page::{Hit, Listing, SearchPage};
 
 use embed::Embedder;
 use facets::{FacetIndex, Facets, SlotSet};
-use text::{DocText, TextIndex};
+use fusion::KeywordRanks;
+use text::{DocText, MatchVisitor, TextIndex};
 use vectors::VectorStore;
 
 /// Largest page any path serves.
@@ -486,6 +488,14 @@ impl<'c, 'r> TopHits<'c, 'r> {
             self.dropped += 1;
         }
         below
+    }
+
+    /// Take in the hits of another selection for the same page (part of the same matches).
+    fn merge(&mut self, other: Self) {
+        self.dropped += other.dropped;
+        for hit in other.hits {
+            self.offer(hit);
+        }
     }
 
     fn cut(&mut self) {
@@ -1111,6 +1121,11 @@ impl SearchIndex {
     }
 
     /// The keyword index's segments and stored documents (deleted ones included).
+    /// See `TextIndex::set_parallel_from`.
+    pub fn set_parallel_from(&self, postings: u64) {
+        self.text.set_parallel_from(postings);
+    }
+
     pub fn text_stats(&self) -> text::TextStats {
         self.text.stats()
     }
@@ -1254,19 +1269,16 @@ impl SearchIndex {
         // Agents the prober found not answering sink a little (the prior never exceeds 1).
         let prior = |slot: u32, score: f64| score * catalog.health_status(slot).ranking_prior();
         // Facet counts go over the very matches `total` counts, once each.
-        let mut counter = request.facets.then(|| catalog.facets.counter());
-        let mut count = |slot: u32| {
-            if let Some(counter) = counter.as_mut() {
-                counter.add(slot, catalog.health_status(slot));
-            }
+        let mut tally = Tally {
+            catalog,
+            counter: request.facets.then(|| catalog.facets.counter()),
+            total: 0,
         };
         let mut top = TopHits::new(reach);
-        let mut total = 0;
         if !request.has_text() {
             for slot in base.iter().filter(|slot| shown(*slot)) {
                 if let Some(doc) = catalog.doc(slot) {
-                    count(slot);
-                    total += 1;
+                    tally.add(slot);
                     top.offer(Scored {
                         slot,
                         doc,
@@ -1274,61 +1286,61 @@ impl SearchIndex {
                     });
                 }
             }
-            return top.into_matches(total, 0, counter);
+            return top.into_matches(tally.total, 0, tally.counter);
         }
         let query_vector = query_vector.filter(|_| self.mode != Mode::Keyword);
         let semantic: Option<Vec<(u32, f32)>> = query_vector.and_then(|query| {
             let vectors = catalog.vectors.as_ref()?;
-            Some(
-                vectors.nearest(query, VECTOR_DEPTH, MIN_SIMILARITY, |slot| {
-                    shown(slot) && catalog.doc(slot).is_some()
-                }),
-            )
+            Some(vectors.nearest_within(
+                query,
+                VECTOR_DEPTH,
+                MIN_SIMILARITY,
+                allowed.as_ref(),
+                |slot| shown(slot) && catalog.doc(slot).is_some(),
+            ))
         });
         let Some(semantic) = semantic else {
             // Keyword ranking alone: every match streams through the page's selection, and
             // most matches of a common word are only counted.
-            self.keyword_matches(&request.text, |slot, score| {
-                if !shown(slot) {
-                    return;
-                }
-                count(slot);
-                total += 1;
-                let score = prior(slot, f64::from(score));
-                if top.drops(score) {
-                    return;
-                }
-                if let Some(doc) = catalog.doc(slot) {
-                    top.offer(Scored { slot, doc, score });
-                }
-            });
-            return top.into_matches(total, 0, counter);
+            let mut keyword = KeywordOnly {
+                shown: &shown,
+                prior: &prior,
+                tally,
+                top,
+            };
+            self.keyword_matches(&request.text, &mut keyword);
+            let KeywordOnly { tally, top, .. } = keyword;
+            return top.into_matches(tally.total, 0, tally.counter);
         };
-        let mut keyword: Vec<(u32, f32)> = Vec::new();
-        self.keyword_matches(&request.text, |slot, score| {
-            if shown(slot) {
-                count(slot);
-                keyword.push((slot, score));
-            }
-        });
+        let mut by_vector = SlotSet::default();
+        for (slot, _) in &semantic {
+            by_vector.insert(*slot);
+        }
+        let mut fusion = Fusion {
+            shown: &shown,
+            by_vector: &by_vector,
+            ahead: semantic.iter().map(|(slot, _)| *slot).collect(),
+            tally,
+            ranks: KeywordRanks::new(reach.depth),
+        };
+        self.keyword_matches(&request.text, &mut fusion);
+        let Fusion {
+            mut tally, ranks, ..
+        } = fusion;
         if request.facets {
-            // The vector matches no keyword found; the keyword ones were counted above.
-            let mut by_vector_only = SlotSet::default();
+            // The vector matches no keyword found; the keyword ones were counted as visited.
+            let keyword_found: HashSet<u32> = ranks.found_slots().collect();
             for (slot, _) in &semantic {
-                by_vector_only.insert(*slot);
-            }
-            for (slot, _) in &keyword {
-                by_vector_only.remove(*slot);
-            }
-            for slot in by_vector_only.iter() {
-                count(slot);
+                if !keyword_found.contains(slot) {
+                    tally.add(*slot);
+                }
             }
         }
         let weight = self
             .embedder
             .as_ref()
             .map_or(1.0, |embedder| embedder.fusion_weight());
-        let fused = fuse(keyword, semantic, weight, reach.depth);
+        let fused = ranks.fuse(&semantic, weight);
         for (slot, score) in fused.scores {
             if let Some(doc) = catalog.doc(slot) {
                 top.offer(Scored {
@@ -1338,16 +1350,16 @@ impl SearchIndex {
                 });
             }
         }
-        top.into_matches(fused.total, fused.omitted, counter)
+        top.into_matches(fused.total, fused.omitted, tally.counter)
     }
 
     /// Every keyword match of `text` (none when ranking by vectors alone), to `visit`: generic,
     /// not a trait object, so that the per-match work compiles into the scoring loop.
-    fn keyword_matches(&self, text: &str, visit: impl FnMut(u32, f32)) {
+    fn keyword_matches(&self, text: &str, visitor: &mut (impl MatchVisitor + Send)) {
         if self.mode == Mode::Vector {
             return;
         }
-        if let Err(err) = self.text.search_each(text, visit) {
+        if let Err(err) = self.text.search_visiting(text, visitor) {
             tracing::error!(error = %err, "keyword search failed");
         }
     }
@@ -1500,25 +1512,131 @@ async fn add_vectors(
     .map_err(|err| anyhow::anyhow!("building the vector index failed: {err}"))
 }
 
-/// A fused ranking: scores of the matches that can reach the page, and how many there are.
-struct Fused {
-    scores: Vec<(u32, f64)>,
+/// The matches a search counts, with their facet values when asked for.
+struct Tally<'c> {
+    catalog: &'c Catalog,
+    counter: Option<facets::FacetCounter<'c>>,
     total: usize,
-    omitted: usize,
 }
 
-/// The keyword part of a fused score at keyword rank `rank` (0-based).
-fn keyword_reciprocal(rank: usize) -> f64 {
-    reciprocal(rank) * (1.0 + KEYWORD_TIE_BREAK)
+impl Tally<'_> {
+    #[inline(always)]
+    fn add(&mut self, slot: u32) {
+        self.total += 1;
+        if let Some(counter) = self.counter.as_mut() {
+            counter.add(slot, self.catalog.health_status(slot));
+        }
+    }
+
+    /// An empty tally for part of the matches, to `merge` back.
+    fn split(&self) -> Self {
+        Self {
+            catalog: self.catalog,
+            counter: self.counter.as_ref().map(facets::FacetCounter::fresh),
+            total: 0,
+        }
+    }
+
+    fn merge(&mut self, other: Self) {
+        self.total += other.total;
+        if let (Some(counter), Some(more)) = (self.counter.as_mut(), other.counter) {
+            counter.merge(more);
+        }
+    }
 }
 
-fn reciprocal(rank: usize) -> f64 {
-    1.0 / (RRF_K + rank as f64 + 1.0)
+/// The keyword pass of a keyword-only search: the shown matches are counted and offered to
+/// the page's selection (most of a common word's matches rank below its cut and are only
+/// counted, their documents never read).
+struct KeywordOnly<'c, 'r, S, P> {
+    shown: &'r S,
+    prior: &'r P,
+    tally: Tally<'c>,
+    top: TopHits<'c, 'r>,
 }
 
-/// The vector part of a fused score at vector rank `rank` (0-based).
-fn vector_reciprocal(weight: f64, rank: usize) -> f64 {
-    weight * reciprocal(rank)
+impl<S, P> MatchVisitor for KeywordOnly<'_, '_, S, P>
+where
+    S: Fn(u32) -> bool + Sync,
+    P: Fn(u32, f64) -> f64 + Sync,
+{
+    #[inline(always)]
+    fn visit(&mut self, slot: u32, score: f32) {
+        if !(self.shown)(slot) {
+            return;
+        }
+        self.tally.add(slot);
+        let score = (self.prior)(slot, f64::from(score));
+        if self.top.drops(score) {
+            return;
+        }
+        if let Some(doc) = self.tally.catalog.doc(slot) {
+            self.top.offer(Scored { slot, doc, score });
+        }
+    }
+
+    fn split(&self) -> Option<Self> {
+        Some(Self {
+            shown: self.shown,
+            prior: self.prior,
+            tally: self.tally.split(),
+            top: TopHits::new(self.top.reach),
+        })
+    }
+
+    fn merge(&mut self, other: Self) {
+        self.tally.merge(other.tally);
+        self.top.merge(other.top);
+    }
+}
+
+/// The keyword pass of a fused search: the shown matches are counted and streamed through
+/// `KeywordRanks`, the scores of those a vector found looked up first.
+struct Fusion<'c, 'r, S> {
+    shown: &'r S,
+    by_vector: &'r SlotSet,
+    /// The slots a vector found.
+    ahead: Vec<u32>,
+    tally: Tally<'c>,
+    ranks: KeywordRanks,
+}
+
+impl<S: Fn(u32) -> bool + Sync> MatchVisitor for Fusion<'_, '_, S> {
+    fn ahead(&self) -> &[u32] {
+        &self.ahead
+    }
+
+    fn scored_ahead(&mut self, found: Vec<(u32, f32)>, matches: usize) {
+        for (slot, score) in found {
+            if (self.shown)(slot) {
+                self.ranks.peek(slot, score);
+            }
+        }
+        self.ranks.counting(matches);
+    }
+
+    #[inline(always)]
+    fn visit(&mut self, slot: u32, score: f32) {
+        if (self.shown)(slot) {
+            self.tally.add(slot);
+            self.ranks.offer(slot, score, self.by_vector.contains(slot));
+        }
+    }
+
+    fn split(&self) -> Option<Self> {
+        Some(Self {
+            shown: self.shown,
+            by_vector: self.by_vector,
+            ahead: Vec::new(),
+            tally: self.tally.split(),
+            ranks: self.ranks.split(),
+        })
+    }
+
+    fn merge(&mut self, other: Self) {
+        self.tally.merge(other.tally);
+        self.ranks.merge(other.ranks);
+    }
 }
 
 /// How deep in the keyword ranking the first agent after `cursor` can be, at most. A keyword
@@ -1535,97 +1653,6 @@ fn keyword_depth_after(cursor: &Cursor) -> usize {
     } else {
         rank.max(0.0).ceil() as usize + 2
     }
-}
-
-/// Reciprocal rank fusion of a keyword and a vector ranking (each `(slot, score)`; the vector
-/// one already ordered), the vector ranks weighted by `vector_weight`. Where fused scores
-/// still tie, a negligible keyword-rank term prefers the keyword order, the more precise of
-/// the two signals.
-///
-/// Only the best `depth` keyword matches are ranked in full (a selection, not a sort of every
-/// match). The rest that no vector found are only counted: below any page that needs at most
-/// `depth - VECTOR_DEPTH` keyword matches, they cannot appear. Those a vector found get their
-/// exact keyword rank by counting.
-fn fuse(
-    mut keyword: Vec<(u32, f32)>,
-    semantic: Vec<(u32, f32)>,
-    vector_weight: f64,
-    depth: usize,
-) -> Fused {
-    let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-    let kept = depth.min(keyword.len());
-    if kept < keyword.len() {
-        keyword.select_nth_unstable_by(kept, order);
-    }
-    let (top, rest) = keyword.split_at_mut(kept);
-    top.sort_unstable_by(order);
-    let mut semantic_rank: HashMap<u32, usize> = semantic
-        .iter()
-        .enumerate()
-        .map(|(rank, (slot, _))| (*slot, rank))
-        .collect();
-    // Membership first from a bitset: most keyword matches are not vector matches, and a bit
-    // test is cheaper than hashing each of them.
-    let mut found_by_vector = SlotSet::default();
-    for (slot, _) in &semantic {
-        found_by_vector.insert(*slot);
-    }
-    let mut vector_part = |slot: &u32| {
-        found_by_vector
-            .contains(*slot)
-            .then(|| semantic_rank.remove(slot))
-            .flatten()
-            .map_or(0.0, |rank| vector_reciprocal(vector_weight, rank))
-    };
-    let mut scores: Vec<(u32, f64)> = top
-        .iter()
-        .enumerate()
-        .map(|(rank, (slot, _))| (*slot, keyword_reciprocal(rank) + vector_part(slot)))
-        .collect();
-    // Deep keyword matches a vector also found: rank = kept + how many of `rest` precede them.
-    let mut deep: Vec<(u32, f32)> = rest
-        .iter()
-        .filter(|(slot, _)| found_by_vector.contains(*slot))
-        .copied()
-        .collect();
-    deep.sort_unstable_by(order);
-    let mut preceding = vec![0usize; deep.len() + 1];
-    if !deep.is_empty() {
-        // One integer comparison per step: `rest` can hold most of the catalogue.
-        let deep_keys: Vec<u64> = deep.iter().map(keyword_order_key).collect();
-        for entry in rest.iter() {
-            let key = keyword_order_key(entry);
-            preceding[deep_keys.partition_point(|d| *d <= key)] += 1;
-        }
-    }
-    let mut ahead = 0;
-    for (i, (slot, _)) in deep.iter().enumerate() {
-        ahead += preceding[i];
-        scores.push((*slot, keyword_reciprocal(kept + ahead) + vector_part(slot)));
-    }
-    let omitted = rest.len() - deep.len();
-    scores.extend(semantic.iter().filter_map(|(slot, _)| {
-        semantic_rank
-            .get(slot)
-            .map(|rank| (*slot, vector_reciprocal(vector_weight, *rank)))
-    }));
-    Fused {
-        total: scores.len() + omitted,
-        scores,
-        omitted,
-    }
-}
-
-/// The keyword order (higher score first, then lower slot) as one ascending integer.
-fn keyword_order_key(&(slot, score): &(u32, f32)) -> u64 {
-    // `f32::total_cmp`'s order as unsigned bits: negatives reversed, positives above them.
-    let bits = score.to_bits();
-    let ascending = if bits >> 31 == 1 {
-        !bits
-    } else {
-        bits | 1 << 31
-    };
-    (u64::from(!ascending) << 32) | u64::from(slot)
 }
 
 /// The total order of results for `sort`; ids break every tie, so the order is stable.
@@ -1690,33 +1717,25 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_keyword_order_key_orders_like_the_comparator() {
-        let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        let scores = [
-            f32::NEG_INFINITY,
-            -2.5,
-            -0.0,
-            0.0,
-            1e-30,
-            0.5,
-            0.5000001,
-            7.25,
-            f32::INFINITY,
-        ];
-        let entries: Vec<(u32, f32)> = scores
-            .iter()
-            .flat_map(|score| [(3, *score), (1, *score), (u32::MAX, *score)])
-            .collect();
-        for a in &entries {
-            for b in &entries {
-                assert_eq!(
-                    keyword_order_key(a).cmp(&keyword_order_key(b)),
-                    order(a, b),
-                    "{a:?} vs {b:?}"
-                );
+    /// Fuse by streaming `keyword` through `KeywordRanks` as a search does.
+    fn fuse(
+        keyword: Vec<(u32, f32)>,
+        semantic: Vec<(u32, f32)>,
+        weight: f64,
+        depth: usize,
+    ) -> fusion::Fused {
+        let by_vector: HashSet<u32> = semantic.iter().map(|(slot, _)| *slot).collect();
+        let mut ranks = KeywordRanks::new(depth);
+        for (slot, score) in &keyword {
+            if by_vector.contains(slot) {
+                ranks.peek(*slot, *score);
             }
         }
+        ranks.counting(keyword.len());
+        for (slot, score) in &keyword {
+            ranks.offer(*slot, *score, by_vector.contains(slot));
+        }
+        ranks.fuse(&semantic, weight)
     }
 
     fn ranked(scores: Vec<(u32, f64)>) -> Vec<(u32, f64)> {
@@ -1899,12 +1918,17 @@ mod tests {
         }
         let index = SearchIndex::new(store, None).expect("index");
         index.rebuild_keyword(&agents).await.expect("index");
-        for (text, sort) in [
+        // On one core, and with every keyword search split over two.
+        for (text, sort, parallel_from) in [
             ("weather forecasts", Sort::Relevance),
             ("forecasts", Sort::Newest),
             ("", Sort::Name),
             ("", Sort::Oldest),
-        ] {
+        ]
+        .into_iter()
+        .flat_map(|(text, sort)| [(text, sort, u64::MAX), (text, sort, 0)])
+        {
+            index.set_parallel_from(parallel_from);
             let request = |limit, offset, cursor| SearchRequest {
                 text: text.to_owned(),
                 ..ordered(sort, limit, offset, cursor)
@@ -1987,15 +2011,28 @@ mod tests {
 
     /// An ACTIVE agent of `alice` with this package name and description.
     fn active(package: &str, description: &str) -> Agent {
-        let draft = crate::domain::AgentDraft::parse(&serde_json::json!({
+        active_draft(serde_json::json!({
             "package_name": package,
             "name": package,
             "description": description,
         }))
-        .expect("draft");
+    }
+
+    /// An ACTIVE agent of alice's with this draft.
+    fn active_draft(draft: serde_json::Value) -> Agent {
+        let draft = crate::domain::AgentDraft::parse(&draft).expect("draft");
         let mut agent = Agent::new(draft, "alice", crate::timestamp::Timestamp::now());
         agent.state = AgentState::Active;
         agent
+    }
+
+    /// An index of `agents` whose every agent embeds to one vector.
+    async fn one_vector_index(store: Arc<dyn Store>, agents: &[Agent]) -> SearchIndex {
+        let embedder = Arc::new(CountingEmbedder::default());
+        let index =
+            SearchIndex::new(store, Some(embedder as Arc<dyn embed::Embedder>)).expect("index");
+        index.rebuild(agents).await.expect("index");
+        index
     }
 
     #[derive(Default)]
@@ -2017,6 +2054,63 @@ mod tests {
             self.embedded
                 .fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
             Ok(texts.iter().map(|_| vec![0.6, 0.8]).collect())
+        }
+    }
+
+    /// Every page of `request` by cursor: the ids, the total and the first page's counts.
+    async fn walk(
+        index: &SearchIndex,
+        request: &SearchRequest,
+    ) -> (Vec<String>, usize, Option<FacetCounts>) {
+        let first = index.search(request).await.expect("search");
+        let (total, facets) = (first.total, first.facets.clone());
+        let mut served = ids(&first);
+        let mut cursor = first.next_cursor;
+        while let Some(next) = cursor {
+            let page = index
+                .search(&SearchRequest {
+                    cursor: Some(next),
+                    ..request.clone()
+                })
+                .await
+                .expect("search");
+            assert_eq!(page.total, total);
+            served.extend(ids(&page));
+            cursor = page.next_cursor;
+        }
+        (served, total, facets)
+    }
+
+    #[tokio::test]
+    async fn a_fused_search_split_over_two_cores_serves_the_same_pages_and_counts() {
+        let (_dir, store) = sqlite_store().await;
+        let mut agents = Vec::new();
+        for i in 0..700_i64 {
+            let category = ["Weather", "Travel", "Data"][i as usize % 3];
+            agents.push(active_draft(serde_json::json!({
+                "package_name": format!("com.example.fused{i}"),
+                "name": format!("Agent {}", i % 40),
+                "description": format!("Forecasts {}for any city.", "weather ".repeat(i as usize % 7)),
+                "category": category,
+                "tags": [format!("t{}", i % 11)],
+            })));
+        }
+        // One vector for every agent: the hundred nearest are spread through the keyword
+        // ranking, most of them deep in it.
+        let index = one_vector_index(store, &agents).await;
+        for text in ["weather forecasts", "city", "weather"] {
+            let request = SearchRequest {
+                text: text.to_owned(),
+                facets: true,
+                ..ordered(Sort::Relevance, 9, 0, None)
+            };
+            index.set_parallel_from(u64::MAX);
+            let one = walk(&index, &request).await;
+            index.set_parallel_from(0);
+            let two = walk(&index, &request).await;
+            assert!(one.0.len() > 100, "{text}");
+            assert_eq!(one.0.len(), one.1, "{text}");
+            assert_eq!(one, two, "{text}");
         }
     }
 
@@ -2324,7 +2418,7 @@ mod tests {
         .into_iter()
         .enumerate()
         {
-            let draft = crate::domain::AgentDraft::parse(&serde_json::json!({
+            agents.push(active_draft(serde_json::json!({
                 "package_name": format!("com.example.agent{i}"),
                 "name": format!("Agent {i}"),
                 "description": description,
@@ -2332,17 +2426,10 @@ mod tests {
                 "tags": tags,
                 "payment": {"model": if i % 2 == 0 { "free" } else { "paid" },
                             "protocols": ["x402"], "rails": ["base:usdc"]},
-            }))
-            .expect("draft");
-            let mut agent = Agent::new(draft, "alice", crate::timestamp::Timestamp::now());
-            agent.state = AgentState::Active;
-            agents.push(agent);
+            })));
         }
         // Every agent embeds to one vector: all of them are matches by meaning.
-        let embedder = Arc::new(CountingEmbedder::default());
-        let index =
-            SearchIndex::new(store, Some(embedder as Arc<dyn embed::Embedder>)).expect("index");
-        index.rebuild(&agents).await.expect("index");
+        let index = one_vector_index(store, &agents).await;
         let search = |pairs: &[(&str, &str)]| {
             let pairs: Vec<(String, String)> = pairs
                 .iter()

@@ -6,7 +6,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, RwLock};
 
 use levenshtein_automata::LevenshteinAutomatonBuilder;
+use tantivy::fieldnorm::FieldNormReader;
+use tantivy::index::InvertedIndexReader;
 use tantivy::index::SegmentId;
+use tantivy::postings::TermInfo;
 use tantivy::query::{AutomatonWeight, Bm25Weight};
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, Schema, TextFieldIndexing, TextOptions,
@@ -52,7 +55,9 @@ pub struct TextIndex {
     fields: Fields,
     /// Per segment, the slot of each document: segments never change, so this is read from
     /// the `slot` fast field once instead of once per match per query.
-    slot_maps: RwLock<HashMap<SegmentId, Arc<[u32]>>>,
+    slot_maps: RwLock<HashMap<SegmentId, Arc<SlotMap>>>,
+    /// Queries with this many postings or more use both cores (`PARALLEL_POSTINGS`).
+    parallel_from: std::sync::atomic::AtomicU64,
 }
 
 /// Threads indexing a start-up's documents (each writes its share as one segment).
@@ -60,6 +65,10 @@ const INDEX_THREADS: usize = 2;
 
 /// In a slot map: the document has no slot (cannot happen; such matches are dropped).
 const NO_SLOT: u32 = u32::MAX;
+/// Queries whose known words have at least this many postings are scored and visited on two
+/// cores, half the documents each (a query of common words at a million agents: several
+/// milliseconds on one). Below it, handing half to another thread costs more than it saves.
+const PARALLEL_POSTINGS: u64 = 100_000;
 
 /// The text index's size, as `TextIndex::stats` reads it.
 #[derive(Debug, Clone, Copy, Default)]
@@ -108,7 +117,15 @@ impl TextIndex {
             reader,
             fields: Fields { slot, text: fields },
             slot_maps: RwLock::default(),
+            parallel_from: PARALLEL_POSTINGS.into(),
         })
+    }
+
+    /// Split queries with at least `postings` postings over two cores (the default is
+    /// `PARALLEL_POSTINGS`): for tests that need small queries split, and for measuring.
+    pub fn set_parallel_from(&self, postings: u64) {
+        self.parallel_from
+            .store(postings, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn document(&self, slot: u32, text: &DocText) -> TantivyDocument {
@@ -214,7 +231,7 @@ impl TextIndex {
     }
 
     /// The slot of every document of `segment`, by document id.
-    fn slot_map(&self, segment: &SegmentReader) -> Result<Arc<[u32]>, TextIndexError> {
+    fn slot_map(&self, segment: &SegmentReader) -> Result<Arc<SlotMap>, TextIndexError> {
         let id = segment.segment_id();
         let known = self
             .slot_maps
@@ -226,14 +243,17 @@ impl TextIndex {
             return Ok(map);
         }
         let column = segment.fast_fields().u64("slot")?;
-        let map: Arc<[u32]> = (0..segment.max_doc())
-            .map(|doc| {
-                column
-                    .first(doc)
-                    .and_then(|slot| u32::try_from(slot).ok())
-                    .unwrap_or(NO_SLOT)
-            })
-            .collect();
+        let map = Arc::new(SlotMap {
+            slots: (0..segment.max_doc())
+                .map(|doc| {
+                    column
+                        .first(doc)
+                        .and_then(|slot| u32::try_from(slot).ok())
+                        .unwrap_or(NO_SLOT)
+                })
+                .collect(),
+            by_slot: std::sync::OnceLock::new(),
+        });
         self.slot_maps
             .write()
             .unwrap_or_else(|poison| poison.into_inner())
@@ -270,7 +290,7 @@ impl TextIndex {
     /// particular order, without collecting them: a query of common words matches most of the
     /// catalogue, and the caller keeps only what its page can show.
     ///
-    /// Known terms are scored term by term into one dense accumulator per segment, straight
+    /// Known terms are scored term by term into one dense accumulator (for every segment), straight
     /// from their block postings (the same BM25 as tantivy's `TermQuery`, boosted per field):
     /// every match needs its score for fusion and the total, so there is nothing for a
     /// dynamic-pruning scorer to skip, and a flat loop costs a fraction of a scorer tree. The
@@ -284,36 +304,75 @@ impl TextIndex {
     pub fn search_each(
         &self,
         text: &str,
-        mut visit: impl FnMut(u32, f32),
+        mut visit: impl FnMut(u32, f32) + Send,
+    ) -> Result<(), TextIndexError> {
+        self.search_visiting(text, &mut visit)
+    }
+
+    /// `search_each` for a visitor that may also look some slots' scores up ahead of the
+    /// visits (`MatchVisitor::ahead`): every score is final before the first visit.
+    pub fn search_visiting(
+        &self,
+        text: &str,
+        visitor: &mut (impl MatchVisitor + Send),
     ) -> Result<(), TextIndexError> {
         let terms = analyze(&super::query::content_text(text));
         if terms.is_empty() {
             return Ok(());
         }
         let searcher = self.reader.searcher();
-        let mut known: Vec<(Term, Bm25Weight)> = Vec::new();
+        let readers = searcher.segment_readers();
+        // Each field's inverted index per segment, looked up once (tantivy keeps them behind a
+        // lock and a map).
+        let inverted: Vec<[Arc<InvertedIndexReader>; 2]> = readers
+            .iter()
+            .map(|reader| -> Result<_, TextIndexError> {
+                let [(first, _), (second, _)] = self.fields.text;
+                Ok([
+                    reader.inverted_index(first)?,
+                    reader.inverted_index(second)?,
+                ])
+            })
+            .collect::<Result<_, _>>()?;
+        // BM25's statistics as tantivy's `Bm25Weight::for_terms` reads them from the searcher.
+        let docs_in_all: u64 = readers.iter().map(|r| u64::from(r.max_doc())).sum();
+        let average_length = |field: usize| {
+            let tokens: u64 = inverted.iter().map(|i| i[field].total_num_tokens()).sum();
+            tokens as f32 / docs_in_all.max(1) as f32
+        };
+        let averages = [average_length(0), average_length(1)];
+        let mut known: Vec<Known> = Vec::new();
         // Per unknown word, per field: the documents holding a word within its edit distance,
         // each scored the field's boost (times `FUZZY_BOOST`) once.
         let mut fuzzy: Vec<(AutomatonWeight<Typos>, Field, f32)> = Vec::new();
         for term in &terms {
-            let exact: Vec<(Term, f32)> = self
-                .fields
-                .text
-                .iter()
-                .map(|(field, boost)| (Term::from_field_text(*field, term), *boost))
-                .collect();
-            let frequencies: Vec<u64> = exact
-                .iter()
-                .map(|(t, _)| searcher.doc_freq(t))
-                .collect::<Result<_, _>>()?;
-            if frequencies.iter().any(|freq| *freq > 0) {
-                for ((t, boost), freq) in exact.into_iter().zip(frequencies) {
-                    if freq > 0 {
-                        let weight = Bm25Weight::for_terms(&searcher, std::slice::from_ref(&t))?;
-                        known.push((t, weight.boost_by(boost)));
-                    }
+            let mut found = false;
+            for (field_index, (field, boost)) in self.fields.text.iter().enumerate() {
+                let word = Term::from_field_text(*field, term);
+                // Each segment's entry for the word: one dictionary lookup, for the document
+                // frequency and then the postings.
+                let infos: Vec<Option<TermInfo>> = inverted
+                    .iter()
+                    .map(|i| i[field_index].get_term_info(&word))
+                    .collect::<Result<_, _>>()
+                    .map_err(tantivy::TantivyError::from)?;
+                let frequency: u64 = infos.iter().flatten().map(|i| u64::from(i.doc_freq)).sum();
+                if frequency > 0 {
+                    found = true;
+                    known.push(Known {
+                        field: field_index,
+                        weight: Bm25Weight::for_one_term_without_explain(
+                            frequency,
+                            docs_in_all,
+                            averages[field_index],
+                        )
+                        .boost_by(*boost),
+                        infos,
+                        frequency,
+                    });
                 }
-            } else if term.chars().count() >= MIN_FUZZY_CHARS {
+            }
+            if !found && term.chars().count() >= MIN_FUZZY_CHARS {
                 // One automaton for both fields, built once.
                 let typos = Arc::new(Typos::of(term));
                 for (field, boost) in self.fields.text {
@@ -325,44 +384,280 @@ impl TextIndex {
                 }
             }
         }
+        // Every segment's documents in one accumulator, each segment from a multiple of 64.
+        let mut segments: Vec<Segment<'_>> = Vec::new();
+        let mut docs = 0;
+        for (ordinal, (reader, inverted)) in readers.iter().zip(inverted).enumerate() {
+            // The corrections' words, looked up once per segment (a walk of its dictionary).
+            let corrections = fuzzy
+                .iter()
+                .map(|(weight, field, boost)| {
+                    Ok((weight.get_match_term_infos(reader)?, *field, *boost))
+                })
+                .collect::<Result<_, TextIndexError>>()?;
+            let [(first, _), (second, _)] = self.fields.text;
+            segments.push(Segment {
+                ordinal,
+                reader,
+                base: docs,
+                slots: self.slot_map(reader)?,
+                alive: reader.alive_bitset(),
+                inverted,
+                norms: [
+                    reader.get_fieldnorms_reader(first)?,
+                    reader.get_fieldnorms_reader(second)?,
+                ],
+                corrections,
+            });
+            docs += (reader.max_doc() as usize).next_multiple_of(64);
+        }
+        // Enough postings to be worth both cores: each scores and visits half the documents.
+        let postings: u64 = known.iter().map(|word| word.frequency).sum();
         SCRATCH.with_borrow_mut(|scratch| {
-            for segment in searcher.segment_readers() {
-                let accumulator = scratch.reset(segment.max_doc() as usize);
-                for (term, weight) in &known {
-                    if let Err(err) = accumulate(segment, term, weight, accumulator) {
-                        // Leave it clear for the next query.
-                        accumulator.drain(|_, _| {});
-                        return Err(err);
-                    }
-                }
-                for (weight, field, boost) in &fuzzy {
-                    if let Err(err) = correct(segment, weight, *field, *boost, accumulator) {
-                        accumulator.drain(|_, _| {});
-                        return Err(err);
-                    }
-                }
-                let slots = match self.slot_map(segment) {
-                    Ok(slots) => slots,
-                    Err(err) => {
-                        accumulator.drain(|_, _| {});
-                        return Err(err);
-                    }
-                };
-                let alive = segment.alive_bitset();
-                accumulator.drain(|doc, score| {
-                    let slot = slots.get(doc as usize).copied().unwrap_or(NO_SLOT);
-                    // BM25 and fuzzy scores are positive: a touched document matched.
-                    if slot != NO_SLOT && !alive.is_some_and(|alive| alive.is_deleted(doc)) {
-                        visit(slot, score);
-                    }
-                });
+            let accumulator = scratch.reset(docs);
+            let parallel_from = self
+                .parallel_from
+                .load(std::sync::atomic::Ordering::Relaxed);
+            let result = if postings >= parallel_from && docs >= 128 {
+                search_halves(&segments, &known, accumulator.whole(docs), visitor)
+            } else {
+                search_whole(&segments, &known, accumulator.whole(docs), visitor)
+            };
+            if result.is_err() {
+                // Leave it clear for the next query.
+                accumulator.clear();
             }
-            Ok(())
+            result
         })
     }
 }
 
-/// Scores of one segment's documents for one query, and which of them the query touched.
+/// Score every segment into `scores`, then look ahead if asked and visit.
+fn search_whole(
+    segments: &[Segment<'_>],
+    known: &[Known],
+    mut scores: Scores<'_>,
+    visitor: &mut impl MatchVisitor,
+) -> Result<(), TextIndexError> {
+    for segment in segments {
+        score_segment(segment, known, &mut scores)?;
+    }
+    look_ahead(segments, &[&scores], visitor);
+    visit(segments, &mut scores, visitor);
+    Ok(())
+}
+
+/// `search_whole` on two cores: each half of the documents is scored and visited on its own,
+/// by a visitor of its own, and the second visitor merged into the first. Looking ahead, when
+/// asked for, happens between the two and sees both halves.
+fn search_halves<V: MatchVisitor + Send>(
+    segments: &[Segment<'_>],
+    known: &[Known],
+    scores: Scores<'_>,
+    visitor: &mut V,
+) -> Result<(), TextIndexError> {
+    let (mut first, mut second) = scores.halves();
+    let (a, b) = rayon::join(
+        || {
+            segments
+                .iter()
+                .try_for_each(|segment| score_segment(segment, known, &mut first))
+        },
+        || {
+            segments
+                .iter()
+                .try_for_each(|segment| score_segment(segment, known, &mut second))
+        },
+    );
+    a?;
+    b?;
+    look_ahead(segments, &[&first, &second], visitor);
+    let Some(mut other) = visitor.split() else {
+        visit(segments, &mut first, visitor);
+        visit(segments, &mut second, visitor);
+        return Ok(());
+    };
+    rayon::join(
+        || visit(segments, &mut first, visitor),
+        || visit(segments, &mut second, &mut other),
+    );
+    visitor.merge(other);
+    Ok(())
+}
+
+/// Score the documents of `segment` that `scores` holds.
+fn score_segment(
+    segment: &Segment<'_>,
+    known: &[Known],
+    scores: &mut Scores<'_>,
+) -> Result<(), TextIndexError> {
+    let Some(docs) = scores.docs_of(segment) else {
+        return Ok(());
+    };
+    scores.base = segment.base;
+    for word in known {
+        if let Some(info) = &word.infos[segment.ordinal] {
+            accumulate(
+                segment,
+                word.field,
+                info,
+                &word.weight,
+                docs.clone(),
+                scores,
+            )?;
+        }
+    }
+    for (words, field, boost) in &segment.corrections {
+        correct(segment.reader, words, *field, *boost, docs.clone(), scores)?;
+    }
+    Ok(())
+}
+
+/// Give the visitor the scores of the slots it asks for ahead, if any, from the `parts` of
+/// the accumulator.
+fn look_ahead(segments: &[Segment<'_>], parts: &[&Scores<'_>], visitor: &mut impl MatchVisitor) {
+    let wanted = visitor.ahead();
+    if wanted.is_empty() {
+        return;
+    }
+    let mut found = Vec::with_capacity(wanted.len());
+    for slot in wanted {
+        for segment in segments {
+            for doc in segment.slots.docs_of(*slot) {
+                if segment.alive.is_some_and(|alive| alive.is_deleted(doc)) {
+                    continue;
+                }
+                let at = segment.base + doc as usize;
+                if let Some(score) = parts.iter().find_map(|part| part.score_at(at)) {
+                    found.push((*slot, score));
+                }
+            }
+        }
+    }
+    let matches = parts.iter().map(|part| part.touched_count()).sum();
+    visitor.scored_ahead(found, matches);
+}
+
+/// Visit the matches `scores` holds, leaving it clear.
+fn visit(segments: &[Segment<'_>], scores: &mut Scores<'_>, visitor: &mut impl MatchVisitor) {
+    for segment in segments {
+        scores.drain(segment, |doc, score| {
+            if let Some(slot) = segment.slot(doc) {
+                visitor.visit(slot, score);
+            }
+        });
+    }
+}
+
+/// What a search does with its matches (any `FnMut(slot, score)` visits them).
+pub trait MatchVisitor {
+    /// Slots whose scores the visitor needs before its first visit.
+    fn ahead(&self) -> &[u32] {
+        &[]
+    }
+
+    /// The `ahead` slots that match, with their scores (the same `visit` will get), and about
+    /// how many matches there are (deleted documents may count).
+    fn scored_ahead(&mut self, _found: Vec<(u32, f32)>, _matches: usize) {}
+
+    /// A match: once per matching document, in no particular order.
+    fn visit(&mut self, slot: u32, score: f32);
+
+    /// For a large search: a visitor for part of the matches, visited on another thread at
+    /// the same time, then given to `merge`. `None`: this one visits them all.
+    fn split(&self) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        None
+    }
+
+    /// Take in what a visitor from `split` found.
+    fn merge(&mut self, _other: Self)
+    where
+        Self: Sized,
+    {
+    }
+}
+
+impl<F: FnMut(u32, f32)> MatchVisitor for F {
+    #[inline(always)]
+    fn visit(&mut self, slot: u32, score: f32) {
+        self(slot, score)
+    }
+}
+
+/// A query word the index knows, in one text field.
+struct Known {
+    /// Index into the text fields.
+    field: usize,
+    weight: Bm25Weight,
+    /// Per segment: where its postings are, if the segment holds it.
+    infos: Vec<Option<TermInfo>>,
+    /// Documents holding it, in every segment.
+    frequency: u64,
+}
+
+/// A segment's documents and the slots they index.
+struct SlotMap {
+    /// By document id.
+    slots: Box<[u32]>,
+    /// The document ids ordered by slot, built the first time a slot is looked up.
+    by_slot: std::sync::OnceLock<Box<[DocId]>>,
+}
+
+impl SlotMap {
+    /// The documents indexing `slot` (one, unless deleted ones linger), by binary search.
+    fn docs_of(&self, slot: u32) -> impl Iterator<Item = DocId> + '_ {
+        let by_slot = self.by_slot.get_or_init(|| {
+            let mut docs: Vec<DocId> = (0..self.slots.len() as DocId).collect();
+            docs.sort_unstable_by_key(|doc| self.slots[*doc as usize]);
+            docs.into_boxed_slice()
+        });
+        let first = by_slot.partition_point(|doc| self.slots[*doc as usize] < slot);
+        by_slot[first..]
+            .iter()
+            .copied()
+            .take_while(move |doc| self.slots[*doc as usize] == slot)
+    }
+}
+
+/// One segment of a search: its documents start at `base` in the accumulator.
+struct Segment<'a> {
+    /// Its place among the searcher's segments.
+    ordinal: usize,
+    reader: &'a SegmentReader,
+    base: usize,
+    slots: Arc<SlotMap>,
+    alive: Option<&'a tantivy::fastfield::AliveBitSet>,
+    /// Per text field: its inverted index and document lengths.
+    inverted: [Arc<InvertedIndexReader>; 2],
+    norms: [FieldNormReader; 2],
+    /// Per unknown query word and field: the words it may be a typo of, and their score.
+    corrections: Vec<(Vec<TermInfo>, Field, f32)>,
+}
+
+impl Segment<'_> {
+    /// Where its documents are in the accumulator.
+    fn span(&self) -> std::ops::Range<usize> {
+        self.base..self.base + self.reader.max_doc() as usize
+    }
+
+    /// The slot of the document at accumulator position `doc`, unless it is deleted.
+    #[inline(always)]
+    fn slot(&self, doc: usize) -> Option<u32> {
+        let local = doc - self.base;
+        let slot = self.slots.slots.get(local).copied().unwrap_or(NO_SLOT);
+        // BM25 and fuzzy scores are positive: a touched document matched.
+        (slot != NO_SLOT
+            && !self
+                .alive
+                .is_some_and(|alive| alive.is_deleted(local as DocId)))
+        .then_some(slot)
+    }
+}
+
+/// Scores of every segment's documents for one query, and which of them the query touched.
 /// Between queries every score is zero and every bit clear.
 #[derive(Default)]
 struct Accumulator {
@@ -371,8 +666,9 @@ struct Accumulator {
 }
 
 impl Accumulator {
-    /// Ready for a segment of `docs` documents.
+    /// Ready for `docs` documents (a multiple of 64).
     fn reset(&mut self, docs: usize) -> &mut Self {
+        debug_assert_eq!(docs % 64, 0);
         if self.scores.len() < docs {
             self.scores.resize(docs, 0.0);
             self.touched.resize(docs.div_ceil(64), 0);
@@ -380,21 +676,119 @@ impl Accumulator {
         self
     }
 
-    fn add(&mut self, doc: DocId, score: f32) {
-        if let Some(total) = self.scores.get_mut(doc as usize) {
-            *total += score;
-            self.touched[doc as usize / 64] |= 1 << (doc % 64);
+    /// The first `docs` documents (a multiple of 64).
+    fn whole(&mut self, docs: usize) -> Scores<'_> {
+        Scores {
+            scores: &mut self.scores[..docs],
+            touched: &mut self.touched[..docs / 64],
+            first: 0,
+            base: 0,
         }
     }
 
-    /// Every touched document with its score, ascending; leaves the accumulator clear.
-    fn drain(&mut self, mut visit: impl FnMut(DocId, f32)) {
-        for (index, word) in self.touched.iter_mut().enumerate() {
+    /// Clear every touched document.
+    fn clear(&mut self) {
+        let docs = self.scores.len();
+        self.whole(docs).drain_all();
+    }
+}
+
+/// Part of the accumulator: the documents from `first` (a multiple of 64) on.
+struct Scores<'a> {
+    scores: &'a mut [f32],
+    touched: &'a mut [u64],
+    first: usize,
+    /// Where the segment being scored starts.
+    base: usize,
+}
+
+impl Scores<'_> {
+    /// Two parts, the first with half the documents (rounded to a multiple of 64).
+    fn halves(self) -> (Self, Self) {
+        let words = self.touched.len() / 2;
+        let (touched_a, touched_b) = self.touched.split_at_mut(words);
+        let (scores_a, scores_b) = self.scores.split_at_mut(words * 64);
+        (
+            Scores {
+                scores: scores_a,
+                touched: touched_a,
+                first: self.first,
+                base: 0,
+            },
+            Scores {
+                scores: scores_b,
+                touched: touched_b,
+                first: self.first + words * 64,
+                base: 0,
+            },
+        )
+    }
+
+    /// The documents of `segment` in this part, numbered within the segment.
+    fn docs_of(&self, segment: &Segment<'_>) -> Option<std::ops::Range<DocId>> {
+        let span = segment.span();
+        let start = span.start.max(self.first);
+        let end = span.end.min(self.first + self.scores.len());
+        (start < end).then(|| (start - span.start) as DocId..(end - span.start) as DocId)
+    }
+
+    /// Add to the score of document `doc` of the segment being scored (one this part holds).
+    #[inline(always)]
+    fn add(&mut self, doc: DocId, score: f32) {
+        let index = (self.base + doc as usize).wrapping_sub(self.first);
+        if let Some(total) = self.scores.get_mut(index) {
+            *total += score;
+            self.touched[index / 64] |= 1 << (index % 64);
+        }
+    }
+
+    /// The score of the document at accumulator position `at`, if this part holds it and the
+    /// query touched it.
+    fn score_at(&self, at: usize) -> Option<f32> {
+        let index = at.checked_sub(self.first)?;
+        let touched = self.touched.get(index / 64)? & (1 << (index % 64)) != 0;
+        touched.then(|| self.scores[index])
+    }
+
+    /// How many documents the query touched in this part.
+    fn touched_count(&self) -> usize {
+        self.touched
+            .iter()
+            .map(|word| word.count_ones() as usize)
+            .sum()
+    }
+
+    /// This part's words of `segment`'s documents, as a range of `touched`.
+    fn words_of(&self, segment: &Segment<'_>) -> std::ops::Range<usize> {
+        let span = segment.span();
+        let len = self.scores.len();
+        let start = span.start.saturating_sub(self.first).min(len);
+        let end = span.end.saturating_sub(self.first).min(len);
+        start / 64..end.div_ceil(64).max(start / 64)
+    }
+
+    /// Every touched document of `segment` in this part with its score (by position in the
+    /// accumulator), ascending, leaving them clear.
+    #[inline(always)]
+    fn drain(&mut self, segment: &Segment<'_>, visit: impl FnMut(usize, f32)) {
+        let words = self.words_of(segment);
+        self.drain_words(words, visit);
+    }
+
+    fn drain_all(&mut self) {
+        let words = 0..self.touched.len();
+        self.drain_words(words, |_, _| {});
+    }
+
+    #[inline(always)]
+    fn drain_words(&mut self, words: std::ops::Range<usize>, mut visit: impl FnMut(usize, f32)) {
+        let start = words.start;
+        for (index, word) in self.touched[words].iter_mut().enumerate() {
             let mut bits = std::mem::take(word);
             while bits != 0 {
-                let doc = index * 64 + bits.trailing_zeros() as usize;
+                let at = (start + index) * 64 + bits.trailing_zeros() as usize;
                 bits &= bits - 1;
-                visit(doc as DocId, std::mem::take(&mut self.scores[doc]));
+                visit(self.first + at, std::mem::take(&mut self.scores[at]));
             }
         }
     }
@@ -482,29 +876,38 @@ impl tantivy_fst::Automaton for Typos {
     }
 }
 
-/// Add `score` once to every document of `segment` holding in `field` any of the words
-/// `weight`'s automaton (built for `field`) accepts.
+/// Add `score` once to every document of `segment` in `docs` holding in `field` any of
+/// `words` (a query word's corrections).
 fn correct(
     segment: &SegmentReader,
-    weight: &AutomatonWeight<Typos>,
+    words: &[TermInfo],
     field: Field,
     score: f32,
-    accumulator: &mut Accumulator,
+    docs: std::ops::Range<DocId>,
+    scores: &mut Scores<'_>,
 ) -> Result<(), TextIndexError> {
-    let words = weight.get_match_term_infos(segment)?;
     let inverted = segment.inverted_index(field)?;
     // A document holding two of the words still counts once.
-    let mut seen = (words.len() > 1).then(|| vec![0u64; (segment.max_doc() as usize).div_ceil(64)]);
-    for info in &words {
+    let mut seen = (words.len() > 1).then(|| vec![0u64; (docs.end as usize).div_ceil(64)]);
+    for info in words {
         let mut postings = inverted
             .read_block_postings_from_terminfo(info, IndexRecordOption::Basic)
             .map_err(tantivy::TantivyError::from)?;
-        loop {
-            let docs = postings.docs();
-            if docs.is_empty() {
+        if docs.start > 0 {
+            postings.seek(docs.start);
+        }
+        'blocks: loop {
+            let block = postings.docs();
+            if block.is_empty() {
                 break;
             }
-            for doc in docs {
+            for doc in block {
+                if *doc < docs.start {
+                    continue;
+                }
+                if *doc >= docs.end {
+                    break 'blocks;
+                }
                 let first = seen.as_mut().is_none_or(|seen| {
                     let word = &mut seen[*doc as usize / 64];
                     let bit = 1 << (doc % 64);
@@ -513,7 +916,7 @@ fn correct(
                     first
                 });
                 if first {
-                    accumulator.add(*doc, score);
+                    scores.add(*doc, score);
                 }
             }
             postings.advance();
@@ -522,33 +925,44 @@ fn correct(
     Ok(())
 }
 
-/// Add `weight`'s BM25 score of `term` to the accumulator for every document of `segment` that
-/// holds the term, reading its postings a block at a time.
+/// Add `weight`'s BM25 score of a word to `scores` for every document of `segment` in `docs`
+/// that holds it in text field `field` (its postings at `info`), reading the postings a block
+/// at a time.
 fn accumulate(
-    segment: &SegmentReader,
-    term: &Term,
+    segment: &Segment<'_>,
+    field: usize,
+    info: &TermInfo,
     weight: &Bm25Weight,
-    accumulator: &mut Accumulator,
+    docs: std::ops::Range<DocId>,
+    scores: &mut Scores<'_>,
 ) -> Result<(), TextIndexError> {
-    let field = term.field();
-    let inverted = segment.inverted_index(field)?;
-    let Some(info) = inverted
-        .get_term_info(term)
-        .map_err(tantivy::TantivyError::from)?
-    else {
-        return Ok(());
-    };
-    let norms = segment.get_fieldnorms_reader(field)?;
-    let mut postings = inverted
-        .read_block_postings_from_terminfo(&info, IndexRecordOption::WithFreqs)
+    let norms = &segment.norms[field];
+    let mut postings = segment.inverted[field]
+        .read_block_postings_from_terminfo(info, IndexRecordOption::WithFreqs)
         .map_err(tantivy::TantivyError::from)?;
+    if docs.start > 0 {
+        postings.seek(docs.start);
+    }
     loop {
-        let docs = postings.docs();
-        if docs.is_empty() {
+        let block = postings.docs();
+        if block.is_empty() {
             return Ok(());
         }
-        for (doc, freq) in docs.iter().zip(postings.freqs()) {
-            accumulator.add(*doc, weight.score(norms.fieldnorm_id(*doc), *freq));
+        let last = block[block.len() - 1];
+        if last < docs.end && block[0] >= docs.start {
+            // The whole block is in range: the common case, without a test per document.
+            for (doc, freq) in block.iter().zip(postings.freqs()) {
+                scores.add(*doc, weight.score(norms.fieldnorm_id(*doc), *freq));
+            }
+        } else {
+            for (doc, freq) in block.iter().zip(postings.freqs()) {
+                if docs.contains(doc) {
+                    scores.add(*doc, weight.score(norms.fieldnorm_id(*doc), *freq));
+                }
+            }
+            if last >= docs.end {
+                return Ok(());
+            }
         }
         postings.advance();
     }
@@ -774,7 +1188,8 @@ mod tests {
         }
         index.remove(5).expect("remove");
         assert!(index.reader.searcher().segment_readers().len() > 1);
-        for query in [
+        // On one core, and split over two (each half scoring and visiting its documents).
+        for (query, parallel_from) in [
             "weather",
             "crypto price",
             "city data api agent",
@@ -782,7 +1197,11 @@ mod tests {
             // Corrected words: "forcast" and "serch" are one edit away, "whaether" two.
             "forcast serch",
             "whaether crypto",
-        ] {
+        ]
+        .into_iter()
+        .flat_map(|query| [(query, u64::MAX), (query, 0)])
+        {
+            index.set_parallel_from(parallel_from);
             let mut found = index.search(query).expect("search");
             found.sort_by_key(|(slot, _)| *slot);
             let expected = reference(&index, query);
@@ -794,6 +1213,95 @@ mod tests {
                     (score - want).abs() <= want.abs() * 1e-5,
                     "{query}: {score} vs {want}"
                 );
+            }
+        }
+    }
+
+    /// Records what a search shows it, splitting when asked to.
+    #[derive(Default)]
+    struct Recorder {
+        ahead: Vec<u32>,
+        found: Option<(Vec<(u32, f32)>, usize)>,
+        visited: Vec<(u32, f32)>,
+        /// Whether the scores ahead had come when this part was split off.
+        found_when_split: bool,
+        parts: usize,
+    }
+
+    impl MatchVisitor for Recorder {
+        fn ahead(&self) -> &[u32] {
+            &self.ahead
+        }
+
+        fn scored_ahead(&mut self, found: Vec<(u32, f32)>, matches: usize) {
+            assert!(self.visited.is_empty(), "looked ahead after a visit");
+            assert!(self.found.is_none(), "told twice");
+            self.found = Some((found, matches));
+        }
+
+        fn visit(&mut self, slot: u32, score: f32) {
+            self.visited.push((slot, score));
+        }
+
+        fn split(&self) -> Option<Self> {
+            Some(Self {
+                found_when_split: self.found.is_some(),
+                ..Self::default()
+            })
+        }
+
+        fn merge(&mut self, other: Self) {
+            self.visited.extend(other.visited);
+            self.parts += 1 + other.parts;
+            assert_eq!(other.found_when_split, !self.ahead.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_split_search_looks_ahead_before_its_parts_visit_every_match_once() {
+        let index = TextIndex::new().expect("index");
+        let docs: Vec<DocText> = (0..2_000)
+            .map(|i| doc(&format!("Agent {i}"), &format!("weather {} data", i % 7)))
+            .collect();
+        index
+            .replace_all(docs.iter().enumerate().map(|(i, d)| (i as u32, d)))
+            .expect("replace");
+        // A later segment: slot 3 no longer matches, slot 4 matches from the new segment.
+        index.upsert(3, &doc("Agent 3", "tides")).expect("upsert");
+        index
+            .upsert(4, &doc("Agent 4", "weather weather"))
+            .expect("upsert");
+        let mut whole = index.search("weather").expect("search");
+        whole.sort_by_key(|a| a.0);
+        assert_eq!(whole.len(), 1_999);
+        let score_of = |slot: u32| whole.iter().find(|(s, _)| *s == slot).map(|(_, s)| *s);
+        for (ahead, parallel_from) in [
+            (vec![], 0),
+            (vec![1_999, 3, 4, 0, 7_000], 0),
+            (vec![4, 3, 500], u64::MAX),
+        ] {
+            index.set_parallel_from(parallel_from);
+            let mut recorder = Recorder {
+                ahead: ahead.clone(),
+                ..Recorder::default()
+            };
+            index
+                .search_visiting("weather", &mut recorder)
+                .expect("search");
+            assert_eq!(recorder.parts, usize::from(parallel_from == 0));
+            let mut visited = recorder.visited;
+            visited.sort_by_key(|a| a.0);
+            assert_eq!(visited, whole);
+            match recorder.found {
+                None => assert!(ahead.is_empty()),
+                Some((found, matches)) => {
+                    let expected: Vec<(u32, f32)> = ahead
+                        .iter()
+                        .filter_map(|slot| score_of(*slot).map(|score| (*slot, score)))
+                        .collect();
+                    assert_eq!(found, expected);
+                    assert!(matches >= 1_999, "{matches}");
+                }
             }
         }
     }

@@ -27,6 +27,8 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 pub use hnsw::GraphParams;
 use hnsw::{Graph, Located, NONE, Space};
 
+use super::facets::SlotSet;
+
 /// How the graph is built and when it is searched. The defaults were chosen by measurement on
 /// the real catalogue's static vectors (BENCHMARKS.md, docs/search.md).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -512,6 +514,20 @@ impl VectorStore {
         min_similarity: f32,
         accept: impl Fn(u32) -> bool + Sync,
     ) -> Vec<(u32, f32)> {
+        self.nearest_within(query, k, min_similarity, None, accept)
+    }
+
+    /// `nearest`, where `accept` lets through only slots of `within` (a filter's slots, when
+    /// known): a filter that leaves few of them is then answered by scanning their vectors
+    /// alone rather than asking it about every vector of the store.
+    pub fn nearest_within(
+        &self,
+        query: &[f32],
+        k: usize,
+        min_similarity: f32,
+        within: Option<&SlotSet>,
+        accept: impl Fn(u32) -> bool + Sync,
+    ) -> Vec<(u32, f32)> {
         if query.len() != self.dim || self.dim == 0 || k == 0 {
             return Vec::new();
         }
@@ -531,7 +547,20 @@ impl VectorStore {
             }
             selective = expected.saturating_mul(2) < self.live_slots;
         }
-        self.scan_all(&query, k, min_similarity, &accept, selective)
+        match within {
+            Some(within) if selective => dispatch(
+                self.dim,
+                ScanSlots {
+                    store: self,
+                    query: &query,
+                    slots: within,
+                    k,
+                    min_similarity,
+                    accept: &accept,
+                },
+            ),
+            _ => self.scan_all(&query, k, min_similarity, &accept, selective),
+        }
     }
 
     /// `nearest` by an exact scan of every vector, whatever the size of the store: the
@@ -709,6 +738,42 @@ impl VectorStore {
                 }
                 slot = self.next_slot[slot as usize];
             }
+            if found.len() > budget {
+                found = best(found, k);
+                bar = found.last().map_or(bar, |(_, similarity)| *similarity);
+            }
+        }
+        best(found, k)
+    }
+
+    /// The exact scan of the vectors of the `slots` that `accept` lets through.
+    #[inline(always)]
+    fn scan_slots<K: Kernel>(
+        &self,
+        kernel: K,
+        query: &Prepared,
+        slots: &SlotSet,
+        k: usize,
+        min_similarity: f32,
+        accept: &impl Fn(u32) -> bool,
+    ) -> Vec<(u32, f32)> {
+        // As in `scan`: a buffer of a few k, cut to the best k when full.
+        let budget = k.saturating_mul(4).max(64);
+        let mut bar = min_similarity;
+        let mut found: Vec<(u32, f32)> = Vec::with_capacity(budget + 1);
+        for slot in slots.iter() {
+            let node = self.slot_nodes.get(slot as usize).copied().unwrap_or(NONE);
+            if node == NONE || !accept(slot) {
+                continue;
+            }
+            let start = node as usize * self.dim;
+            let similarity = kernel.dot(&self.codes[start..start + self.dim], query) as f32
+                * self.scales[node as usize]
+                * query.scale;
+            if similarity < bar {
+                continue;
+            }
+            found.push((slot, similarity));
             if found.len() > budget {
                 found = best(found, k);
                 bar = found.last().map_or(bar, |(_, similarity)| *similarity);
@@ -900,6 +965,32 @@ impl<F: Fn(u32) -> bool> Task for Scan<'_, F> {
             self.min_similarity,
             self.accept,
             self.selective,
+        )
+    }
+}
+
+/// One exact scan of some slots' vectors.
+struct ScanSlots<'a, F> {
+    store: &'a VectorStore,
+    query: &'a Prepared,
+    slots: &'a SlotSet,
+    k: usize,
+    min_similarity: f32,
+    accept: &'a F,
+}
+
+impl<F: Fn(u32) -> bool> Task for ScanSlots<'_, F> {
+    type Output = Vec<(u32, f32)>;
+
+    #[inline(always)]
+    fn run<K: Kernel>(self, kernel: K) -> Self::Output {
+        self.store.scan_slots(
+            kernel,
+            self.query,
+            self.slots,
+            self.k,
+            self.min_similarity,
+            self.accept,
         )
     }
 }
@@ -1273,6 +1364,38 @@ mod tests {
             })
             .sum();
         total / queries.len() as f64
+    }
+
+    #[test]
+    fn a_narrow_filter_with_its_slots_is_answered_by_scanning_only_those() {
+        let vectors = clustered(600, 12, 24, 11);
+        let mut params = graph_params(64);
+        params.query.filtered_exact_below = 200;
+        let mut store = store_of(&vectors, Some(params));
+        store.clear(10);
+        // Twins share one vector: both slots count.
+        store.set(700, &vectors[20]);
+        let mut within = SlotSet::default();
+        for slot in (0..600).step_by(7).chain([10, 700, 900]) {
+            within.insert(slot);
+        }
+        let accept = |slot: u32| within.contains(slot) && slot % 5 != 1;
+        for seed in 0..5 {
+            let query = &vectors[seed * 97];
+            let exact = store.nearest_exact(query, 30, -1.0, accept);
+            assert_eq!(
+                store.nearest_within(query, 30, -1.0, Some(&within), accept),
+                exact
+            );
+            assert_eq!(store.nearest(query, 30, -1.0, accept), exact);
+            assert!(exact.iter().all(|(slot, _)| accept(*slot) && *slot != 10));
+        }
+        let slots: Vec<u32> = store
+            .nearest_within(&vectors[20], 2, 0.99, Some(&within), accept)
+            .iter()
+            .map(|(slot, _)| *slot)
+            .collect();
+        assert_eq!(slots, [700]);
     }
 
     #[test]

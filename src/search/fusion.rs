@@ -66,7 +66,7 @@ pub(super) struct KeywordRanks {
     before: Vec<usize>,
     /// By a key's top 16 bits: the index into `before` when no `found` key shares those bits;
     /// else `SHARED` plus the first `found` key that does. Built only for large streams.
-    table: Option<Box<[u8]>>,
+    table: Option<std::sync::Arc<[u8]>>,
     /// For each `found` key: the end of the run of `found` keys sharing its top 16 bits.
     run_end: Vec<u8>,
     /// The best keyword-only keys seen, at most twice `depth` between cuts.
@@ -111,7 +111,7 @@ impl KeywordRanks {
             return;
         }
         let bucket = |key: u64| (key >> 48) as usize;
-        let mut table = vec![0u8; 1 << 16].into_boxed_slice();
+        let mut table = vec![0u8; 1 << 16];
         self.run_end = vec![0; self.found.len()];
         let mut from = 0usize;
         let mut index = 0;
@@ -129,7 +129,7 @@ impl KeywordRanks {
             index = end;
         }
         table[from..].fill(self.found.len() as u8);
-        self.table = Some(table);
+        self.table = Some(table.into());
     }
 
     /// An empty stream for part of the matches, counted against the same peeked ones, to

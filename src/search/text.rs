@@ -290,8 +290,8 @@ impl TextIndex {
     /// particular order, without collecting them: a query of common words matches most of the
     /// catalogue, and the caller keeps only what its page can show.
     ///
-    /// Known terms are scored term by term into one dense accumulator (for every segment), straight
-    /// from their block postings (the same BM25 as tantivy's `TermQuery`, boosted per field):
+    /// Known terms are scored term by term into one dense accumulator for every segment,
+    /// straight from their block postings (the same BM25 as tantivy's `TermQuery`, boosted per field):
     /// every match needs its score for fusion and the total, so there is nothing for a
     /// dynamic-pruning scorer to skip, and a flat loop costs a fraction of a scorer tree. The
     /// accumulator is reused between queries, and a bit per document records which entries a
@@ -724,12 +724,19 @@ impl Scores<'_> {
         )
     }
 
+    /// The accumulator positions of `segment`'s documents that this part holds.
+    fn within(&self, segment: &Segment<'_>) -> std::ops::Range<usize> {
+        let span = segment.span();
+        let end = self.first + self.scores.len();
+        let start = span.start.clamp(self.first, end);
+        start..span.end.clamp(start, end)
+    }
+
     /// The documents of `segment` in this part, numbered within the segment.
     fn docs_of(&self, segment: &Segment<'_>) -> Option<std::ops::Range<DocId>> {
-        let span = segment.span();
-        let start = span.start.max(self.first);
-        let end = span.end.min(self.first + self.scores.len());
-        (start < end).then(|| (start - span.start) as DocId..(end - span.start) as DocId)
+        let within = self.within(segment);
+        let base = segment.base;
+        (!within.is_empty()).then(|| (within.start - base) as DocId..(within.end - base) as DocId)
     }
 
     /// Add to the score of document `doc` of the segment being scored (one this part holds).
@@ -760,11 +767,8 @@ impl Scores<'_> {
 
     /// This part's words of `segment`'s documents, as a range of `touched`.
     fn words_of(&self, segment: &Segment<'_>) -> std::ops::Range<usize> {
-        let span = segment.span();
-        let len = self.scores.len();
-        let start = span.start.saturating_sub(self.first).min(len);
-        let end = span.end.saturating_sub(self.first).min(len);
-        start / 64..end.div_ceil(64).max(start / 64)
+        let within = self.within(segment);
+        (within.start - self.first) / 64..(within.end - self.first).div_ceil(64)
     }
 
     /// Every touched document of `segment` in this part with its score (by position in the

@@ -154,6 +154,55 @@ fn prepare(quantised: Quantised) -> Prepared {
 }
 
 /// The best `k` of `found`, most similar first; ties go to the lower slot.
+/// The `k` most similar of any number of offered slots, without keeping them all: a buffer
+/// of a few k is cut to the best k whenever it fills, and the k-th similarity becomes the bar
+/// that most offers fail on one comparison.
+struct Best {
+    k: usize,
+    budget: usize,
+    bar: f32,
+    found: Vec<(u32, f32)>,
+}
+
+impl Best {
+    fn new(k: usize, min_similarity: f32) -> Self {
+        let budget = k.saturating_mul(4).max(64);
+        Self {
+            k,
+            budget,
+            bar: min_similarity,
+            found: Vec::with_capacity(budget + 1),
+        }
+    }
+
+    /// Whether a slot this similar can be among the best.
+    #[inline(always)]
+    fn admits(&self, similarity: f32) -> bool {
+        similarity >= self.bar
+    }
+
+    #[inline(always)]
+    fn push(&mut self, slot: u32, similarity: f32) {
+        self.found.push((slot, similarity));
+    }
+
+    /// Cut the buffer back to the best k if it is full.
+    #[inline(always)]
+    fn settle(&mut self) {
+        if self.found.len() > self.budget {
+            self.found = best(std::mem::take(&mut self.found), self.k);
+            self.bar = self
+                .found
+                .last()
+                .map_or(self.bar, |(_, similarity)| *similarity);
+        }
+    }
+
+    fn finish(self) -> Vec<(u32, f32)> {
+        best(self.found, self.k)
+    }
+}
+
 fn best(mut found: Vec<(u32, f32)>, k: usize) -> Vec<(u32, f32)> {
     let by_similarity = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
     if found.len() > k {
@@ -713,11 +762,7 @@ impl VectorStore {
         accept: &impl Fn(u32) -> bool,
         selective: bool,
     ) -> Vec<(u32, f32)> {
-        // Keep at most a few k candidates: when the buffer fills, cut it to the best k and
-        // raise the bar to the k-th similarity, so most rows fail on one comparison.
-        let budget = k.saturating_mul(4).max(64);
-        let mut bar = min_similarity;
-        let mut found: Vec<(u32, f32)> = Vec::with_capacity(budget + 1);
+        let mut best = Best::new(k, min_similarity);
         let codes = &self.codes[nodes.start * self.dim..nodes.end * self.dim];
         for (row, (scale, head)) in codes.chunks_exact(self.dim).zip(
             self.scales[nodes.clone()]
@@ -728,22 +773,19 @@ impl VectorStore {
                 continue;
             }
             let similarity = kernel.dot(row, query) as f32 * scale * query.scale;
-            if similarity < bar {
+            if !best.admits(similarity) {
                 continue;
             }
             let mut slot = *head;
             while slot != NONE {
                 if accept(slot) {
-                    found.push((slot, similarity));
+                    best.push(slot, similarity);
                 }
                 slot = self.next_slot[slot as usize];
             }
-            if found.len() > budget {
-                found = best(found, k);
-                bar = found.last().map_or(bar, |(_, similarity)| *similarity);
-            }
+            best.settle();
         }
-        best(found, k)
+        best.finish()
     }
 
     /// The exact scan of the vectors of the `slots` that `accept` lets through.
@@ -757,29 +799,23 @@ impl VectorStore {
         min_similarity: f32,
         accept: &impl Fn(u32) -> bool,
     ) -> Vec<(u32, f32)> {
-        // As in `scan`: a buffer of a few k, cut to the best k when full.
-        let budget = k.saturating_mul(4).max(64);
-        let mut bar = min_similarity;
-        let mut found: Vec<(u32, f32)> = Vec::with_capacity(budget + 1);
+        let rows = Rows {
+            view: self.view(),
+            kernel,
+        };
+        let mut best = Best::new(k, min_similarity);
         for slot in slots.iter() {
             let node = self.slot_nodes.get(slot as usize).copied().unwrap_or(NONE);
             if node == NONE || !accept(slot) {
                 continue;
             }
-            let start = node as usize * self.dim;
-            let similarity = kernel.dot(&self.codes[start..start + self.dim], query) as f32
-                * self.scales[node as usize]
-                * query.scale;
-            if similarity < bar {
-                continue;
-            }
-            found.push((slot, similarity));
-            if found.len() > budget {
-                found = best(found, k);
-                bar = found.last().map_or(bar, |(_, similarity)| *similarity);
+            let similarity = rows.sim(node, query);
+            if best.admits(similarity) {
+                best.push(slot, similarity);
+                best.settle();
             }
         }
-        best(found, k)
+        best.finish()
     }
 
     /// Bytes held, for memory reports.

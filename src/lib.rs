@@ -141,6 +141,9 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
         "serving"
     );
     server.await??;
+    if let Err(err) = app.state.registry.save_index().await {
+        tracing::warn!(error = %err, "cannot save the keyword index snapshot");
+    }
     tracing::info!("stopped");
     Ok(())
 }

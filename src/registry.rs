@@ -95,6 +95,8 @@ pub struct Registry {
     _follower: Option<AbortOnDrop>,
     /// Gives a starting index its vectors in the background, if that still runs.
     _vector_fill: Option<AbortOnDrop>,
+    /// Saves a starting index's keyword index in the background, if that still runs.
+    _text_save: Option<AbortOnDrop>,
 }
 
 impl Registry {
@@ -121,20 +123,34 @@ impl Registry {
         if let Some(dir) = snapshot_dir {
             index = index.with_snapshot_dir(dir);
         }
-        let index = Arc::new(index);
         // Read the log position before the agents: a write landing in between is then
         // replayed by the follower rather than missed.
         let cursor = store.latest_change().await?;
-        index
-            .rebuild_keyword(&store.all_agents(Some(AgentState::Active)).await?)
-            .await?;
+        index.load_catalogue().await?;
+        let index = Arc::new(index);
+        let mut text_save = None;
         let vector_fill = match vectors {
             Vectors::Wait => {
                 index.fill_vectors().await?;
+                if let Err(err) = index
+                    .save_text_snapshot(crate::search::STARTUP_MERGE_WAIT)
+                    .await
+                {
+                    tracing::warn!(error = %err, "cannot save the keyword index snapshot");
+                }
                 None
             }
             Vectors::Background => {
                 let index = Arc::clone(&index);
+                let saving = Arc::clone(&index);
+                text_save = Some(AbortOnDrop::new(tokio::spawn(async move {
+                    if let Err(err) = saving
+                        .save_text_snapshot(crate::search::STARTUP_MERGE_WAIT)
+                        .await
+                    {
+                        tracing::warn!(error = %err, "cannot save the keyword index snapshot");
+                    }
+                })));
                 Some(AbortOnDrop::new(tokio::spawn(async move {
                     if let Err(err) = index.fill_vectors().await {
                         tracing::error!(error = %err, "cannot load the agents' vectors; keyword ranking only");
@@ -144,6 +160,7 @@ impl Registry {
         };
         let mut registry = Self::new(store, index, cursor);
         registry._vector_fill = vector_fill;
+        registry._text_save = text_save;
         Ok(registry)
     }
 
@@ -157,6 +174,7 @@ impl Registry {
             index: Some(index),
             _follower: Some(follower),
             _vector_fill: None,
+            _text_save: None,
         }
     }
 
@@ -168,6 +186,7 @@ impl Registry {
             index: None,
             _follower: None,
             _vector_fill: None,
+            _text_save: None,
         }
     }
 
@@ -653,6 +672,19 @@ impl Registry {
     }
 
     // ---- the index, for readiness and metrics ----
+
+    /// Save the search index's keyword snapshot if it changed since it was loaded or last
+    /// saved (on shutdown, so the next start replays only what changed after).
+    pub async fn save_index(&self) -> anyhow::Result<()> {
+        match &self.index {
+            Some(index) => {
+                index
+                    .save_text_snapshot(crate::search::SHUTDOWN_MERGE_WAIT)
+                    .await
+            }
+            None => Ok(()),
+        }
+    }
 
     /// ACTIVE agents in this process's index.
     pub fn indexed(&self) -> usize {

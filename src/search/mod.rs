@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 use crate::domain::{Health, HealthStatus};
 use crate::store::{Agent, AgentState, Store, StoredEmbedding};
 
+mod codec;
 pub mod counts;
 pub mod duplicates;
 pub mod embed;
@@ -39,7 +40,7 @@ pub use page::{Hit, Listing, SearchPage};
 use embed::Embedder;
 use facets::{FacetIndex, Facets, SlotSet};
 use fusion::KeywordRanks;
-use text::{DocText, MatchVisitor, TextIndex};
+use text::{DocText, MatchVisitor, Staged, TextIndex, TextIndexError};
 use vectors::VectorStore;
 
 /// Largest page any path serves.
@@ -158,11 +159,42 @@ struct Doc {
     facets: Facets,
     text: DocText,
     content_hash: String,
+    /// A hash of `text`: a saved keyword index keeps an agent's document while this matches.
+    text_hash: [u8; 32],
     /// The duplicate group it belongs to (`duplicates::group_key`), and its rank there.
     group: Option<String>,
     rank: duplicates::Rank,
     /// The agent's health as read with it; the catalog keeps the newest it has seen.
     health: Option<Arc<Health>>,
+}
+
+impl Doc {
+    /// The index's copy of `agent`.
+    fn of(agent: &Agent) -> Doc {
+        let draft = &agent.draft;
+        let text = doc_text(agent);
+        Doc {
+            id: agent.id.clone(),
+            revision: agent.revision,
+            listing: Arc::new(Listing::of(agent)),
+            published_micros: agent.published_at.map_or(0, |t| t.micros()),
+            name_key: draft.name.to_lowercase(),
+            facets: Facets {
+                target: draft.target.as_deref().map(str::to_lowercase),
+                category: draft.category.as_deref().map(str::to_lowercase),
+                category_label: draft.category.clone(),
+                tags: draft.tags.clone(),
+                verification_level: agent.verification_level,
+                payment_model: draft.payment.as_ref().map(|payment| payment.model),
+            },
+            content_hash: hex::encode(Sha256::digest(embedding_text(&text).as_bytes())),
+            text_hash: text_hash(&text),
+            text,
+            group: duplicates::group_key(agent),
+            rank: duplicates::Rank::of(agent),
+            health: agent.health.clone().map(Arc::new),
+        }
+    }
 }
 
 /// Everything searches read, behind one lock.
@@ -207,6 +239,16 @@ impl Catalog {
         self.docs.push(None);
         self.slots.insert(id.to_owned(), slot);
         slot
+    }
+
+    /// Give `id` the slot a saved keyword index keeps its document under (the catalog being
+    /// built has room for every saved slot, so fresh slots come after them).
+    fn claim(&mut self, id: &str, slot: u32) {
+        let index = slot as usize;
+        if self.docs.len() <= index {
+            self.docs.resize(index + 1, None);
+        }
+        self.slots.insert(id.to_owned(), slot);
     }
 
     fn is_stale(&self, id: &str, revision: i64) -> bool {
@@ -337,7 +379,9 @@ pub struct SearchIndex {
     embedder: Option<Arc<dyn Embedder>>,
     store: Arc<dyn Store>,
     catalog: RwLock<Catalog>,
-    text: TextIndex,
+    text: Arc<TextIndex>,
+    /// The keyword index's commit count when it was last saved or loaded (`u64::MAX`: never).
+    text_saved_at: std::sync::atomic::AtomicU64,
     /// Serialises index writes so the text index and the catalog change together.
     writes: tokio::sync::Mutex<()>,
     /// Whether every indexed agent has its vector: until then searches rank by keywords alone,
@@ -346,7 +390,7 @@ pub struct SearchIndex {
     /// Agents given a vector so far by `fill_vectors`, of how many.
     vectors_filled: std::sync::atomic::AtomicUsize,
     vectors_total: std::sync::atomic::AtomicUsize,
-    /// Where the vector index is saved between runs (`with_snapshot_dir`).
+    /// Where the keyword and vector indexes are saved between runs (`with_snapshot_dir`).
     snapshot_dir: Option<std::path::PathBuf>,
 }
 
@@ -546,7 +590,8 @@ impl SearchIndex {
             embedder,
             store,
             catalog: RwLock::new(catalog),
-            text: TextIndex::new()?,
+            text: Arc::new(TextIndex::new()?),
+            text_saved_at: u64::MAX.into(),
             writes: tokio::sync::Mutex::new(()),
             vectors_ready: std::sync::atomic::AtomicBool::new(true),
             vectors_filled: std::sync::atomic::AtomicUsize::new(0),
@@ -555,11 +600,18 @@ impl SearchIndex {
         })
     }
 
-    /// Keep a snapshot of the vector index in `dir`: `fill_vectors` starts from it (and
-    /// writes a new one once the index is complete), so a restart does not rebuild the graph.
+    /// Keep snapshots of the keyword and vector indexes in `dir`: `load_catalogue` starts the
+    /// keyword index from its snapshot and `fill_vectors` the vector index from its own (each
+    /// writes a new one when it changed), so a restart neither re-indexes every agent's text nor
+    /// rebuilds the graph.
     pub fn with_snapshot_dir(mut self, dir: impl Into<std::path::PathBuf>) -> Self {
         self.snapshot_dir = Some(dir.into());
         self
+    }
+
+    /// Where the keyword index's snapshot lives.
+    fn text_snapshot_path(&self) -> Option<std::path::PathBuf> {
+        Some(self.snapshot_dir.as_ref()?.join("text.snapshot"))
     }
 
     /// Where the vector snapshot of `embedder_id` lives.
@@ -619,36 +671,194 @@ impl SearchIndex {
     /// Replace the whole index with the ACTIVE agents among `agents`, without vectors: searches
     /// rank by keywords until `fill_vectors` has given every agent its vector.
     pub async fn rebuild_keyword(&self, agents: &[Agent]) -> anyhow::Result<()> {
-        use std::sync::atomic::Ordering::Relaxed;
         let _guard = self.writes.lock().await;
         let started = std::time::Instant::now();
         let docs: Vec<Arc<Doc>> = agents
             .iter()
             .filter(|agent| agent.state == AgentState::Active)
-            .map(|agent| Arc::new(self.doc(agent)))
+            .map(|agent| Arc::new(Doc::of(agent)))
             .collect();
-        let mut catalog = Catalog {
-            vectors: self.embedder.as_ref().map(|e| serving_store(e.dim())),
-            ..Catalog::default()
+        self.text.stage_clear()?;
+        let mut build = CatalogBuild::new(self.serving_vectors(), Vec::new());
+        build.add(docs, &self.text)?;
+        let (catalog, _) = build.finish(&self.text)?;
+        self.text.commit_staged(true)?;
+        self.serve_catalog(catalog, started);
+        Ok(())
+    }
+
+    /// Load every ACTIVE agent of the store (a start-up): pages of agents are read while the
+    /// ones before are indexed. With a snapshot directory, the keyword index saved there is
+    /// loaded and brought up to date (the documents of agents whose text changed re-indexed,
+    /// those of agents gone removed, new ones added) instead of indexing every agent; without
+    /// a usable snapshot every agent is indexed. Without vectors, like `rebuild_keyword`.
+    ///
+    /// Takes the index before it is shared: the loaded keyword index replaces the empty one.
+    pub async fn load_catalogue(&mut self) -> anyhow::Result<LoadCounts> {
+        let started = std::time::Instant::now();
+        let (pages_out, mut pages) = tokio::sync::mpsc::channel(LOAD_PAGES_AHEAD);
+        // Reading starts at once; a saved index loads meanwhile.
+        tokio::spawn(read_active_pages(Arc::clone(&self.store), pages_out));
+        let saved = match self.text_snapshot_path() {
+            Some(path) => {
+                let loaded =
+                    tokio::task::spawn_blocking(move || (TextIndex::load(&path), path)).await?;
+                match loaded {
+                    (Ok(saved), _) if usable(&saved.slots) => Some(saved),
+                    (Ok(_), path) => {
+                        tracing::info!(path = %path.display(), "keyword index snapshot too sparse; indexing every agent");
+                        None
+                    }
+                    (Err(reason), path) => {
+                        if path.exists() {
+                            tracing::warn!(%reason, path = %path.display(), "keyword index snapshot not used; indexing every agent");
+                        }
+                        None
+                    }
+                }
+            }
+            None => None,
         };
-        for doc in &docs {
-            let slot = catalog.slot_for(&doc.id);
-            catalog.put(slot, Arc::clone(doc), None);
+        let from_snapshot = saved.is_some();
+        let (text, saved_slots, saved_at) = match saved {
+            Some(saved) => (Arc::new(saved.index), saved.slots, Some(saved.change_seq)),
+            None => {
+                self.text.stage_clear()?;
+                (Arc::clone(&self.text), Vec::new(), None)
+            }
+        };
+        let snapshot_loaded = started.elapsed();
+        let mut build = CatalogBuild::new(self.serving_vectors(), saved_slots);
+        // Where the time goes: waiting for the store's pages, and cataloguing them.
+        let (mut waited, mut catalogued) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
+        loop {
+            let asked = std::time::Instant::now();
+            let Some(page) = pages.recv().await else {
+                break;
+            };
+            waited += asked.elapsed();
+            let page = page?;
+            let text = Arc::clone(&text);
+            let began = std::time::Instant::now();
+            build = tokio::task::spawn_blocking(move || -> anyhow::Result<CatalogBuild> {
+                use rayon::prelude::*;
+                let docs: Vec<Arc<Doc>> = page
+                    .par_iter()
+                    .filter(|agent| agent.state == AgentState::Active)
+                    .map(|agent| Arc::new(Doc::of(agent)))
+                    .collect();
+                build.add(docs, &text)?;
+                Ok(build)
+            })
+            .await??;
+            catalogued += began.elapsed();
         }
-        let catalogued = started.elapsed();
-        self.text
-            .replace_all(docs.iter().map(|doc| (catalog.slots[&doc.id], &doc.text)))?;
+        let (catalog, mut counts) = build.finish(&text)?;
+        counts.from_snapshot = from_snapshot;
+        let committing = std::time::Instant::now();
+        if !from_snapshot || counts.changed() {
+            // Merge in the background: a full build's indexing threads wrote a segment each,
+            // and a loaded index's replaced and removed documents still count in BM25's
+            // statistics until merged away.
+            text.commit_staged(true)?;
+        }
         tracing::info!(
-            agents = docs.len(),
-            catalog_ms = catalogued.as_millis() as u64,
-            keyword_index_ms = (started.elapsed() - catalogued).as_millis() as u64,
+            snapshot_ms = snapshot_loaded.as_millis() as u64,
+            waiting_for_store_ms = waited.as_millis() as u64,
+            cataloguing_ms = catalogued.as_millis() as u64,
+            keyword_commit_ms = committing.elapsed().as_millis() as u64,
+            "catalogue read"
+        );
+        if from_snapshot {
+            tracing::info!(
+                saved_at_change = saved_at.unwrap_or_default(),
+                kept = counts.kept,
+                reindexed = counts.replaced,
+                added = counts.added,
+                removed = counts.removed,
+                "keyword index loaded from its snapshot"
+            );
+            self.text = text;
+        }
+        let unchanged = from_snapshot && !counts.changed();
+        self.text_saved_at.store(
+            if unchanged {
+                self.text.commits()
+            } else {
+                u64::MAX
+            },
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        self.serve_catalog(catalog, started);
+        Ok(counts)
+    }
+
+    /// An empty vector store for a catalog being built (none without an embedder).
+    fn serving_vectors(&self) -> Option<VectorStore> {
+        self.embedder.as_ref().map(|e| serving_store(e.dim()))
+    }
+
+    /// Serve `catalog`, just built, with the keyword index; vectors follow (`fill_vectors`).
+    fn serve_catalog(&self, catalog: Catalog, started: std::time::Instant) {
+        use std::sync::atomic::Ordering::Relaxed;
+        tracing::info!(
+            agents = catalog.live,
+            elapsed_ms = started.elapsed().as_millis() as u64,
             "search index built"
         );
-        self.vectors_total.store(docs.len(), Relaxed);
+        self.vectors_total.store(catalog.live, Relaxed);
         self.vectors_filled.store(0, Relaxed);
         self.vectors_ready
-            .store(self.embedder.is_none() || docs.is_empty(), Relaxed);
+            .store(self.embedder.is_none() || catalog.live == 0, Relaxed);
         *self.write_catalog() = catalog;
+    }
+
+    /// Save the keyword index and which agent each document is, unless nothing changed since
+    /// it was loaded or last saved. Waits up to `merge_wait` for background merges first, so
+    /// the saved index is the merged one when it can be; writes wait only while the files are
+    /// taken, not while they are written.
+    pub async fn save_text_snapshot(&self, merge_wait: std::time::Duration) -> anyhow::Result<()> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Some(path) = self.text_snapshot_path() else {
+            return Ok(());
+        };
+        let text = Arc::clone(&self.text);
+        tokio::task::spawn_blocking(move || text.wait_for_merges(merge_wait)).await?;
+        let change_seq = self.store.latest_change().await?;
+        let (files, slots, commits) = {
+            let _guard = self.writes.lock().await;
+            let commits = self.text.commits();
+            if self.text_saved_at.load(Relaxed) == commits {
+                return Ok(());
+            }
+            let files = self.text.committed_files()?;
+            let catalog = self.read_catalog();
+            let slots: Vec<text::SavedSlot> = catalog
+                .docs
+                .iter()
+                .enumerate()
+                .filter_map(|(slot, doc)| {
+                    let doc = doc.as_ref()?;
+                    Some(text::SavedSlot {
+                        slot: slot as u32,
+                        agent_id: doc.id.clone(),
+                        text_hash: doc.text_hash,
+                    })
+                })
+                .collect();
+            (files, slots, commits)
+        };
+        let started = std::time::Instant::now();
+        let bytes = files.bytes();
+        let shown = path.clone();
+        tokio::task::spawn_blocking(move || files.save(&path, change_seq, &slots)).await??;
+        self.text_saved_at.store(commits, Relaxed);
+        tracing::info!(
+            path = %shown.display(),
+            bytes,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "keyword index snapshot saved"
+        );
         Ok(())
     }
 
@@ -926,7 +1136,7 @@ impl SearchIndex {
         let docs: Vec<Arc<Doc>> = agents
             .iter()
             .filter(|agent| agent.state == AgentState::Active)
-            .map(|agent| Arc::new(self.doc(agent)))
+            .map(|agent| Arc::new(Doc::of(agent)))
             .collect();
         let vectors = self.vectors_for(&docs).await;
         let _guard = self.writes.lock().await;
@@ -938,8 +1148,15 @@ impl SearchIndex {
                     continue;
                 }
                 let slot = catalog.slot_for(&doc.id);
+                // A write that leaves the text as it was (verification, health, state) keeps
+                // the keyword document, and costs no commit.
+                let same_text = catalog
+                    .doc(slot)
+                    .is_some_and(|held| held.text_hash == doc.text_hash);
                 catalog.put(slot, Arc::clone(doc), vector.as_deref());
-                text_changes.push((slot, Some(Arc::clone(doc))));
+                if !same_text {
+                    text_changes.push((slot, Some(Arc::clone(doc))));
+                }
             }
             let gone = agents
                 .iter()
@@ -1364,31 +1581,6 @@ impl SearchIndex {
         }
     }
 
-    fn doc(&self, agent: &Agent) -> Doc {
-        let draft = &agent.draft;
-        let text = doc_text(agent);
-        Doc {
-            id: agent.id.clone(),
-            revision: agent.revision,
-            listing: Arc::new(Listing::of(agent)),
-            published_micros: agent.published_at.map_or(0, |t| t.micros()),
-            name_key: draft.name.to_lowercase(),
-            facets: Facets {
-                target: draft.target.as_deref().map(str::to_lowercase),
-                category: draft.category.as_deref().map(str::to_lowercase),
-                category_label: draft.category.clone(),
-                tags: draft.tags.clone(),
-                verification_level: agent.verification_level,
-                payment_model: draft.payment.as_ref().map(|payment| payment.model),
-            },
-            content_hash: hex::encode(Sha256::digest(embedding_text(&text).as_bytes())),
-            text,
-            group: duplicates::group_key(agent),
-            rank: duplicates::Rank::of(agent),
-            health: agent.health.clone().map(Arc::new),
-        }
-    }
-
     /// The package names of the other ACTIVE agents in `id`'s duplicate group (same repository
     /// or endpoint), best first.
     pub fn duplicates_of(&self, id: &str) -> Vec<String> {
@@ -1422,6 +1614,158 @@ impl SearchIndex {
         self.catalog
             .write()
             .unwrap_or_else(|poison| poison.into_inner())
+    }
+}
+
+/// How long a start-up's snapshot save waits for the keyword index's merge (about half a
+/// minute at a million agents on a busy machine).
+pub const STARTUP_MERGE_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
+/// How long a shutdown's snapshot save waits for a merge: not long, since something waits for
+/// the process to end; an unmerged index saves as well, it only loads a little slower.
+pub const SHUTDOWN_MERGE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Agents read per page at start-up.
+const LOAD_PAGE: u32 = 2_000;
+/// Pages read ahead of the one being indexed.
+const LOAD_PAGES_AHEAD: usize = 4;
+
+/// Send the store's ACTIVE agents to `out` page by page, until there are no more, an error
+/// (sent on), or nobody listens.
+async fn read_active_pages(
+    store: Arc<dyn Store>,
+    out: tokio::sync::mpsc::Sender<anyhow::Result<Vec<Agent>>>,
+) {
+    let mut after: Option<String> = None;
+    loop {
+        match store
+            .agents_page(Some(AgentState::Active), after.as_deref(), LOAD_PAGE)
+            .await
+        {
+            Ok(page) => {
+                let last = page.last().map(|agent| agent.id.clone());
+                let full = page.len() == LOAD_PAGE as usize;
+                if (!page.is_empty() && out.send(Ok(page)).await.is_err()) || !full {
+                    return;
+                }
+                after = last;
+            }
+            Err(err) => {
+                let _ = out.send(Err(err.into())).await;
+                return;
+            }
+        }
+    }
+}
+
+/// Whether a saved keyword index is worth starting from: its slots are never reused, so
+/// deleted agents leave holes, and a table mostly of holes is rebuilt compactly instead.
+fn usable(slots: &[text::SavedSlot]) -> bool {
+    let highest = slots.iter().map(|s| s.slot as usize + 1).max().unwrap_or(0);
+    highest <= 2 * slots.len() + 1024
+}
+
+/// What a hash of an agent's indexed text covers: every field, each with its length, so no
+/// two different texts run together into the same bytes.
+fn text_hash(text: &DocText) -> [u8; 32] {
+    let mut digest = Sha256::new();
+    let fields = [
+        &text.name,
+        &text.package_name,
+        &text.tags,
+        &text.category,
+        &text.description,
+        &text.capabilities,
+    ];
+    for field in fields {
+        digest.update((field.len() as u64).to_le_bytes());
+        digest.update(field.as_bytes());
+    }
+    digest.finalize().into()
+}
+
+/// How a start-up's agents reached the keyword index (`SearchIndex::load_catalogue`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct LoadCounts {
+    /// Whether it started from a saved keyword index.
+    pub from_snapshot: bool,
+    /// Documents of a saved index kept as they were.
+    pub kept: usize,
+    /// Documents of a saved index whose agent's text changed, indexed again.
+    pub replaced: usize,
+    /// Agents the saved index (if any) did not hold.
+    pub added: usize,
+    /// Documents of a saved index whose agent is no longer ACTIVE.
+    pub removed: usize,
+}
+
+impl LoadCounts {
+    fn changed(&self) -> bool {
+        self.replaced + self.added + self.removed > 0
+    }
+}
+
+/// A catalog being built at start-up, and the keyword index changes that go with it.
+struct CatalogBuild {
+    catalog: Catalog,
+    /// A saved keyword index's documents not yet claimed: agent id → slot and text hash.
+    saved: HashMap<String, (u32, [u8; 32])>,
+    counts: LoadCounts,
+}
+
+impl CatalogBuild {
+    /// A build starting from the documents `saved` in a keyword index (none for a fresh one).
+    fn new(vectors: Option<VectorStore>, saved: Vec<text::SavedSlot>) -> Self {
+        let mut catalog = Catalog {
+            vectors,
+            ..Catalog::default()
+        };
+        // Room for every saved slot first: fresh slots then never collide with saved ones.
+        let room = saved.iter().map(|s| s.slot as usize + 1).max().unwrap_or(0);
+        catalog.docs.resize(room, None);
+        let saved = saved
+            .into_iter()
+            .map(|s| (s.agent_id, (s.slot, s.text_hash)))
+            .collect();
+        Self {
+            catalog,
+            saved,
+            counts: LoadCounts::default(),
+        }
+    }
+
+    /// Catalog `docs` and stage their text in `text`: an agent the saved index holds keeps
+    /// its slot, and its document unless its text changed; others get fresh slots.
+    fn add(&mut self, docs: Vec<Arc<Doc>>, text: &TextIndex) -> Result<(), TextIndexError> {
+        let mut staged = Vec::with_capacity(docs.len());
+        for doc in &docs {
+            let slot = match self.saved.remove(&doc.id) {
+                Some((slot, hash)) => {
+                    self.catalog.claim(&doc.id, slot);
+                    if hash == doc.text_hash {
+                        self.counts.kept += 1;
+                    } else {
+                        self.counts.replaced += 1;
+                        staged.push(Staged::Replace(slot, &doc.text));
+                    }
+                    slot
+                }
+                None => {
+                    let slot = self.catalog.slot_for(&doc.id);
+                    self.counts.added += 1;
+                    staged.push(Staged::Add(slot, &doc.text));
+                    slot
+                }
+            };
+            self.catalog.put(slot, Arc::clone(doc), None);
+        }
+        text.stage(staged.into_iter())
+    }
+
+    /// The catalog, once every agent is in: the saved documents nobody claimed are removed.
+    fn finish(mut self, text: &TextIndex) -> Result<(Catalog, LoadCounts), TextIndexError> {
+        self.counts.removed = self.saved.len();
+        text.stage(self.saved.values().map(|(slot, _)| Staged::Remove(*slot)))?;
+        Ok((self.catalog, self.counts))
     }
 }
 
@@ -2007,6 +2351,47 @@ mod tests {
             .await
             .expect("store");
         (dir, Arc::new(store))
+    }
+
+    #[tokio::test]
+    async fn a_write_that_keeps_the_text_keeps_the_keyword_document() {
+        let (_dir, store) = sqlite_store().await;
+        let index = SearchIndex::new(store, None).expect("index");
+        let mut agent = active("com.example.herds", "Tracks alpaca herds.");
+        index.apply(&agent).await;
+        let commits = index.text.commits();
+        // Verified: the listing changes, the text does not.
+        agent.revision += 1;
+        agent.verification_level = crate::store::VerificationLevel::DomainVerified;
+        index.apply(&agent).await;
+        assert_eq!(index.text.commits(), commits);
+        let found = |text: &str| SearchRequest {
+            text: text.to_owned(),
+            filters: Filters::default(),
+            sort: None,
+            limit: 10,
+            cursor: None,
+            offset: 0,
+            facets: false,
+        };
+        let page = index.search(&found("alpaca")).await.expect("search");
+        assert_eq!(
+            page.hits[0].listing.verification_level,
+            crate::store::VerificationLevel::DomainVerified
+        );
+        // A new description is indexed.
+        agent.revision += 1;
+        agent.draft.description = "Tracks bison herds.".to_owned();
+        index.apply(&agent).await;
+        assert_eq!(index.text.commits(), commits + 1);
+        assert_eq!(
+            index.search(&found("alpaca")).await.expect("search").total,
+            0
+        );
+        assert_eq!(
+            index.search(&found("bison")).await.expect("search").total,
+            1
+        );
     }
 
     /// An ACTIVE agent of `alice` with this package name and description.

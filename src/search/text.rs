@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, Mutex, RwLock};
 
 use levenshtein_automata::LevenshteinAutomatonBuilder;
+use tantivy::directory::RamDirectory;
 use tantivy::fieldnorm::FieldNormReader;
 use tantivy::index::InvertedIndexReader;
 use tantivy::index::SegmentId;
@@ -19,8 +20,12 @@ use tantivy::tokenizer::{
     StopWordFilter, TextAnalyzer, TokenStream,
 };
 use tantivy::{
-    DocId, Index, IndexReader, IndexWriter, ReloadPolicy, SegmentReader, TantivyDocument, Term,
+    DocId, Index, IndexReader, IndexSettings, IndexWriter, ReloadPolicy, SegmentReader,
+    TantivyDocument, Term,
 };
+
+mod snapshot;
+pub use snapshot::{CommittedFiles, Saved, SavedSlot};
 
 const ANALYZER: &str = "registry_en";
 /// Query terms beyond this are ignored (a query is a sentence, not a document).
@@ -50,6 +55,9 @@ struct Fields {
 
 /// The in-memory BM25 index. Documents are keyed by the search index's slot number.
 pub struct TextIndex {
+    index: Index,
+    /// Where the index's files live (in memory); `save` copies the committed ones to disk.
+    directory: RamDirectory,
     writer: Mutex<IndexWriter>,
     reader: IndexReader,
     fields: Fields,
@@ -58,6 +66,18 @@ pub struct TextIndex {
     slot_maps: RwLock<HashMap<SegmentId, Arc<SlotMap>>>,
     /// Queries with this many postings or more use both cores (`PARALLEL_POSTINGS`).
     parallel_from: std::sync::atomic::AtomicU64,
+    /// Commits so far: a saved copy is current while this has not moved.
+    commits: std::sync::atomic::AtomicU64,
+    /// Background merges not yet finished, and a signal when one finishes.
+    merges: Arc<(Mutex<usize>, std::sync::Condvar)>,
+}
+
+/// One change staged by `TextIndex::stage`: a document for a slot no document has, one for a
+/// slot whose document it replaces, or a removal.
+pub enum Staged<'a> {
+    Add(u32, &'a DocText),
+    Replace(u32, &'a DocText),
+    Remove(u32),
 }
 
 /// Threads indexing a start-up's documents (each writes its share as one segment).
@@ -78,6 +98,25 @@ pub struct TextStats {
     pub live_docs: u64,
 }
 
+/// The index's fields: each agent's slot, and its text in two fields.
+fn schema() -> (Schema, Fields) {
+    let mut builder = Schema::builder();
+    let slot = builder.add_u64_field("slot", INDEXED | FAST);
+    let options = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(ANALYZER)
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+    );
+    let mut text = |name: &str, boost: f32| (builder.add_text_field(name, options.clone()), boost);
+    // Two fields, not one per source: each query term reads two posting lists instead of
+    // six. The head (name, tags, category) is short, so BM25's length normalisation already
+    // scores a word found there high; a boost above 1 let any incidental word of a name
+    // outrank the description that says what an agent does (measured on the hard dev set:
+    // head boost 2.5 → 0.259 NDCG@10, 1.0 → 0.315, 0.25 → 0.368, 0.1 → 0.374).
+    let fields = [text("head", HEAD_BOOST), text("body", 1.0)];
+    (builder.build(), Fields { slot, text: fields })
+}
+
 /// Why the text index failed; always a bug or resource exhaustion, never bad input.
 #[derive(Debug, thiserror::Error)]
 #[error("text index: {0}")]
@@ -85,26 +124,18 @@ pub struct TextIndexError(#[from] tantivy::TantivyError);
 
 impl TextIndex {
     pub fn new() -> Result<Self, TextIndexError> {
-        let mut builder = Schema::builder();
-        let slot = builder.add_u64_field("slot", INDEXED | FAST);
-        let options = TextOptions::default().set_indexing_options(
-            TextFieldIndexing::default()
-                .set_tokenizer(ANALYZER)
-                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
-        );
-        let mut text =
-            |name: &str, boost: f32| (builder.add_text_field(name, options.clone()), boost);
-        // Two fields, not one per source: each query term reads two posting lists instead of
-        // six. The head (name, tags, category) is short, so BM25's length normalisation already
-        // scores a word found there high; a boost above 1 let any incidental word of a name
-        // outrank the description that says what an agent does (measured on the hard dev set:
-        // head boost 2.5 → 0.259 NDCG@10, 1.0 → 0.315, 0.25 → 0.368, 0.1 → 0.374).
-        let fields = [text("head", HEAD_BOOST), text("body", 1.0)];
-        let index = Index::create_in_ram(builder.build());
+        let (schema, fields) = schema();
+        let directory = RamDirectory::create();
+        let index = Index::create(directory.clone(), schema, IndexSettings::default())?;
+        Self::over(index, directory, fields)
+    }
+
+    /// Serve `index`, whose files are in `directory`.
+    fn over(index: Index, directory: RamDirectory, fields: Fields) -> Result<Self, TextIndexError> {
         index.tokenizers().register(ANALYZER, analyzer());
         // Two indexing threads nearly halve a start-up's index build (the search bench's 1M
         // agents: 38.7 s → about 20 s), and the memory budget lets each write its whole share
-        // as one segment (it did at 1M agents); `replace_all` then merges the two in the
+        // as one segment (it did at 1M agents); a full build then merges the two in the
         // background. Every query term is looked up per segment, so segments cost query time
         // (with 20 MB segments, keyword p99 at 100k agents was 3.0 ms against 1.2 ms with one).
         let writer = index.writer_with_num_threads(INDEX_THREADS, 256_000_000)?;
@@ -113,11 +144,15 @@ impl TextIndex {
             .reload_policy(ReloadPolicy::Manual)
             .try_into()?;
         Ok(Self {
+            index,
+            directory,
             writer: Mutex::new(writer),
             reader,
-            fields: Fields { slot, text: fields },
+            fields,
             slot_maps: RwLock::default(),
             parallel_from: PARALLEL_POSTINGS.into(),
+            commits: 0.into(),
+            merges: Arc::default(),
         })
     }
 
@@ -148,14 +183,54 @@ impl TextIndex {
         &self,
         docs: impl Iterator<Item = (u32, &'a DocText)>,
     ) -> Result<(), TextIndexError> {
-        let mut writer = self.lock_writer();
-        writer.delete_all_documents()?;
-        for (slot, text) in docs {
-            writer.add_document(self.document(slot, text))?;
+        self.stage_clear()?;
+        self.stage(docs.map(|(slot, text)| Staged::Add(slot, text)))?;
+        self.commit_staged(true)
+    }
+
+    /// Stage changes without making them searchable (a start-up's pages, one at a time);
+    /// `commit_staged` commits them all.
+    pub fn stage<'a>(
+        &self,
+        changes: impl Iterator<Item = Staged<'a>>,
+    ) -> Result<(), TextIndexError> {
+        let writer = self.lock_writer();
+        for change in changes {
+            match change {
+                Staged::Add(slot, text) => {
+                    writer.add_document(self.document(slot, text))?;
+                }
+                Staged::Replace(slot, text) => {
+                    writer.delete_term(self.slot_term(slot));
+                    writer.add_document(self.document(slot, text))?;
+                }
+                Staged::Remove(slot) => {
+                    writer.delete_term(self.slot_term(slot));
+                }
+            }
         }
-        self.commit(&mut writer)?;
-        self.merge_in_background(&mut writer);
         Ok(())
+    }
+
+    /// Stage the removal of every document.
+    pub fn stage_clear(&self) -> Result<(), TextIndexError> {
+        self.lock_writer().delete_all_documents()?;
+        Ok(())
+    }
+
+    /// Commit what `stage` staged; with `merge`, then merge the segments into one in the
+    /// background (after a full build, whose indexing threads wrote one segment each).
+    pub fn commit_staged(&self, merge: bool) -> Result<(), TextIndexError> {
+        let mut writer = self.lock_writer();
+        self.commit(&mut writer)?;
+        if merge {
+            self.merge_in_background(&mut writer);
+        }
+        Ok(())
+    }
+
+    fn slot_term(&self, slot: u32) -> Term {
+        Term::from_field_u64(self.fields.slot, u64::from(slot))
     }
 
     /// Merge every segment into one on tantivy's merge thread; searches go on over the
@@ -167,20 +242,49 @@ impl TextIndex {
         }
         let merge = writer.merge(&segments);
         let reader = self.reader.clone();
+        let merges = Arc::clone(&self.merges);
+        *merges.0.lock().unwrap_or_else(|poison| poison.into_inner()) += 1;
         let waiter = std::thread::Builder::new()
             .name("text-merge".to_owned())
-            .spawn(move || match merge.wait() {
-                Ok(_) => {
-                    if let Err(err) = reader.reload() {
-                        tracing::warn!(error = %err, "cannot reload the keyword index after merging");
+            .spawn(move || {
+                match merge.wait() {
+                    Ok(_) => {
+                        if let Err(err) = reader.reload() {
+                            tracing::warn!(error = %err, "cannot reload the keyword index after merging");
+                        }
+                    }
+                    // Another write merged or replaced them first: nothing lost.
+                    Err(err) => {
+                        tracing::debug!(error = %err, "keyword index segments not merged");
                     }
                 }
-                // Another write merged or replaced them first: nothing lost.
-                Err(err) => tracing::debug!(error = %err, "keyword index segments not merged"),
+                let (count, done) = &*merges;
+                *count.lock().unwrap_or_else(|poison| poison.into_inner()) -= 1;
+                done.notify_all();
             });
         if let Err(err) = waiter {
+            *self
+                .merges
+                .0
+                .lock()
+                .unwrap_or_else(|poison| poison.into_inner()) -= 1;
             tracing::warn!(error = %err, "cannot wait for the keyword index merge");
         }
+    }
+
+    /// Wait (at most `timeout`) until no background merge is running; `false` on time-out.
+    pub fn wait_for_merges(&self, timeout: std::time::Duration) -> bool {
+        let (count, done) = &*self.merges;
+        let count = count.lock().unwrap_or_else(|poison| poison.into_inner());
+        let (count, _) = done
+            .wait_timeout_while(count, timeout, |running| *running > 0)
+            .unwrap_or_else(|poison| poison.into_inner());
+        *count == 0
+    }
+
+    /// How many commits the index has had: unchanged since a save, the saved copy is current.
+    pub fn commits(&self) -> u64 {
+        self.commits.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Index (or re-index) one document; searchable when this returns.
@@ -194,14 +298,11 @@ impl TextIndex {
         &self,
         changes: impl Iterator<Item = (u32, Option<&'a DocText>)>,
     ) -> Result<(), TextIndexError> {
-        let mut writer = self.lock_writer();
-        for (slot, text) in changes {
-            writer.delete_term(Term::from_field_u64(self.fields.slot, u64::from(slot)));
-            if let Some(text) = text {
-                writer.add_document(self.document(slot, text))?;
-            }
-        }
-        self.commit(&mut writer)
+        self.stage(changes.map(|(slot, text)| match text {
+            Some(text) => Staged::Replace(slot, text),
+            None => Staged::Remove(slot),
+        }))?;
+        self.commit_staged(false)
     }
 
     pub fn remove(&self, slot: u32) -> Result<(), TextIndexError> {
@@ -210,6 +311,8 @@ impl TextIndex {
 
     fn commit(&self, writer: &mut IndexWriter) -> Result<(), TextIndexError> {
         writer.commit()?;
+        self.commits
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.reader.reload()?;
         // Forget the maps of segments merged away.
         let current = self.segment_ids();
@@ -1360,5 +1463,87 @@ mod tests {
         assert!(slots(&index, "the of and").is_empty());
         assert!(slots(&index, "?!…").is_empty());
         assert!(slots(&index, "").is_empty());
+    }
+
+    /// Every slot of `index` with its score for `query`, best first.
+    fn scored(index: &TextIndex, query: &str) -> Vec<(u32, f32)> {
+        let mut found = index.search(query).expect("search");
+        found.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        found
+    }
+
+    fn saved_slots(slots: &[u32]) -> Vec<SavedSlot> {
+        slots
+            .iter()
+            .map(|slot| SavedSlot {
+                slot: *slot,
+                agent_id: format!("agt_{slot}"),
+                text_hash: [*slot as u8; 32],
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_saved_index_loads_with_its_slots_and_scores_and_takes_writes() {
+        let index = sample();
+        index
+            .upsert(7, &doc("Weather Maps", "Radar maps"))
+            .expect("upsert");
+        index.remove(2).expect("remove");
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("text.snapshot");
+        let table = saved_slots(&[0, 1, 7]);
+        index
+            .committed_files()
+            .expect("files")
+            .save(&path, 42, &table)
+            .expect("save");
+        let saved = TextIndex::load(&path).expect("load");
+        assert_eq!(saved.slots, table);
+        assert_eq!(saved.change_seq, 42);
+        for query in ["weather", "current prices", "radar city", "pods", "whether"] {
+            assert_eq!(
+                scored(&saved.index, query),
+                scored(&index, query),
+                "{query}"
+            );
+        }
+        // The loaded index is a working one.
+        saved
+            .index
+            .upsert(8, &doc("Pod Doctor", "Fixes pods"))
+            .expect("upsert");
+        assert_eq!(slots(&saved.index, "pods"), vec![8]);
+    }
+
+    #[test]
+    fn a_damaged_or_mismatched_snapshot_is_refused() {
+        let index = sample();
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("text.snapshot");
+        let files = index.committed_files().expect("files");
+        files
+            .save(&path, 1, &saved_slots(&[0, 1, 2]))
+            .expect("save");
+        let whole = std::fs::read(&path).expect("read");
+        assert!(TextIndex::load(&path).is_ok());
+
+        let truncated = dir.path().join("truncated.snapshot");
+        std::fs::write(&truncated, &whole[..whole.len() - 40]).expect("write");
+        assert!(TextIndex::load(&truncated).is_err());
+
+        let flipped = dir.path().join("flipped.snapshot");
+        let mut bytes = whole.clone();
+        bytes[whole.len() / 3] ^= 1;
+        std::fs::write(&flipped, bytes).expect("write");
+        assert!(TextIndex::load(&flipped).is_err());
+
+        // A slot table that does not match the documents.
+        let short = dir.path().join("short.snapshot");
+        files.save(&short, 1, &saved_slots(&[0, 1])).expect("save");
+        let refused = TextIndex::load(&short).err().expect("refused");
+        assert!(refused.contains("saved slots"), "{refused}");
+
+        assert!(TextIndex::load(&dir.path().join("missing.snapshot")).is_err());
     }
 }

@@ -263,6 +263,187 @@ pub async fn all_agents_filters_by_state(store: &dyn Store) {
     assert_eq!(store.all_agents(None).await.expect("all").len(), 2);
 }
 
+pub async fn pages_of_one_state_cover_it_once_in_id_order(store: &dyn Store) {
+    let mut live_ids = Vec::new();
+    for n in 0..7 {
+        let agent = Agent::new(draft(&format!("com.example.paged{n}")), "alice", at(0));
+        store.insert_agent(&agent).await.expect("insert");
+        // Every other agent goes live, so pages must skip the staged ones between them.
+        if n % 2 == 0 {
+            store
+                .transition(&agent.id, AgentState::Stage, AgentState::Active, at(1))
+                .await
+                .expect("go live");
+            live_ids.push(agent.id);
+        }
+    }
+    live_ids.sort();
+    let mut seen = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = store
+            .agents_page(Some(AgentState::Active), after.as_deref(), 3)
+            .await
+            .expect("page");
+        assert!(page.len() <= 3);
+        assert!(page.iter().all(|agent| agent.state == AgentState::Active));
+        let Some(last) = page.last() else { break };
+        after = Some(last.id.clone());
+        seen.extend(page.into_iter().map(|agent| agent.id));
+    }
+    assert_eq!(seen, live_ids);
+    let everyone = store.agents_page(None, None, 100).await.expect("all");
+    assert_eq!(everyone.len(), 7);
+}
+
+/// The ids and scores a keyword search finds, and its total.
+async fn found(
+    index: &crate::search::SearchIndex,
+    text: &str,
+) -> (Vec<(String, Option<f64>)>, usize) {
+    let request = crate::search::SearchRequest {
+        text: text.to_owned(),
+        filters: crate::search::Filters::default(),
+        sort: None,
+        limit: 20,
+        cursor: None,
+        offset: 0,
+        facets: false,
+    };
+    let page = index.search(&request).await.expect("search");
+    let hits = page
+        .hits
+        .iter()
+        .map(|hit| (hit.listing.id.clone(), hit.score))
+        .collect();
+    (hits, page.total)
+}
+
+/// A keyword index saved by one process and loaded by the next catches up with what changed in
+/// between, answers as an index built afresh would, and a damaged one is not used.
+pub async fn a_saved_keyword_index_catches_up_with_the_store(store: std::sync::Arc<dyn Store>) {
+    use crate::search::{LoadCounts, STARTUP_MERGE_WAIT, SearchIndex};
+    use std::sync::Arc;
+
+    let snapshots = tempfile::tempdir().expect("snapshot dir");
+    let live = |n: i64, word: &str| {
+        let mut described = draft(&format!("com.example.saved{n}"));
+        described.description = format!("Tracks every {word} herd.");
+        let agent = Agent::new(described, "alice", at(n));
+        let store = Arc::clone(&store);
+        async move {
+            store.insert_agent(&agent).await.expect("insert");
+            store
+                .transition(&agent.id, AgentState::Stage, AgentState::Active, at(n))
+                .await
+                .expect("go live");
+            agent.id
+        }
+    };
+    let mut ids = Vec::new();
+    for (n, word) in ["alpaca", "bison", "camel", "dingo", "emu", "ferret"]
+        .iter()
+        .enumerate()
+    {
+        ids.push(live(n as i64, word).await);
+    }
+    let open = |snapshots: Option<&std::path::Path>| {
+        let mut index = SearchIndex::new(Arc::clone(&store), None).expect("index");
+        if let Some(dir) = snapshots {
+            index = index.with_snapshot_dir(dir);
+        }
+        async move {
+            let counts = index.load_catalogue().await.expect("load");
+            (index, counts)
+        }
+    };
+    let (first, counts) = open(Some(snapshots.path())).await;
+    assert!(!counts.from_snapshot);
+    assert_eq!(counts.added, 6);
+    first
+        .save_text_snapshot(STARTUP_MERGE_WAIT)
+        .await
+        .expect("save");
+
+    // The store moves on: one text changes, one agent is unpublished, one deleted, one added.
+    let mut changed = store
+        .find_agent(&ids[1])
+        .await
+        .expect("find")
+        .expect("agent")
+        .draft;
+    changed.description = "Tracks every gazelle herd.".to_owned();
+    store
+        .update_agent(&ids[1], &changed, None, at(10))
+        .await
+        .expect("update");
+    store
+        .transition(&ids[2], AgentState::Active, AgentState::Stage, at(11))
+        .await
+        .expect("unpublish");
+    store.delete_agent(&ids[3], at(12)).await.expect("delete");
+    let added = live(13, "hyena").await;
+
+    let (second, counts) = open(Some(snapshots.path())).await;
+    assert_eq!(
+        counts,
+        LoadCounts {
+            from_snapshot: true,
+            kept: 3,
+            replaced: 1,
+            added: 1,
+            removed: 2,
+        }
+    );
+    // Replaced and removed documents count in BM25's statistics until merged away: the
+    // save waits for the merge the load started.
+    second
+        .save_text_snapshot(STARTUP_MERGE_WAIT)
+        .await
+        .expect("save");
+    let (fresh, _) = open(None).await;
+    let queries = [
+        "alpaca",
+        "bison",
+        "camel",
+        "dingo",
+        "gazelle",
+        "hyena",
+        "herd",
+        "tracks herds",
+    ];
+    for query in queries {
+        assert_eq!(
+            found(&second, query).await,
+            found(&fresh, query).await,
+            "{query}"
+        );
+    }
+    assert_eq!(found(&second, "gazelle").await.0[0].0, ids[1]);
+    assert_eq!(found(&second, "hyena").await.0[0].0, added);
+    for gone in ["bison", "camel", "dingo"] {
+        assert_eq!(found(&second, gone).await.1, 0, "{gone}");
+    }
+    assert_eq!(found(&second, "herd").await.1, 5);
+
+    // A damaged snapshot is not used: the index is built from the store instead.
+    let path = snapshots.path().join("text.snapshot");
+    let mut bytes = std::fs::read(&path).expect("read snapshot");
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x55;
+    std::fs::write(&path, bytes).expect("damage snapshot");
+    let (third, counts) = open(Some(snapshots.path())).await;
+    assert!(!counts.from_snapshot);
+    assert_eq!(counts.added, 5);
+    for query in queries {
+        assert_eq!(
+            found(&third, query).await,
+            found(&fresh, query).await,
+            "{query}"
+        );
+    }
+}
+
 pub async fn every_write_is_logged_in_order(store: &dyn Store) {
     let start = store.latest_change().await.expect("latest");
     let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
@@ -944,6 +1125,7 @@ macro_rules! conformance_suite {
             deleting_frees_the_package_name,
             listing_filters_by_owner_and_pages_by_id,
             all_agents_filters_by_state,
+            pages_of_one_state_cover_it_once_in_id_order,
             every_write_is_logged_in_order,
             only_changes_touching_active_agents_are_public,
             every_version_is_kept_with_its_fields,
@@ -957,6 +1139,21 @@ macro_rules! conformance_suite {
             due_probes_are_leased_to_one_claimer_at_a_time,
             probes_record_health_uptime_and_status_changes,
         );
+        conformance_suite!(@shared $factory;
+            a_saved_keyword_index_catches_up_with_the_store,
+        );
+    };
+    // Cases that need the store shared (`Arc`), to build a search index over it.
+    (@shared $factory:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $case() {
+                let Some((_guard, store)) = $factory.await else {
+                    return;
+                };
+                $crate::store::conformance::$case(store).await;
+            }
+        )*
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(

@@ -120,8 +120,17 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
     ) -> StoreResult<Vec<Agent>>;
 
-    /// Every agent in `state` (all agents with `None`): the search index is rebuilt from this.
+    /// Every agent in `state` (all agents with `None`), by id (export).
     async fn all_agents(&self, state: Option<AgentState>) -> StoreResult<Vec<Agent>>;
+
+    /// Agents in `state` (all agents with `None`), by id, after `after_id`, at most `limit`: the
+    /// search index loads the catalogue page by page, indexing one page while the next is read.
+    async fn agents_page(
+        &self,
+        state: Option<AgentState>,
+        after_id: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<Agent>>;
 
     /// Changes with a sequence number above `since`, oldest first, at most `limit`.
     async fn changes_since(&self, since: i64, limit: u32) -> StoreResult<Vec<Change>>;

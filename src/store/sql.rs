@@ -590,6 +590,25 @@ where
         rows.into_iter().map(Agent::try_from).collect()
     }
 
+    async fn agents_page(
+        &self,
+        state: Option<AgentState>,
+        after_id: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<Agent>> {
+        let sql = format!(
+            "SELECT {AGENT_COLUMNS} FROM agents WHERE (CAST($1 AS TEXT) IS NULL OR state = $1) \
+             AND (CAST($2 AS TEXT) IS NULL OR id > $2) ORDER BY id LIMIT $3"
+        );
+        let rows: Vec<AgentRow> = sqlx::query_as(&sql)
+            .bind(state.map(AgentState::as_str))
+            .bind(after_id)
+            .bind(i64::from(limit))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.into_iter().map(Agent::try_from).collect()
+    }
+
     async fn changes_since(&self, since: i64, limit: u32) -> StoreResult<Vec<Change>> {
         let sql = format!(
             "SELECT {CHANGE_COLUMNS} FROM agent_changes WHERE seq > $1 ORDER BY seq LIMIT $2"

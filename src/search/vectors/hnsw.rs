@@ -211,7 +211,7 @@ impl Graph {
     /// Write the graph for `snapshot`.
     pub fn write<W: std::io::Write>(
         &self,
-        out: &mut super::snapshot::Encoder<W>,
+        out: &mut crate::search::codec::Encoder<W>,
     ) -> std::io::Result<()> {
         out.u64(self.rng)?;
         out.u8s(&self.levels)?;
@@ -232,7 +232,7 @@ impl Graph {
     /// Read a graph written by `write` for a store built with `params`, checking that every
     /// link stays within the graph.
     pub fn read<R: std::io::Read>(
-        input: &mut super::snapshot::Decoder<R>,
+        input: &mut crate::search::codec::Decoder<R>,
         params: GraphParams,
     ) -> Result<Self, String> {
         let mut graph = Self::new(params);

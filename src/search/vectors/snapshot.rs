@@ -13,19 +13,16 @@
 //! which the index was saved (informational), the store, the slot table, and a SHA-256 of
 //! everything before it.
 
-use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{Read, Write};
 use std::path::Path;
-
-use sha2::{Digest, Sha256};
 
 use super::hnsw::Graph;
 use super::{IndexParams, NONE, VectorStore};
 
+use crate::search::codec::{Decoded, Decoder, Encoder};
+
 const MAGIC: &[u8; 8] = b"ARVECSNP";
 const FORMAT: u32 = 1;
-/// Longest agent id or content hash read back.
-const MAX_KEY_BYTES: u32 = 256;
 
 /// Which agent, with which text, a saved slot held.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,167 +37,6 @@ pub struct Loaded {
     pub store: VectorStore,
     pub slots: Vec<SlotKey>,
     pub change_seq: i64,
-}
-
-/// Writes values, hashing every byte.
-pub(super) struct Encoder<W: Write> {
-    out: W,
-    digest: Sha256,
-}
-
-impl<W: Write> Encoder<W> {
-    fn bytes(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.digest.update(bytes);
-        self.out.write_all(bytes)
-    }
-
-    pub fn u8(&mut self, value: u8) -> std::io::Result<()> {
-        self.bytes(&[value])
-    }
-
-    pub fn u32(&mut self, value: u32) -> std::io::Result<()> {
-        self.bytes(&value.to_le_bytes())
-    }
-
-    pub fn u64(&mut self, value: u64) -> std::io::Result<()> {
-        self.bytes(&value.to_le_bytes())
-    }
-
-    pub fn f32(&mut self, value: f32) -> std::io::Result<()> {
-        self.bytes(&value.to_le_bytes())
-    }
-
-    pub fn len(&mut self, len: usize) -> std::io::Result<()> {
-        self.u64(len as u64)
-    }
-
-    pub fn str(&mut self, value: &str) -> std::io::Result<()> {
-        self.u32(u32::try_from(value.len()).unwrap_or(u32::MAX))?;
-        self.bytes(value.as_bytes())
-    }
-
-    pub fn u8s(&mut self, values: &[u8]) -> std::io::Result<()> {
-        self.len(values.len())?;
-        self.bytes(values)
-    }
-
-    pub fn i8s(&mut self, values: &[i8]) -> std::io::Result<()> {
-        self.len(values.len())?;
-        let bytes: Vec<u8> = values.iter().map(|v| *v as u8).collect();
-        self.bytes(&bytes)
-    }
-
-    pub fn u32s(&mut self, values: &[u32]) -> std::io::Result<()> {
-        self.len(values.len())?;
-        for chunk in values.chunks(16 * 1024) {
-            let bytes: Vec<u8> = chunk.iter().flat_map(|v| v.to_le_bytes()).collect();
-            self.bytes(&bytes)?;
-        }
-        Ok(())
-    }
-
-    pub fn f32s(&mut self, values: &[f32]) -> std::io::Result<()> {
-        self.len(values.len())?;
-        for chunk in values.chunks(16 * 1024) {
-            let bytes: Vec<u8> = chunk.iter().flat_map(|v| v.to_le_bytes()).collect();
-            self.bytes(&bytes)?;
-        }
-        Ok(())
-    }
-}
-
-/// Reads values, hashing every byte; every length is checked against `limit` before anything
-/// is allocated for it.
-pub(super) struct Decoder<R: Read> {
-    input: R,
-    digest: Sha256,
-    /// Most elements any one list may have (the file's size bounds it anyway).
-    limit: u64,
-}
-
-pub(super) type Decoded<T> = Result<T, String>;
-
-impl<R: Read> Decoder<R> {
-    fn fill(&mut self, buffer: &mut [u8]) -> Decoded<()> {
-        self.input
-            .read_exact(buffer)
-            .map_err(|err| format!("truncated: {err}"))?;
-        self.digest.update(&*buffer);
-        Ok(())
-    }
-
-    fn array<const N: usize>(&mut self) -> Decoded<[u8; N]> {
-        let mut buffer = [0u8; N];
-        self.fill(&mut buffer)?;
-        Ok(buffer)
-    }
-
-    pub fn u8(&mut self) -> Decoded<u8> {
-        Ok(self.array::<1>()?[0])
-    }
-
-    pub fn u32(&mut self) -> Decoded<u32> {
-        Ok(u32::from_le_bytes(self.array()?))
-    }
-
-    pub fn u64(&mut self) -> Decoded<u64> {
-        Ok(u64::from_le_bytes(self.array()?))
-    }
-
-    pub fn f32(&mut self) -> Decoded<f32> {
-        Ok(f32::from_le_bytes(self.array()?))
-    }
-
-    pub fn len(&mut self) -> Decoded<usize> {
-        let len = self.u64()?;
-        if len > self.limit {
-            return Err(format!("a list of {len} elements is longer than the file"));
-        }
-        Ok(len as usize)
-    }
-
-    pub fn str(&mut self) -> Decoded<String> {
-        let len = self.u32()?;
-        if len > MAX_KEY_BYTES {
-            return Err(format!("a {len}-byte key is too long"));
-        }
-        let mut buffer = vec![0u8; len as usize];
-        self.fill(&mut buffer)?;
-        String::from_utf8(buffer).map_err(|_| "a key is not UTF-8".to_owned())
-    }
-
-    pub fn u8s(&mut self) -> Decoded<Vec<u8>> {
-        let len = self.len()?;
-        let mut buffer = vec![0u8; len];
-        self.fill(&mut buffer)?;
-        Ok(buffer)
-    }
-
-    pub fn i8s(&mut self) -> Decoded<Vec<i8>> {
-        Ok(self.u8s()?.into_iter().map(|v| v as i8).collect())
-    }
-
-    pub fn u32s(&mut self) -> Decoded<Vec<u32>> {
-        let len = self.len()?;
-        let mut values = Vec::with_capacity(len);
-        let mut buffer = vec![0u8; 4 * len.min(16 * 1024)];
-        let mut left = len;
-        while left > 0 {
-            let take = left.min(16 * 1024);
-            self.fill(&mut buffer[..4 * take])?;
-            values.extend(
-                buffer[..4 * take]
-                    .chunks_exact(4)
-                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])),
-            );
-            left -= take;
-        }
-        Ok(values)
-    }
-
-    pub fn f32s(&mut self) -> Decoded<Vec<f32>> {
-        Ok(self.u32s()?.into_iter().map(f32::from_bits).collect())
-    }
 }
 
 /// Every slot list refers to nodes and slots that exist, and none loops.
@@ -287,15 +123,7 @@ impl VectorStore {
         change_seq: i64,
         keys: impl Fn(u32) -> Option<(String, String)>,
     ) -> std::io::Result<()> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        // A name of its own: processes sharing a data directory never write into each other's.
-        let partial = path.with_extension(format!("partial-{}", ulid::Ulid::new()));
-        let mut out = Encoder {
-            out: BufWriter::new(File::create(&partial)?),
-            digest: Sha256::new(),
-        };
+        let (mut out, partial) = Encoder::create(path)?;
         out.bytes(MAGIC)?;
         out.u32(FORMAT)?;
         out.str(embedder_id)?;
@@ -333,23 +161,13 @@ impl VectorStore {
             out.str(agent_id)?;
             out.str(content_hash)?;
         }
-        let digest = std::mem::take(&mut out.digest).finalize();
-        out.out.write_all(&digest)?;
-        let file = out.out.into_inner().map_err(|err| err.into_error())?;
-        file.sync_all()?;
-        std::fs::rename(&partial, path)
+        out.finish(&partial, path)
     }
 
     /// Read a snapshot saved by `save` for `embedder_id`, if it was made with the same
     /// dimension and index parameters as `like`. `Err` says why it cannot be used.
     pub fn load(path: &Path, embedder_id: &str, like: &VectorStore) -> Decoded<Loaded> {
-        let file = File::open(path).map_err(|err| format!("cannot open: {err}"))?;
-        let size = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
-        let mut input = Decoder {
-            input: BufReader::with_capacity(1 << 20, file),
-            digest: Sha256::new(),
-            limit: size,
-        };
+        let mut input = Decoder::open(path)?;
         let mut magic = [0u8; 8];
         input.fill(&mut magic)?;
         if &magic != MAGIC || input.u32()? != FORMAT {
@@ -402,15 +220,7 @@ impl VectorStore {
                 content_hash,
             });
         }
-        let computed = std::mem::take(&mut input.digest).finalize();
-        let mut stored = [0u8; 32];
-        input
-            .input
-            .read_exact(&mut stored)
-            .map_err(|_| "truncated: no checksum".to_owned())?;
-        if stored[..] != computed[..] {
-            return Err("the checksum does not match".to_owned());
-        }
+        input.finish()?;
         Ok(Loaded {
             store,
             slots,

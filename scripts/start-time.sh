@@ -7,6 +7,9 @@
 #   3. restart without the snapshot (deleted): stored vectors, the graph rebuilt.
 # Usage: scripts/start-time.sh [AGENTS=100000] [EMBEDDER=static]
 # START_SKIP_REBUILD=1 leaves out the third start (minutes at a million agents).
+# START_DATA_DIR=dir keeps the imported data directory there and, when it already holds one
+# (from an earlier run), reuses it without importing: its first start is then a restart.
+# START_IMPORT_ONLY=1 stops after the import (to prepare START_DATA_DIR once).
 # The catalogue is the real agents repeated with renamed packages; each copy's description
 # drops a word and gains one from another agent, so that every agent is a distinct vector.
 set -euo pipefail
@@ -17,12 +20,16 @@ embedder=${2:-static}
 data=${REGISTRY_BENCH_DATA:-bench-data/agents-real.jsonl}
 port=${START_PORT:-18490}
 work=$(mktemp -d)
+data_dir=${START_DATA_DIR:-$work/data}
 server_pid=
 trap 'if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; fi; rm -rf "$work"' EXIT
 
 binary=${START_BINARY:-target/release/agent-registry}
 [ -n "${START_BINARY:-}" ] || cargo build --release --quiet
 
+if [ -e "$data_dir/registry.db" ]; then
+  echo "reusing the data directory $data_dir"
+else
 python3 - "$data" "$agents" "$work/agents.jsonl" <<'PY'
 import json, random, sys
 source, wanted, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -46,15 +53,17 @@ PY
 
 began=$(date +%s.%N)
 "$binary" import "$work/agents.jsonl" --owner load --go-live \
-  --data-dir "$work/data" 2>&1 | grep -E '^import(ed)?[: ]' || true
+  --data-dir "$data_dir" 2>&1 | grep -E '^import(ed)?[: ]' || true
 echo "import: $(python3 -c "print(f'{$(date +%s.%N) - $began:.1f}')") s"
+fi
+[ -z "${START_IMPORT_ONLY:-}" ] || exit 0
 
 start() {
   local label=$1
   local began ready_at vectors_at
   began=$(date +%s.%N)
   REGISTRY_EMBEDDER=$embedder REGISTRY_PROBE_INTERVAL_SECS=0 RUST_LOG=warn,agent_registry::search=info \
-    "$binary" serve --bind "127.0.0.1:$port" --data-dir "$work/data" >"$work/$label.log" 2>&1 &
+    "$binary" serve --bind "127.0.0.1:$port" --data-dir "$data_dir" >"$work/$label.log" 2>&1 &
   server_pid=$!
   until curl -sf "http://127.0.0.1:$port/readyz" >/dev/null; do sleep 0.1; done
   ready_at=$(date +%s.%N)
@@ -71,9 +80,9 @@ start() {
 }
 
 start first-start
-ls -l "$work/data/index/" | tail -n +2
+ls -l "$data_dir/index/" | tail -n +2
 start restart-from-snapshot
 if [ -z "${START_SKIP_REBUILD:-}" ]; then
-  rm -f "$work/data/index/"*.snapshot
+  rm -f "$data_dir/index/"*.snapshot
   start restart-without-snapshot
 fi

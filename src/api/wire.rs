@@ -172,7 +172,7 @@ impl AgentSummary {
             target: listing.target.clone(),
             category: listing.category.clone(),
             tags: listing.tags.clone(),
-            payment: listing.payment.clone(),
+            payment: listing.payment.as_deref().cloned(),
             capabilities: listing.capabilities.clone(),
             published_at: listing.published_at,
             health: health.cloned().unwrap_or_else(Health::unknown),

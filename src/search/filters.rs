@@ -91,7 +91,7 @@ impl Filters {
 
     /// Whether a listed agent passes the per-agent filters.
     pub fn listing_matches(&self, listing: &super::Listing) -> bool {
-        self.payment_matches(listing.payment.as_ref())
+        self.payment_matches(listing.payment.as_deref())
             && self.mcp.as_ref().is_none_or(|mcp| mcp.matches(listing))
     }
 

@@ -157,8 +157,9 @@ struct Doc {
     published_micros: i64,
     name_key: String,
     facets: Facets,
-    text: DocText,
-    content_hash: String,
+    /// A hash of the text the agent's vector is made from (`embedding_text`); its text itself
+    /// is not kept (it goes to the keyword index and the embedder as the agent is read).
+    content_hash: ContentHash,
     /// A hash of `text`: a saved keyword index keeps an agent's document while this matches.
     text_hash: [u8; 32],
     /// The duplicate group it belongs to (`duplicates::group_key`), and its rank there.
@@ -169,11 +170,11 @@ struct Doc {
 }
 
 impl Doc {
-    /// The index's copy of `agent`.
-    fn of(agent: &Agent) -> Doc {
+    /// The index's copy of `agent`, and the text to index it by.
+    fn of(agent: &Agent) -> (Doc, DocText) {
         let draft = &agent.draft;
         let text = doc_text(agent);
-        Doc {
+        let doc = Doc {
             id: agent.id.clone(),
             revision: agent.revision,
             listing: Arc::new(Listing::of(agent)),
@@ -187,14 +188,57 @@ impl Doc {
                 verification_level: agent.verification_level,
                 payment_model: draft.payment.as_ref().map(|payment| payment.model),
             },
-            content_hash: hex::encode(Sha256::digest(embedding_text(&text).as_bytes())),
+            content_hash: ContentHash::of(&embedding_text(&text)),
             text_hash: text_hash(&text),
-            text,
             group: duplicates::group_key(agent),
             rank: duplicates::Rank::of(agent),
             health: agent.health.clone().map(Arc::new),
-        }
+        };
+        (doc, text)
     }
+}
+
+/// The SHA-256 of the text an agent's vector is made from: the key of stored vectors, which
+/// the store and the vector snapshot write in hex. Kept as bytes (a million of them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ContentHash([u8; 32]);
+
+impl ContentHash {
+    fn of(text: &str) -> Self {
+        Self(Sha256::digest(text.as_bytes()).into())
+    }
+
+    fn hex(&self) -> String {
+        hex::encode(self.0)
+    }
+
+    /// Whether `hex` (as stored) names this hash.
+    fn is(&self, hex: &str) -> bool {
+        let mut bytes = [0u8; 32];
+        hex::decode_to_slice(hex, &mut bytes).is_ok_and(|()| bytes == self.0)
+    }
+}
+
+/// Where `fill_vectors` reads the text of the agents it embeds (the index keeps none).
+enum Texts<'a> {
+    /// The store, by id.
+    Store,
+    /// The agents `rebuild` was given, by id (they need not be in the store).
+    Given(HashMap<&'a str, &'a Agent>),
+}
+
+/// An agent as the index keeps it, with the text it is being indexed by.
+type Read = (Arc<Doc>, DocText);
+
+/// The ACTIVE ones of `agents`, read for the index.
+fn read_active<'a>(agents: impl Iterator<Item = &'a Agent>) -> Vec<Read> {
+    agents
+        .filter(|agent| agent.state == AgentState::Active)
+        .map(|agent| {
+            let (doc, text) = Doc::of(agent);
+            (Arc::new(doc), text)
+        })
+        .collect()
 }
 
 /// Everything searches read, behind one lock.
@@ -205,7 +249,8 @@ struct Catalog {
     /// Agent id → slot. Slots are never reused within a process, so the text index can never
     /// point a stale document at a new agent.
     slots: HashMap<String, u32>,
-    /// Highest revision applied per agent id; `i64::MAX` once deleted. Stale writes lose.
+    /// Highest revision applied per agent id not ACTIVE here (`i64::MAX` once deleted); an
+    /// ACTIVE agent's is its document's. Stale writes lose.
     revisions: HashMap<String, i64>,
     vectors: Option<VectorStore>,
     facets: FacetIndex,
@@ -252,14 +297,20 @@ impl Catalog {
     }
 
     fn is_stale(&self, id: &str, revision: i64) -> bool {
-        self.revisions.get(id).is_some_and(|seen| *seen > revision)
+        let seen = match self.slots.get(id).and_then(|slot| self.doc(*slot)) {
+            Some(doc) => Some(doc.revision),
+            None => self.revisions.get(id).copied(),
+        };
+        seen.is_some_and(|seen| seen > revision)
     }
 
     fn put(&mut self, slot: u32, doc: Arc<Doc>, vector: Option<&[f32]>) {
         if let Some(written) = &mut self.filling {
             written.insert(slot);
         }
-        self.revisions.insert(doc.id.clone(), doc.revision);
+        if !self.revisions.is_empty() {
+            self.revisions.remove(&doc.id);
+        }
         let entry = &mut self.docs[slot as usize];
         match entry {
             Some(old) => {
@@ -665,7 +716,11 @@ impl SearchIndex {
     /// saved. (The server instead calls `rebuild_keyword` and fills vectors in the background.)
     pub async fn rebuild(&self, agents: &[Agent]) -> anyhow::Result<()> {
         self.rebuild_keyword(agents).await?;
-        self.fill_vectors().await
+        let given = agents
+            .iter()
+            .map(|agent| (agent.id.as_str(), agent))
+            .collect();
+        self.fill_vectors_from(&Texts::Given(given)).await
     }
 
     /// Replace the whole index with the ACTIVE agents among `agents`, without vectors: searches
@@ -673,11 +728,7 @@ impl SearchIndex {
     pub async fn rebuild_keyword(&self, agents: &[Agent]) -> anyhow::Result<()> {
         let _guard = self.writes.lock().await;
         let started = std::time::Instant::now();
-        let docs: Vec<Arc<Doc>> = agents
-            .iter()
-            .filter(|agent| agent.state == AgentState::Active)
-            .map(|agent| Arc::new(Doc::of(agent)))
-            .collect();
+        let docs = read_active(agents.iter());
         self.text.stage_clear()?;
         let mut build = CatalogBuild::new(self.serving_vectors(), Vec::new());
         build.add(docs, &self.text)?;
@@ -742,10 +793,10 @@ impl SearchIndex {
             let began = std::time::Instant::now();
             build = tokio::task::spawn_blocking(move || -> anyhow::Result<CatalogBuild> {
                 use rayon::prelude::*;
-                let docs: Vec<Arc<Doc>> = page
-                    .par_iter()
-                    .filter(|agent| agent.state == AgentState::Active)
-                    .map(|agent| Arc::new(Doc::of(agent)))
+                // Both cores: a page's documents are built in two halves.
+                let docs: Vec<Read> = page
+                    .par_chunks(page.len().div_ceil(2).max(1))
+                    .flat_map_iter(|half| read_active(half.iter()))
                     .collect();
                 build.add(docs, &text)?;
                 Ok(build)
@@ -869,6 +920,11 @@ impl SearchIndex {
     /// the serving one, outside the catalog's lock, so searches go on meanwhile; writes landing
     /// in between are noted by slot and carried over when the new index is swapped in.
     pub async fn fill_vectors(&self) -> anyhow::Result<()> {
+        self.fill_vectors_from(&Texts::Store).await
+    }
+
+    /// `fill_vectors`, reading the texts to embed from `texts`.
+    async fn fill_vectors_from(&self, texts: &Texts<'_>) -> anyhow::Result<()> {
         use std::sync::atomic::Ordering::Relaxed;
         let Some(embedder) = self.embedder.clone() else {
             self.vectors_ready.store(true, Relaxed);
@@ -887,7 +943,7 @@ impl SearchIndex {
         };
         let built = match template {
             Some(template) => {
-                self.restore_and_build(embedder.as_ref(), docs, template)
+                self.restore_and_build(embedder.as_ref(), docs, template, texts)
                     .await
             }
             None => Ok(None),
@@ -927,10 +983,11 @@ impl SearchIndex {
         embedder: &dyn Embedder,
         docs: Vec<(u32, Arc<Doc>)>,
         template: VectorStore,
+        texts: &Texts<'_>,
     ) -> anyhow::Result<Option<VectorStore>> {
         use std::sync::atomic::Ordering::Relaxed;
         let Some(path) = self.snapshot_path(embedder.id()) else {
-            return self.build_vectors(embedder, docs, template).await;
+            return self.build_vectors(embedder, docs, template, texts).await;
         };
         let change_seq = self.store.latest_change().await?;
         let keys: Vec<Option<(String, String)>> = {
@@ -942,7 +999,7 @@ impl SearchIndex {
                     .unwrap_or(0)
             ];
             for (slot, doc) in &docs {
-                keys[*slot as usize] = Some((doc.id.clone(), doc.content_hash.clone()));
+                keys[*slot as usize] = Some((doc.id.clone(), doc.content_hash.hex()));
             }
             keys
         };
@@ -956,16 +1013,16 @@ impl SearchIndex {
         };
         let (mut fresh, rest, dropped) = match loaded {
             Ok(loaded) => {
-                let by_id: HashMap<&str, (u32, &str)> = docs
+                let by_id: HashMap<&str, (u32, ContentHash)> = docs
                     .iter()
-                    .map(|(slot, doc)| (doc.id.as_str(), (*slot, doc.content_hash.as_str())))
+                    .map(|(slot, doc)| (doc.id.as_str(), (*slot, doc.content_hash)))
                     .collect();
                 let moves: HashMap<u32, u32> = loaded
                     .slots
                     .iter()
                     .filter_map(|key| {
                         let (slot, hash) = by_id.get(key.agent_id.as_str())?;
-                        (*hash == key.content_hash).then_some((key.slot, *slot))
+                        hash.is(&key.content_hash).then_some((key.slot, *slot))
                     })
                     .collect();
                 let dropped = loaded.store.len().saturating_sub(moves.len());
@@ -1001,7 +1058,7 @@ impl SearchIndex {
             }
         };
         let changed = !rest.is_empty() || dropped > 0 || !path.exists();
-        fresh = match self.build_vectors(embedder, rest, fresh).await? {
+        fresh = match self.build_vectors(embedder, rest, fresh, texts).await? {
             Some(fresh) => fresh,
             None => return Ok(None),
         };
@@ -1031,6 +1088,7 @@ impl SearchIndex {
         embedder: &dyn Embedder,
         docs: Vec<(u32, Arc<Doc>)>,
         mut fresh: VectorStore,
+        texts: &Texts<'_>,
     ) -> anyhow::Result<Option<VectorStore>> {
         use std::sync::atomic::Ordering::Relaxed;
         // A few agents (those a snapshot lacked) are looked up one by one; many, all at once.
@@ -1055,7 +1113,7 @@ impl SearchIndex {
         for (slot, doc) in docs {
             match stored.remove(&doc.id) {
                 Some(e)
-                    if e.content_hash == doc.content_hash
+                    if doc.content_hash.is(&e.content_hash)
                         && (embedder.dim() == 0 || e.vector.len() == embedder.dim()) =>
                 {
                     current.push((slot, e.vector));
@@ -1080,17 +1138,16 @@ impl SearchIndex {
         let started = std::time::Instant::now();
         let mut reported = started;
         for (done, batch) in missing.chunks(EMBED_BATCH).enumerate() {
-            let texts: Vec<String> = batch
-                .iter()
-                .map(|(_, doc)| embedding_text(&doc.text))
-                .collect();
-            let vectors = embedder.embed(&texts).await?;
+            // The index keeps no text: it is read again. An agent whose text changed since
+            // it was catalogued is left out; applying its newer version embeds it.
+            let (batch, batch_texts) = self.texts_of(batch, texts).await?;
+            let vectors = embedder.embed(&batch_texts).await?;
             let fresh_embeddings: Vec<StoredEmbedding> = batch
                 .iter()
                 .zip(vectors)
                 .map(|((_, doc), vector)| StoredEmbedding {
                     agent_id: doc.id.clone(),
-                    content_hash: doc.content_hash.clone(),
+                    content_hash: doc.content_hash.hex(),
                     vector,
                 })
                 .collect();
@@ -1123,6 +1180,43 @@ impl SearchIndex {
         Ok(Some(fresh))
     }
 
+    /// The embedding texts of `docs`, read from the store, for those whose text is still the
+    /// one catalogued (same content hash); the others are left out.
+    async fn texts_of(
+        &self,
+        docs: &[(u32, Arc<Doc>)],
+        source: &Texts<'_>,
+    ) -> anyhow::Result<(Vec<(u32, Arc<Doc>)>, Vec<String>)> {
+        let text = |agent: &Agent| (agent.id.clone(), embedding_text(&doc_text(agent)));
+        let mut texts: HashMap<String, String> = match source {
+            Texts::Store => {
+                let ids: Vec<String> = docs.iter().map(|(_, doc)| doc.id.clone()).collect();
+                self.store
+                    .find_agents_by_id(&ids)
+                    .await?
+                    .iter()
+                    .map(text)
+                    .collect()
+            }
+            Texts::Given(agents) => docs
+                .iter()
+                .filter_map(|(_, doc)| agents.get(doc.id.as_str()).map(|agent| text(agent)))
+                .collect(),
+        };
+        let mut kept = Vec::with_capacity(docs.len());
+        let mut kept_texts = Vec::with_capacity(docs.len());
+        for (slot, doc) in docs {
+            let Some(text) = texts.remove(&doc.id) else {
+                continue;
+            };
+            if ContentHash::of(&text) == doc.content_hash {
+                kept.push((*slot, Arc::clone(doc)));
+                kept_texts.push(text);
+            }
+        }
+        Ok((kept, kept_texts))
+    }
+
     /// Make the index reflect `agent` as just written: indexed when ACTIVE, absent otherwise.
     /// A write older than one already applied (a lower revision) is ignored.
     pub async fn apply(&self, agent: &Agent) {
@@ -1133,17 +1227,13 @@ impl SearchIndex {
     /// ids in `deleted` removed) with one text-index commit: the change-log follower applies a
     /// whole batch of changes this way. Vectors are embedded together; stale writes lose.
     pub async fn apply_batch(&self, agents: &[Agent], deleted: &[String]) {
-        let docs: Vec<Arc<Doc>> = agents
-            .iter()
-            .filter(|agent| agent.state == AgentState::Active)
-            .map(|agent| Arc::new(Doc::of(agent)))
-            .collect();
+        let docs = read_active(agents.iter());
         let vectors = self.vectors_for(&docs).await;
         let _guard = self.writes.lock().await;
-        let mut text_changes: Vec<(u32, Option<Arc<Doc>>)> = Vec::new();
+        let mut text_changes: Vec<(u32, Option<&DocText>)> = Vec::new();
         let graph_due = {
             let mut catalog = self.write_catalog();
-            for (doc, vector) in docs.iter().zip(vectors) {
+            for ((doc, text), vector) in docs.iter().zip(vectors) {
                 if catalog.is_stale(&doc.id, doc.revision) {
                     continue;
                 }
@@ -1155,7 +1245,7 @@ impl SearchIndex {
                     .is_some_and(|held| held.text_hash == doc.text_hash);
                 catalog.put(slot, Arc::clone(doc), vector.as_deref());
                 if !same_text {
-                    text_changes.push((slot, Some(Arc::clone(doc))));
+                    text_changes.push((slot, Some(text)));
                 }
             }
             let gone = agents
@@ -1178,10 +1268,7 @@ impl SearchIndex {
                 && catalog.vectors.as_ref().is_some_and(VectorStore::graph_due)
         };
         if !text_changes.is_empty() {
-            let changes = text_changes
-                .iter()
-                .map(|(slot, doc)| (*slot, doc.as_ref().map(|doc| &doc.text)));
-            if let Err(err) = self.text.apply_batch(changes) {
+            if let Err(err) = self.text.apply_batch(text_changes.into_iter()) {
                 tracing::error!(error = %err, "cannot index a batch of agents");
             }
         }
@@ -1231,13 +1318,13 @@ impl SearchIndex {
     }
 
     /// The vectors of `docs` (see `vector_for`), the missing ones embedded in batches.
-    async fn vectors_for(&self, docs: &[Arc<Doc>]) -> Vec<Option<Vec<f32>>> {
+    async fn vectors_for(&self, docs: &[Read]) -> Vec<Option<Vec<f32>>> {
         let Some(embedder) = self.embedder.clone() else {
             return vec![None; docs.len()];
         };
         let mut vectors = Vec::with_capacity(docs.len());
         let mut missing = Vec::new();
-        for (i, doc) in docs.iter().enumerate() {
+        for (i, (doc, _)) in docs.iter().enumerate() {
             let known = {
                 let catalog = self.read_catalog();
                 catalog.slots.get(&doc.id).and_then(|slot| {
@@ -1250,7 +1337,7 @@ impl SearchIndex {
             let known = match known {
                 Some(vector) => Some(vector),
                 None => match self.store.find_embedding(&doc.id, embedder.id()).await {
-                    Ok(Some(stored)) if stored.content_hash == doc.content_hash => {
+                    Ok(Some(stored)) if doc.content_hash.is(&stored.content_hash) => {
                         Some(stored.vector)
                     }
                     _ => None,
@@ -1262,10 +1349,7 @@ impl SearchIndex {
             vectors.push(known);
         }
         for chunk in missing.chunks(EMBED_BATCH) {
-            let texts: Vec<String> = chunk
-                .iter()
-                .map(|&i| embedding_text(&docs[i].text))
-                .collect();
+            let texts: Vec<String> = chunk.iter().map(|&i| embedding_text(&docs[i].1)).collect();
             let embedded = match embedder.embed(&texts).await {
                 Ok(embedded) if embedded.len() == chunk.len() => embedded,
                 Ok(_) => continue,
@@ -1278,8 +1362,8 @@ impl SearchIndex {
                 .iter()
                 .zip(embedded)
                 .map(|(&i, vector)| StoredEmbedding {
-                    agent_id: docs[i].id.clone(),
-                    content_hash: docs[i].content_hash.clone(),
+                    agent_id: docs[i].0.id.clone(),
+                    content_hash: docs[i].0.content_hash.hex(),
                     vector,
                 })
                 .collect();
@@ -1735,9 +1819,9 @@ impl CatalogBuild {
 
     /// Catalog `docs` and stage their text in `text`: an agent the saved index holds keeps
     /// its slot, and its document unless its text changed; others get fresh slots.
-    fn add(&mut self, docs: Vec<Arc<Doc>>, text: &TextIndex) -> Result<(), TextIndexError> {
+    fn add(&mut self, docs: Vec<Read>, text: &TextIndex) -> Result<(), TextIndexError> {
         let mut staged = Vec::with_capacity(docs.len());
-        for doc in &docs {
+        for (doc, words) in &docs {
             let slot = match self.saved.remove(&doc.id) {
                 Some((slot, hash)) => {
                     self.catalog.claim(&doc.id, slot);
@@ -1745,14 +1829,14 @@ impl CatalogBuild {
                         self.counts.kept += 1;
                     } else {
                         self.counts.replaced += 1;
-                        staged.push(Staged::Replace(slot, &doc.text));
+                        staged.push(Staged::Replace(slot, words));
                     }
                     slot
                 }
                 None => {
                     let slot = self.catalog.slot_for(&doc.id);
                     self.counts.added += 1;
-                    staged.push(Staged::Add(slot, &doc.text));
+                    staged.push(Staged::Add(slot, words));
                     slot
                 }
             };
@@ -2554,6 +2638,61 @@ mod tests {
         restarted.rebuild(&agents).await.expect("rebuild");
         assert_eq!(again.embedded.load(SeqCst), 0);
         assert!(restarted.vector_progress().ready);
+    }
+
+    #[tokio::test]
+    async fn a_fill_skips_an_agent_whose_text_changed_since_it_was_catalogued() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let (_dir, store) = sqlite_store().await;
+        let mut agents = Vec::new();
+        for i in 0..3 {
+            let agent = active(&format!("com.example.tide{i}"), "Tide tables.");
+            store.insert_agent(&agent).await.expect("insert");
+            agents.push(agent);
+        }
+        let embedder = Arc::new(CountingEmbedder::default());
+        let index = SearchIndex::new(
+            Arc::clone(&store),
+            Some(Arc::clone(&embedder) as Arc<dyn embed::Embedder>),
+        )
+        .expect("index");
+        index.rebuild_keyword(&agents).await.expect("keyword index");
+        // Another process rewrites one agent before the vectors are filled: the fill reads
+        // the texts from the store and leaves it out rather than embed a text not indexed.
+        let mut changed = agents[0].draft.clone();
+        changed.description = "Wave heights.".to_owned();
+        let updated = store
+            .update_agent(
+                &agents[0].id,
+                &changed,
+                None,
+                crate::timestamp::Timestamp::now(),
+            )
+            .await
+            .expect("update");
+        index.fill_vectors().await.expect("vectors");
+        assert_eq!(embedder.embedded.load(SeqCst), 2);
+        assert!(
+            index
+                .read_catalog()
+                .vectors
+                .as_ref()
+                .expect("vectors")
+                .get(0)
+                .is_none()
+        );
+        // Its newer version, applied as the change log delivers it, is embedded then.
+        index.apply(&updated).await;
+        assert_eq!(embedder.embedded.load(SeqCst), 3);
+        assert!(
+            index
+                .read_catalog()
+                .vectors
+                .as_ref()
+                .expect("vectors")
+                .get(0)
+                .is_some()
+        );
     }
 
     /// Embeds "ocean" texts as [1, 0] and the rest as [0, 1]; its first call waits for `gate`.

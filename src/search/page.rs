@@ -22,7 +22,8 @@ pub struct Listing {
     pub target: Option<String>,
     pub category: Option<String>,
     pub tags: Vec<String>,
-    pub payment: Option<Payment>,
+    /// Boxed: most agents have none, and the struct is 150 bytes (a million listings).
+    pub payment: Option<Box<Payment>>,
     /// Names of the agent's capabilities.
     pub capabilities: Vec<String>,
     pub published_at: Option<Timestamp>,
@@ -47,7 +48,7 @@ impl Listing {
             target: draft.target.clone(),
             category: draft.category.clone(),
             tags: draft.tags.clone(),
-            payment: draft.payment.clone(),
+            payment: draft.payment.clone().map(Box::new),
             capabilities: draft.capabilities.iter().map(|c| c.name.clone()).collect(),
             published_at: agent.published_at,
             updated_at: agent.updated_at,

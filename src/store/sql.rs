@@ -565,13 +565,13 @@ where
     ) -> StoreResult<Vec<Agent>> {
         let sql = format!(
             "SELECT {AGENT_COLUMNS} FROM agents \
-             WHERE (CAST($1 AS TEXT) IS NULL OR owner = $1) \
-             AND (CAST($2 AS TEXT) IS NULL OR id > $2) \
+             WHERE (CAST($1 AS TEXT) IS NULL OR owner = $1) AND id > $2 \
              ORDER BY id LIMIT $3"
         );
+        // A plain range on the primary key (see `agents_page`).
         let rows: Vec<AgentRow> = sqlx::query_as(&sql)
             .bind(owner)
-            .bind(after_id)
+            .bind(after_id.unwrap_or(""))
             .bind(i64::from(limit))
             .fetch_all(&self.reader)
             .await?;
@@ -598,11 +598,14 @@ where
     ) -> StoreResult<Vec<Agent>> {
         let sql = format!(
             "SELECT {AGENT_COLUMNS} FROM agents WHERE (CAST($1 AS TEXT) IS NULL OR state = $1) \
-             AND (CAST($2 AS TEXT) IS NULL OR id > $2) ORDER BY id LIMIT $3"
+             AND id > $2 ORDER BY id LIMIT $3"
         );
+        // `id > ''` for the first page (every id is longer): a plain range on the primary key,
+        // which an `$2 IS NULL OR id > $2` would hide from the planner (each page scanning
+        // from the first id: minutes at a million agents).
         let rows: Vec<AgentRow> = sqlx::query_as(&sql)
             .bind(state.map(AgentState::as_str))
-            .bind(after_id)
+            .bind(after_id.unwrap_or(""))
             .bind(i64::from(limit))
             .fetch_all(&self.reader)
             .await?;

@@ -23,11 +23,13 @@ pub struct Rank {
     unverified: bool,
     unreachable: bool,
     published_micros: i64,
-    id: String,
+    /// Shared with the index's document (one allocation of the id per agent).
+    id: std::sync::Arc<str>,
 }
 
 impl Rank {
-    pub fn of(agent: &Agent) -> Self {
+    /// `agent`'s rank; `id` is its id, shared.
+    pub fn of(agent: &Agent, id: std::sync::Arc<str>) -> Self {
         let reach = &agent.draft.reach;
         Self {
             unverified: agent.verification_level != VerificationLevel::DomainVerified,
@@ -35,7 +37,7 @@ impl Rank {
                 && reach.remotes.is_empty()
                 && reach.packages.is_empty(),
             published_micros: agent.published_at.map_or(i64::MAX, |t| t.micros()),
-            id: agent.id.clone(),
+            id,
         }
     }
 }
@@ -206,7 +208,7 @@ mod tests {
             unverified,
             unreachable: false,
             published_micros,
-            id: id.to_owned(),
+            id: id.into(),
         };
         let mut groups = Groups::default();
         groups.insert("k", 1, rank(true, 10, "a"));
@@ -234,7 +236,7 @@ mod tests {
                     unverified: true,
                     unreachable: false,
                     published_micros: i64::from(slot),
-                    id: format!("{slot}"),
+                    id: format!("{slot}").into(),
                 },
             );
         }

@@ -66,17 +66,24 @@ impl SlotSet {
     }
 }
 
-/// The facet values of one agent, lowercase, as filters compare them.
+/// The facet values of one agent, lowercase, as filters compare them. Its tags and published
+/// category are not copied here: the facet index reads them from the listing (`Facetted`).
 #[derive(Debug, Clone)]
 pub struct Facets {
     pub target: Option<String>,
     pub category: Option<String>,
-    /// The category as published (the lowercase `category` is what it is grouped by).
-    pub category_label: Option<String>,
-    pub tags: Vec<String>,
     pub verification_level: VerificationLevel,
     /// `None` when the agent states no payment terms.
     pub payment_model: Option<PaymentModel>,
+}
+
+/// What the facet index reads of one agent: its facets, and its tags and category as listed.
+#[derive(Debug, Clone, Copy)]
+pub struct Facetted<'a> {
+    pub facets: &'a Facets,
+    /// The category as published (the lowercase `facets.category` is what it is grouped by).
+    pub category_label: Option<&'a str>,
+    pub tags: &'a [String],
 }
 
 /// Distinct values (categories, or tags) interned as small ids while some agent carries them.
@@ -273,7 +280,8 @@ fn any_of<K: std::hash::Hash + Eq>(lists: &HashMap<K, SlotList>, wanted: &[K]) -
 }
 
 impl FacetIndex {
-    pub fn insert(&mut self, slot: u32, facets: &Facets) {
+    pub fn insert(&mut self, slot: u32, of: Facetted<'_>) {
+        let facets = of.facets;
         self.live.insert(slot);
         if let Some(target) = &facets.target {
             insert_slot(&mut self.targets, target.clone(), slot);
@@ -281,12 +289,12 @@ impl FacetIndex {
         if let Some(category) = &facets.category {
             insert_slot(&mut self.categories, category.clone(), slot);
         }
-        for tag in &facets.tags {
+        for tag in of.tags {
             insert_slot(&mut self.tags, tag.clone(), slot);
         }
         insert_slot(&mut self.levels, facets.verification_level, slot);
         let category = facets.category.as_deref().map_or(NO_VALUE, |key| {
-            let label = facets.category_label.as_deref().unwrap_or(key);
+            let label = of.category_label.unwrap_or(key);
             self.category_values.acquire(key, label)
         });
         let index = slot as usize;
@@ -296,8 +304,8 @@ impl FacetIndex {
         // A slot written again without a removal first leaves its old range unused.
         self.tag_garbage += usize::from(self.counted[index].tags_len);
         let tags_start = u32::try_from(self.tag_pool.len()).unwrap_or(u32::MAX);
-        let tags_len = u16::try_from(facets.tags.len()).unwrap_or(u16::MAX);
-        for tag in facets.tags.iter().take(usize::from(tags_len)) {
+        let tags_len = u16::try_from(of.tags.len()).unwrap_or(u16::MAX);
+        for tag in of.tags.iter().take(usize::from(tags_len)) {
             let id = self.tag_values.acquire(tag, tag);
             self.tag_pool.push(id);
         }
@@ -325,8 +333,9 @@ impl FacetIndex {
         self.tag_garbage = 0;
     }
 
-    /// Forget `slot`, which held an agent with `facets`.
-    pub fn remove(&mut self, slot: u32, facets: &Facets) {
+    /// Forget `slot`, which held an agent with these facets.
+    pub fn remove(&mut self, slot: u32, of: Facetted<'_>) {
+        let facets = of.facets;
         self.live.remove(slot);
         if let Some(target) = &facets.target {
             remove_slot(&mut self.targets, target, slot);
@@ -334,21 +343,20 @@ impl FacetIndex {
         if let Some(category) = &facets.category {
             remove_slot(&mut self.categories, category, slot);
         }
-        for tag in &facets.tags {
+        for tag in of.tags {
             remove_slot(&mut self.tags, tag, slot);
         }
         remove_slot(&mut self.levels, &facets.verification_level, slot);
         if let Some(counted) = self.counted.get_mut(slot as usize) {
             let counted = std::mem::replace(counted, Counted::EMPTY);
             if counted.category != NO_VALUE {
-                let label = facets
+                let label = of
                     .category_label
-                    .as_deref()
                     .or(facets.category.as_deref())
                     .unwrap_or_default();
                 self.category_values.release(counted.category, label);
             }
-            for (id, tag) in self.tag_pool[counted.tags()].iter().zip(&facets.tags) {
+            for (id, tag) in self.tag_pool[counted.tags()].iter().zip(of.tags) {
                 self.tag_values.release(*id, tag);
             }
             self.tag_garbage += usize::from(counted.tags_len);
@@ -527,14 +535,33 @@ mod tests {
     use super::*;
     use crate::search::RawFilters;
 
-    fn facets(target: &str, category: &str, tags: &[&str], level: VerificationLevel) -> Facets {
-        Facets {
-            target: Some(target.to_owned()),
-            category: Some(category.to_owned()),
-            category_label: None,
+    /// An agent's facets with the tags and category its listing would hold.
+    struct Described {
+        facets: Facets,
+        label: Option<String>,
+        tags: Vec<String>,
+    }
+
+    impl Described {
+        fn of(&self) -> Facetted<'_> {
+            Facetted {
+                facets: &self.facets,
+                category_label: self.label.as_deref(),
+                tags: &self.tags,
+            }
+        }
+    }
+
+    fn facets(target: &str, category: &str, tags: &[&str], level: VerificationLevel) -> Described {
+        Described {
+            facets: Facets {
+                target: Some(target.to_owned()),
+                category: Some(category.to_owned()),
+                verification_level: level,
+                payment_model: None,
+            },
+            label: None,
             tags: tags.iter().map(|t| (*t).to_owned()).collect(),
-            verification_level: level,
-            payment_model: None,
         }
     }
 
@@ -564,14 +591,17 @@ mod tests {
         let mut index = FacetIndex::default();
         index.insert(
             0,
-            &facets("mcp", "finance", &["crypto", "prices"], Unverified),
+            facets("mcp", "finance", &["crypto", "prices"], Unverified).of(),
         );
-        index.insert(1, &facets("a2a", "finance", &["stocks"], DomainVerified));
+        index.insert(
+            1,
+            facets("a2a", "finance", &["stocks"], DomainVerified).of(),
+        );
         index.insert(
             2,
-            &facets("mcp", "travel", &["flights", "prices"], DomainVerified),
+            facets("mcp", "travel", &["flights", "prices"], DomainVerified).of(),
         );
-        index.insert(70, &facets("mcp", "finance", &["stocks"], Unverified));
+        index.insert(70, facets("mcp", "finance", &["stocks"], Unverified).of());
 
         assert_eq!(index.matching(&Filters::default()), None);
         let tags = |t: &str| RawFilters {
@@ -599,25 +629,30 @@ mod tests {
         };
         assert_eq!(slots(index.matching(&filters(verified))), [1, 2]);
 
-        index.remove(70, &facets("mcp", "finance", &["stocks"], Unverified));
+        index.remove(70, facets("mcp", "finance", &["stocks"], Unverified).of());
         assert_eq!(slots(index.matching(&filters(tags("stocks")))), [1]);
         assert_eq!(index.live().iter().collect::<Vec<_>>(), [0, 1, 2]);
         assert_eq!(index.tags["stocks"], [1]);
-        index.remove(1, &facets("a2a", "finance", &["stocks"], DomainVerified));
+        index.remove(
+            1,
+            facets("a2a", "finance", &["stocks"], DomainVerified).of(),
+        );
         assert!(
             !index.tags.contains_key("stocks"),
             "empty lists are dropped"
         );
     }
 
-    fn labelled(category: &str, tags: &[&str], model: Option<PaymentModel>) -> Facets {
-        Facets {
-            target: None,
-            category: Some(category.to_lowercase()),
-            category_label: Some(category.to_owned()),
+    fn labelled(category: &str, tags: &[&str], model: Option<PaymentModel>) -> Described {
+        Described {
+            facets: Facets {
+                target: None,
+                category: Some(category.to_lowercase()),
+                verification_level: VerificationLevel::Unverified,
+                payment_model: model,
+            },
+            label: Some(category.to_owned()),
             tags: tags.iter().map(|t| (*t).to_owned()).collect(),
-            verification_level: VerificationLevel::Unverified,
-            payment_model: model,
         }
     }
 
@@ -637,10 +672,10 @@ mod tests {
     fn counts_cover_the_given_slots_and_group_categories_as_filters_do() {
         use PaymentModel::{Free, Paid};
         let mut index = FacetIndex::default();
-        index.insert(0, &labelled("AI", &["llm", "chat"], Some(Free)));
-        index.insert(1, &labelled("ai", &["llm"], Some(Paid)));
-        index.insert(2, &labelled("AI", &["vision"], None));
-        index.insert(3, &labelled("Finance", &["crypto"], Some(Free)));
+        index.insert(0, labelled("AI", &["llm", "chat"], Some(Free)).of());
+        index.insert(1, labelled("ai", &["llm"], Some(Paid)).of());
+        index.insert(2, labelled("AI", &["vision"], None).of());
+        index.insert(3, labelled("Finance", &["crypto"], Some(Free)).of());
 
         let all = count(&index, &[0, 1, 2, 3]);
         assert_eq!(
@@ -667,9 +702,9 @@ mod tests {
         assert_eq!(count(&index, &[]), FacetCounts::default());
 
         // Removing agents releases their values; ids are reused, counts stay right.
-        index.remove(0, &labelled("AI", &["llm", "chat"], Some(Free)));
-        index.remove(2, &labelled("AI", &["vision"], None));
-        index.insert(4, &labelled("Weather", &["forecast", "chat"], None));
+        index.remove(0, labelled("AI", &["llm", "chat"], Some(Free)).of());
+        index.remove(2, labelled("AI", &["vision"], None).of());
+        index.insert(4, labelled("Weather", &["forecast", "chat"], None).of());
         let after = count(&index, &[1, 3, 4]);
         assert_eq!(
             after.category,
@@ -692,7 +727,7 @@ mod tests {
             // tag00 on one agent, tag01 on two, …: except the last five, all on one agent.
             let copies = if i >= TOP_TAGS { 1 } else { 2 + i % 3 };
             for _ in 0..copies {
-                index.insert(slot, &labelled("x", &[name.as_str()], None));
+                index.insert(slot, labelled("x", &[name.as_str()], None).of());
                 slot += 1;
             }
         }
@@ -706,7 +741,7 @@ mod tests {
         // With ties at the cut, the first names win.
         let mut index = FacetIndex::default();
         for (slot, name) in names.iter().enumerate() {
-            index.insert(slot as u32, &labelled("x", &[name.as_str()], None));
+            index.insert(slot as u32, labelled("x", &[name.as_str()], None).of());
         }
         let counts = count(&index, &(0..names.len() as u32).collect::<Vec<_>>());
         let listed: Vec<&String> = counts.tags.keys().collect();
@@ -729,15 +764,15 @@ mod tests {
                 Some(PaymentModel::Free),
             )
         };
-        let mut current: Vec<Facets> = (0..10).map(|slot| version(0, slot)).collect();
+        let mut current: Vec<Described> = (0..10).map(|slot| version(0, slot)).collect();
         for (slot, facets) in current.iter().enumerate() {
-            index.insert(slot as u32, facets);
+            index.insert(slot as u32, facets.of());
         }
         for round in 1..=3 * COMPACT_AFTER {
             let slot = round % 10;
-            index.remove(slot as u32, &current[slot]);
+            index.remove(slot as u32, current[slot].of());
             current[slot] = version(round, slot as u32);
-            index.insert(slot as u32, &current[slot]);
+            index.insert(slot as u32, current[slot].of());
             assert!(
                 index.tag_pool.len() <= COMPACT_AFTER + 2 * 10 + 2,
                 "round {round}"

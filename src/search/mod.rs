@@ -38,7 +38,7 @@ pub use crate::domain::DEFAULT_VERSION;
 pub use page::{Hit, Listing, SearchPage};
 
 use embed::Embedder;
-use facets::{FacetIndex, Facets, SlotSet};
+use facets::{FacetIndex, Facets, Facetted, SlotSet};
 use fusion::KeywordRanks;
 use text::{DocText, MatchVisitor, Staged, TextIndex, TextIndexError};
 use vectors::VectorStore;
@@ -151,7 +151,8 @@ pub fn clamp_limit(requested: Option<i64>, default: usize, max: usize) -> usize 
 
 /// An ACTIVE agent as the index keeps it.
 struct Doc {
-    id: String,
+    /// Shared by the catalog's id map and the duplicate rank: one allocation per agent.
+    id: Arc<str>,
     revision: i64,
     listing: Arc<Listing>,
     published_micros: i64,
@@ -170,12 +171,22 @@ struct Doc {
 }
 
 impl Doc {
+    /// What the facet index reads of the agent.
+    fn facetted(&self) -> Facetted<'_> {
+        Facetted {
+            facets: &self.facets,
+            category_label: self.listing.category.as_deref(),
+            tags: &self.listing.tags,
+        }
+    }
+
     /// The index's copy of `agent`, and the text to index it by.
     fn of(agent: &Agent) -> (Doc, DocText) {
         let draft = &agent.draft;
         let text = doc_text(agent);
+        let id: Arc<str> = Arc::from(agent.id.as_str());
         let doc = Doc {
-            id: agent.id.clone(),
+            id: Arc::clone(&id),
             revision: agent.revision,
             listing: Arc::new(Listing::of(agent)),
             published_micros: agent.published_at.map_or(0, |t| t.micros()),
@@ -183,15 +194,13 @@ impl Doc {
             facets: Facets {
                 target: draft.target.as_deref().map(str::to_lowercase),
                 category: draft.category.as_deref().map(str::to_lowercase),
-                category_label: draft.category.clone(),
-                tags: draft.tags.clone(),
                 verification_level: agent.verification_level,
                 payment_model: draft.payment.as_ref().map(|payment| payment.model),
             },
             content_hash: ContentHash::of(&embedding_text(&text)),
             text_hash: text_hash(&text),
             group: duplicates::group_key(agent),
-            rank: duplicates::Rank::of(agent),
+            rank: duplicates::Rank::of(agent, id),
             health: agent.health.clone().map(Arc::new),
         };
         (doc, text)
@@ -248,7 +257,7 @@ struct Catalog {
     docs: Vec<Option<Arc<Doc>>>,
     /// Agent id → slot. Slots are never reused within a process, so the text index can never
     /// point a stale document at a new agent.
-    slots: HashMap<String, u32>,
+    slots: HashMap<Arc<str>, u32>,
     /// Highest revision applied per agent id not ACTIVE here (`i64::MAX` once deleted); an
     /// ACTIVE agent's is its document's. Stale writes lose.
     revisions: HashMap<String, i64>,
@@ -276,24 +285,24 @@ impl Catalog {
         self.docs.get(slot as usize).and_then(Option::as_ref)
     }
 
-    fn slot_for(&mut self, id: &str) -> u32 {
+    fn slot_for(&mut self, id: &Arc<str>) -> u32 {
         if let Some(slot) = self.slots.get(id) {
             return *slot;
         }
         let slot = u32::try_from(self.docs.len()).unwrap_or(u32::MAX);
         self.docs.push(None);
-        self.slots.insert(id.to_owned(), slot);
+        self.slots.insert(Arc::clone(id), slot);
         slot
     }
 
     /// Give `id` the slot a saved keyword index keeps its document under (the catalog being
     /// built has room for every saved slot, so fresh slots come after them).
-    fn claim(&mut self, id: &str, slot: u32) {
+    fn claim(&mut self, id: &Arc<str>, slot: u32) {
         let index = slot as usize;
         if self.docs.len() <= index {
             self.docs.resize(index + 1, None);
         }
-        self.slots.insert(id.to_owned(), slot);
+        self.slots.insert(Arc::clone(id), slot);
     }
 
     fn is_stale(&self, id: &str, revision: i64) -> bool {
@@ -309,19 +318,19 @@ impl Catalog {
             written.insert(slot);
         }
         if !self.revisions.is_empty() {
-            self.revisions.remove(&doc.id);
+            self.revisions.remove(&*doc.id);
         }
         let entry = &mut self.docs[slot as usize];
         match entry {
             Some(old) => {
-                self.facets.remove(slot, &old.facets);
+                self.facets.remove(slot, old.facetted());
                 if let Some(key) = &old.group {
                     self.groups.remove(key, slot);
                 }
             }
             None => self.live += 1,
         }
-        self.facets.insert(slot, &doc.facets);
+        self.facets.insert(slot, doc.facetted());
         if let Some(key) = &doc.group {
             self.groups.insert(key, slot, doc.rank.clone());
         }
@@ -344,7 +353,7 @@ impl Catalog {
         }
         let removed = self.docs[slot as usize].take();
         if let Some(old) = &removed {
-            self.facets.remove(slot, &old.facets);
+            self.facets.remove(slot, old.facetted());
             if let Some(key) = &old.group {
                 self.groups.remove(key, slot);
             }
@@ -892,7 +901,7 @@ impl SearchIndex {
                     let doc = doc.as_ref()?;
                     Some(text::SavedSlot {
                         slot: slot as u32,
-                        agent_id: doc.id.clone(),
+                        agent_id: doc.id.to_string(),
                         text_hash: doc.text_hash,
                     })
                 })
@@ -999,7 +1008,7 @@ impl SearchIndex {
                     .unwrap_or(0)
             ];
             for (slot, doc) in &docs {
-                keys[*slot as usize] = Some((doc.id.clone(), doc.content_hash.hex()));
+                keys[*slot as usize] = Some((doc.id.to_string(), doc.content_hash.hex()));
             }
             keys
         };
@@ -1015,7 +1024,7 @@ impl SearchIndex {
             Ok(loaded) => {
                 let by_id: HashMap<&str, (u32, ContentHash)> = docs
                     .iter()
-                    .map(|(slot, doc)| (doc.id.as_str(), (*slot, doc.content_hash)))
+                    .map(|(slot, doc)| (&*doc.id, (*slot, doc.content_hash)))
                     .collect();
                 let moves: HashMap<u32, u32> = loaded
                     .slots
@@ -1111,7 +1120,7 @@ impl SearchIndex {
         let mut current: Vec<(u32, Vec<f32>)> = Vec::new();
         let mut missing = Vec::new();
         for (slot, doc) in docs {
-            match stored.remove(&doc.id) {
+            match stored.remove(&*doc.id) {
                 Some(e)
                     if doc.content_hash.is(&e.content_hash)
                         && (embedder.dim() == 0 || e.vector.len() == embedder.dim()) =>
@@ -1146,7 +1155,7 @@ impl SearchIndex {
                 .iter()
                 .zip(vectors)
                 .map(|((_, doc), vector)| StoredEmbedding {
-                    agent_id: doc.id.clone(),
+                    agent_id: doc.id.to_string(),
                     content_hash: doc.content_hash.hex(),
                     vector,
                 })
@@ -1190,7 +1199,7 @@ impl SearchIndex {
         let text = |agent: &Agent| (agent.id.clone(), embedding_text(&doc_text(agent)));
         let mut texts: HashMap<String, String> = match source {
             Texts::Store => {
-                let ids: Vec<String> = docs.iter().map(|(_, doc)| doc.id.clone()).collect();
+                let ids: Vec<String> = docs.iter().map(|(_, doc)| doc.id.to_string()).collect();
                 self.store
                     .find_agents_by_id(&ids)
                     .await?
@@ -1200,13 +1209,13 @@ impl SearchIndex {
             }
             Texts::Given(agents) => docs
                 .iter()
-                .filter_map(|(_, doc)| agents.get(doc.id.as_str()).map(|agent| text(agent)))
+                .filter_map(|(_, doc)| agents.get(&*doc.id).map(|agent| text(agent)))
                 .collect(),
         };
         let mut kept = Vec::with_capacity(docs.len());
         let mut kept_texts = Vec::with_capacity(docs.len());
         for (slot, doc) in docs {
-            let Some(text) = texts.remove(&doc.id) else {
+            let Some(text) = texts.remove(&*doc.id) else {
                 continue;
             };
             if ContentHash::of(&text) == doc.content_hash {
@@ -1362,7 +1371,7 @@ impl SearchIndex {
                 .iter()
                 .zip(embedded)
                 .map(|(&i, vector)| StoredEmbedding {
-                    agent_id: docs[i].0.id.clone(),
+                    agent_id: docs[i].0.id.to_string(),
                     content_hash: docs[i].0.content_hash.hex(),
                     vector,
                 })
@@ -1384,7 +1393,7 @@ impl SearchIndex {
         agent.state == AgentState::Active
             && catalog
                 .slots
-                .get(&agent.id)
+                .get(agent.id.as_str())
                 .and_then(|slot| catalog.doc(*slot))
                 .is_some_and(|doc| doc.revision == agent.revision)
     }
@@ -1822,7 +1831,7 @@ impl CatalogBuild {
     fn add(&mut self, docs: Vec<Read>, text: &TextIndex) -> Result<(), TextIndexError> {
         let mut staged = Vec::with_capacity(docs.len());
         for (doc, words) in &docs {
-            let slot = match self.saved.remove(&doc.id) {
+            let slot = match self.saved.remove(&*doc.id) {
                 Some((slot, hash)) => {
                     self.catalog.claim(&doc.id, slot);
                     if hash == doc.text_hash {
@@ -2113,7 +2122,7 @@ fn after_cursor(sort: Sort, hit: &Scored<'_>, cursor: &Cursor) -> Ordering {
             .cmp(&cursor.time.unwrap_or_default()),
     };
     // Equal keys: ids at or before the cursor's id were already served.
-    match primary.then_with(|| hit.doc.id.as_str().cmp(&cursor.id)) {
+    match primary.then_with(|| (*hit.doc.id).cmp(cursor.id.as_str())) {
         Ordering::Equal => Ordering::Less,
         other => other,
     }
@@ -2125,7 +2134,7 @@ fn cursor_after(sort: Sort, last: &Scored<'_>) -> Cursor {
         score: (sort == Sort::Relevance).then_some(last.score.to_bits()),
         time: matches!(sort, Sort::Newest | Sort::Oldest).then_some(last.doc.published_micros),
         name: (sort == Sort::Name).then(|| last.doc.name_key.clone()),
-        id: last.doc.id.clone(),
+        id: last.doc.id.to_string(),
     }
 }
 
@@ -2373,7 +2382,7 @@ mod tests {
                     .matches(&catalog, &request(7, 0, None), None, &everything)
                     .hits;
                 hits.sort_by(|a, b| compare(sort, a, b));
-                hits.iter().map(|hit| hit.doc.id.clone()).collect()
+                hits.iter().map(|hit| hit.doc.id.to_string()).collect()
             };
             assert_eq!(whole.len(), 600, "{text:?}");
             for offset in [0, 7, 300, 595, 600] {
@@ -2847,7 +2856,7 @@ mod tests {
             assert_eq!(vectors.len(), 39);
             for agent in &agents {
                 assert!(
-                    vectors.get(catalog.slots[&agent.id]).is_some(),
+                    vectors.get(catalog.slots[agent.id.as_str()]).is_some(),
                     "{}",
                     agent.id
                 );

@@ -721,8 +721,9 @@ impl SearchIndex {
     }
 
     /// Replace the whole index with the ACTIVE agents among `agents`, vectors included: vectors
-    /// come from the store when their content hash still matches; the rest are embedded and
-    /// saved. (The server instead calls `rebuild_keyword` and fills vectors in the background.)
+    /// come from the store when their content hash still matches; the rest are embedded (from
+    /// these agents' texts, so they need not be in the store) and saved. (The server instead
+    /// calls `load_catalogue` and fills vectors in the background.)
     pub async fn rebuild(&self, agents: &[Agent]) -> anyhow::Result<()> {
         self.rebuild_keyword(agents).await?;
         let given = agents
@@ -1150,6 +1151,9 @@ impl SearchIndex {
             // The index keeps no text: it is read again. An agent whose text changed since
             // it was catalogued is left out; applying its newer version embeds it.
             let (batch, batch_texts) = self.texts_of(batch, texts).await?;
+            if batch.is_empty() {
+                continue;
+            }
             let vectors = embedder.embed(&batch_texts).await?;
             let fresh_embeddings: Vec<StoredEmbedding> = batch
                 .iter()

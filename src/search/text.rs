@@ -56,7 +56,7 @@ struct Fields {
 /// The in-memory BM25 index. Documents are keyed by the search index's slot number.
 pub struct TextIndex {
     index: Index,
-    /// Where the index's files live (in memory); `save` copies the committed ones to disk.
+    /// Where the index's files live (in memory); `committed_files` takes a commit's for a snapshot.
     directory: RamDirectory,
     writer: Mutex<IndexWriter>,
     reader: IndexReader,

@@ -72,8 +72,10 @@ start() {
   local rss
   rss=$(awk '/VmRSS/ {print int($2 / 1024)}' "/proc/$server_pid/status")
   python3 -c "print(f'$label: serving after {$ready_at - $began:.1f} s, intent ranking after {$vectors_at - $began:.1f} s, resident {$rss} MiB')"
-  # Where the time to serving went: building the catalog, then the keyword index.
-  grep -h "search index built" "$work/$label.log" | sed 's/^/  /' || true
+  # Where the time to serving went: loading the keyword snapshot, waiting for the store's
+  # pages, cataloguing them; and whether the keyword snapshot was used.
+  grep -hE "catalogue read|keyword index (loaded|snapshot)|search index built" "$work/$label.log" \
+    | sed 's/^/  /' || true
   kill "$server_pid"
   wait "$server_pid" 2>/dev/null || true
   server_pid=

@@ -2491,6 +2491,33 @@ mod tests {
         );
     }
 
+    /// `count` ACTIVE agents `com.example.{prefix}N` with `description`, written to `store`.
+    async fn stored(
+        store: &Arc<dyn Store>,
+        prefix: &str,
+        count: usize,
+        description: &str,
+    ) -> Vec<Agent> {
+        let mut agents = Vec::with_capacity(count);
+        for i in 0..count {
+            let agent = active(&format!("com.example.{prefix}{i}"), description);
+            store.insert_agent(&agent).await.expect("insert");
+            agents.push(agent);
+        }
+        agents
+    }
+
+    /// An empty index over `store` that embeds with a `CountingEmbedder`, and that embedder.
+    fn counting_index(store: &Arc<dyn Store>) -> (SearchIndex, Arc<CountingEmbedder>) {
+        let embedder = Arc::new(CountingEmbedder::default());
+        let index = SearchIndex::new(
+            Arc::clone(store),
+            Some(Arc::clone(&embedder) as Arc<dyn embed::Embedder>),
+        )
+        .expect("index");
+        (index, embedder)
+    }
+
     /// An ACTIVE agent of `alice` with this package name and description.
     fn active(package: &str, description: &str) -> Agent {
         active_draft(serde_json::json!({
@@ -2600,21 +2627,8 @@ mod tests {
     async fn a_starting_index_ranks_by_keywords_until_its_vectors_are_filled() {
         use std::sync::atomic::Ordering::SeqCst;
         let (_dir, store) = sqlite_store().await;
-        let mut agents = Vec::new();
-        for i in 0..70 {
-            let agent = active(
-                &format!("com.example.weather{i}"),
-                "Forecasts for any city.",
-            );
-            store.insert_agent(&agent).await.expect("insert");
-            agents.push(agent);
-        }
-        let embedder = Arc::new(CountingEmbedder::default());
-        let index = SearchIndex::new(
-            Arc::clone(&store),
-            Some(Arc::clone(&embedder) as Arc<dyn embed::Embedder>),
-        )
-        .expect("index");
+        let agents = stored(&store, "weather", 70, "Forecasts for any city.").await;
+        let (index, embedder) = counting_index(&store);
 
         index.rebuild_keyword(&agents).await.expect("keyword index");
         let loading = index.vector_progress();
@@ -2657,18 +2671,8 @@ mod tests {
     async fn a_fill_skips_an_agent_whose_text_changed_since_it_was_catalogued() {
         use std::sync::atomic::Ordering::SeqCst;
         let (_dir, store) = sqlite_store().await;
-        let mut agents = Vec::new();
-        for i in 0..3 {
-            let agent = active(&format!("com.example.tide{i}"), "Tide tables.");
-            store.insert_agent(&agent).await.expect("insert");
-            agents.push(agent);
-        }
-        let embedder = Arc::new(CountingEmbedder::default());
-        let index = SearchIndex::new(
-            Arc::clone(&store),
-            Some(Arc::clone(&embedder) as Arc<dyn embed::Embedder>),
-        )
-        .expect("index");
+        let agents = stored(&store, "tide", 3, "Tide tables.").await;
+        let (index, embedder) = counting_index(&store);
         index.rebuild_keyword(&agents).await.expect("keyword index");
         // Another process rewrites one agent before the vectors are filled: the fill reads
         // the texts from the store and leaves it out rather than embed a text not indexed.
@@ -2745,12 +2749,7 @@ mod tests {
     #[tokio::test]
     async fn writes_during_the_vector_fill_survive_the_swap_and_searches_go_on() {
         let (_dir, store) = sqlite_store().await;
-        let mut agents = Vec::new();
-        for i in 0..10 {
-            let agent = active(&format!("com.example.fill{i}"), "Forecasts for any city.");
-            store.insert_agent(&agent).await.expect("insert");
-            agents.push(agent);
-        }
+        let agents = stored(&store, "fill", 10, "Forecasts for any city.").await;
         let embedder = Arc::new(GatedEmbedder::default());
         let index = Arc::new(
             SearchIndex::new(

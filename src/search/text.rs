@@ -178,7 +178,8 @@ impl TextIndex {
         doc
     }
 
-    /// Replace every document (start-up), in one commit.
+    /// Replace every document, in one commit (tests; the search index stages its own).
+    #[cfg(test)]
     pub fn replace_all<'a>(
         &self,
         docs: impl Iterator<Item = (u32, &'a DocText)>,

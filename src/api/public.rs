@@ -11,7 +11,7 @@ use crate::extract::{JsonBody, PathParam, QueryPairs};
 use crate::search::request::{self, LIST_LIMITS, SEARCH_LIMITS};
 use crate::state::AppState;
 
-use super::wire::{AgentPage, AgentRecord, VersionList};
+use super::wire::{AgentPage, AgentRecord, PageView, VersionList};
 
 /// List or search ACTIVE agents.
 #[utoipa::path(get, path = "/public/agents", tag = "public",
@@ -36,10 +36,10 @@ use super::wire::{AgentPage, AgentRecord, VersionList};
 pub async fn list_agents(
     State(state): State<AppState>,
     QueryPairs(pairs): QueryPairs,
-) -> ApiResult<Json<AgentPage>> {
+) -> ApiResult<Response> {
     let request = request::from_query_pairs(&pairs, LIST_LIMITS)?;
     let page = state.registry.search(&request).await?;
-    Ok(Json(AgentPage::of(&page, &state.base_url)))
+    PageView::of(&page, &state.base_url).into_response()
 }
 
 /// Semantic search with filters in a JSON body.
@@ -49,10 +49,10 @@ pub async fn list_agents(
 pub async fn search_agents(
     State(state): State<AppState>,
     JsonBody(body): JsonBody,
-) -> ApiResult<Json<AgentPage>> {
+) -> ApiResult<Response> {
     let request = request::from_json(&body, SEARCH_LIMITS)?;
     let page = state.registry.search(&request).await?;
-    Ok(Json(AgentPage::of(&page, &state.base_url)))
+    PageView::of(&page, &state.base_url).into_response()
 }
 
 /// The full record of one ACTIVE agent, by id or package name.

@@ -1,5 +1,6 @@
 //! Wire types: what clients see. Built from the model, never the model itself.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -249,6 +250,100 @@ impl AgentPage {
     }
 }
 
+/// A page of search results written straight from the index's listings: the JSON of
+/// `AgentPage::of` (tested equal), without first copying every listing's strings into an
+/// `AgentSummary`. The REST search paths answer with it; `AgentPage` stays the documented
+/// schema and the form the other paths embed.
+#[derive(Serialize)]
+pub struct PageView<'a> {
+    agents: Vec<HitView<'a>>,
+    total: usize,
+    limit: usize,
+    next_cursor: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    facets: Option<SearchFacets>,
+}
+
+/// `AgentHit` borrowed: the fields of `AgentSummary` in its order, then the score.
+#[derive(Serialize)]
+struct HitView<'a> {
+    id: &'a str,
+    package_name: &'a str,
+    name: &'a str,
+    description: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    version: Option<&'a str>,
+    verification_level: VerificationLevel,
+    manifest_url: Cow<'a, str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    url: Option<&'a str>,
+    target: Option<&'a str>,
+    category: Option<&'a str>,
+    tags: &'a [String],
+    payment: Option<&'a Payment>,
+    capabilities: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    published_at: Option<Timestamp>,
+    health: Cow<'a, Health>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    score: Option<f64>,
+}
+
+impl<'a> PageView<'a> {
+    pub fn of(page: &'a SearchPage, base_url: &str) -> Self {
+        Self {
+            agents: page
+                .hits
+                .iter()
+                .map(|hit| {
+                    let listing = &*hit.listing;
+                    HitView {
+                        id: &listing.id,
+                        package_name: &listing.package_name,
+                        name: &listing.name,
+                        description: &listing.description,
+                        version: listing.version.as_deref(),
+                        verification_level: listing.verification_level,
+                        manifest_url: match &listing.manifest_url {
+                            Some(url) => Cow::Borrowed(url),
+                            None => Cow::Owned(format!(
+                                "{base_url}/public/agents/resolve/{}",
+                                listing.package_name
+                            )),
+                        },
+                        url: listing.url.as_deref(),
+                        target: listing.target.as_deref(),
+                        category: listing.category.as_deref(),
+                        tags: &listing.tags,
+                        payment: listing.payment.as_deref(),
+                        capabilities: &listing.capabilities,
+                        published_at: listing.published_at,
+                        health: hit
+                            .health
+                            .as_deref()
+                            .map_or_else(|| Cow::Owned(Health::unknown()), Cow::Borrowed),
+                        score: hit.score,
+                    }
+                })
+                .collect(),
+            total: page.total,
+            limit: page.limit,
+            next_cursor: page.next_cursor.as_deref(),
+            facets: page.facets.as_ref().map(SearchFacets::of),
+        }
+    }
+
+    /// The JSON response, its buffer sized for the page at once.
+    pub fn into_response(self) -> crate::error::ApiResult<axum::response::Response> {
+        use axum::http::{HeaderValue, header};
+        use axum::response::IntoResponse;
+        let mut body = Vec::with_capacity(256 + self.agents.len() * 1024);
+        serde_json::to_writer(&mut body, &self).map_err(crate::error::ApiError::internal)?;
+        let json = HeaderValue::from_static("application/json");
+        Ok(([(header::CONTENT_TYPE, json)], body).into_response())
+    }
+}
+
 /// One version of an agent.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct VersionEntry {
@@ -281,5 +376,85 @@ impl VersionList {
                 })
                 .collect(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::domain::{AgentDraft, HealthStatus};
+    use crate::search::Hit;
+
+    fn listing(body: serde_json::Value) -> Arc<Listing> {
+        let draft = AgentDraft::parse(&body).expect("valid draft");
+        let mut agent = Agent::new(
+            draft,
+            "alice",
+            Timestamp::from_micros(1_795_000_000_000_000),
+        );
+        agent.published_at = Some(Timestamp::from_micros(1_795_000_100_000_000));
+        Arc::new(Listing::of(&agent))
+    }
+
+    #[test]
+    fn the_borrowed_page_writes_the_json_of_the_wire_page() {
+        // Every optional field present in one hit and absent in the other, so a field added to
+        // one form and not the other shows here.
+        let full = listing(json!({
+            "package_name": "com.example.weather",
+            "name": "Weather \"Agent\"",
+            "description": "Forecasts for any city.\nLine two, ünïcode.",
+            "version": "1.2.3",
+            "url": "https://weather.example.com/a2a/v1",
+            "manifest_url": "https://weather.example.com/.well-known/agent-card.json",
+            "target": "developers",
+            "category": "Weather",
+            "tags": ["forecast", "realtime"],
+            "capabilities": [{"name": "get_forecast", "description": "Forecast"}],
+            "payment": {"model": "paid", "protocols": ["x402"], "rails": ["base:usdc"]}
+        }));
+        let bare = listing(
+            json!({"package_name": "com.example.bare", "name": "Bare", "description": "d"}),
+        );
+        let mut health = Health::unknown();
+        health.status = HealthStatus::Up;
+        health.latency_ms = Some(42);
+        let mut facets = FacetCounts::default();
+        facets.category.insert("Weather".to_owned(), 1);
+        let page = SearchPage {
+            hits: vec![
+                Hit {
+                    listing: full,
+                    score: Some(0.75),
+                    health: Some(Arc::new(health)),
+                },
+                Hit {
+                    listing: bare,
+                    score: None,
+                    health: None,
+                },
+            ],
+            total: 7,
+            limit: 2,
+            next_cursor: Some("abc".to_owned()),
+            facets: Some(facets),
+        };
+        let base = "http://127.0.0.1:8080";
+        let owned = serde_json::to_string(&AgentPage::of(&page, base)).expect("owned");
+        let borrowed = serde_json::to_string(&PageView::of(&page, base)).expect("borrowed");
+        assert_eq!(borrowed, owned);
+        let last = SearchPage {
+            next_cursor: None,
+            facets: None,
+            ..page
+        };
+        let owned = serde_json::to_string(&AgentPage::of(&last, base)).expect("owned");
+        let borrowed = serde_json::to_string(&PageView::of(&last, base)).expect("borrowed");
+        assert_eq!(borrowed, owned);
+        assert!(owned.contains("\"next_cursor\":null") && !owned.contains("\"facets\""));
     }
 }

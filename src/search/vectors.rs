@@ -1198,14 +1198,10 @@ fn dot_avx2_bytes(
 ) -> i32 {
     use pulp::bytemuck::cast;
     use std::arch::x86_64::__m256i;
-    let ones = v3.avx._mm256_set1_epi16(1);
     let mut sum: __m256i = v3.avx._mm256_setzero_si256();
     for ((codes, magnitude), sign) in arrays::<32>(row).zip(magnitudes).zip(signs) {
         let signed = v3.avx2._mm256_sign_epi8(cast(*codes), cast(*sign));
-        let pairs = v3.avx2._mm256_maddubs_epi16(cast(*magnitude), signed);
-        sum = v3
-            .avx2
-            ._mm256_add_epi32(sum, v3.avx2._mm256_madd_epi16(pairs, ones));
+        sum = add_byte_products(v3, sum, cast(*magnitude), signed);
     }
     sum_lanes(v3, sum)
 }
@@ -1217,19 +1213,29 @@ fn dot_avx2_bytes(
 fn dot_avx2_bytes_rows(v3: pulp::x86::V3, a: &[i8], b: &[i8]) -> i32 {
     use pulp::bytemuck::cast;
     use std::arch::x86_64::__m256i;
-    let ones = v3.avx._mm256_set1_epi16(1);
     let mut sum: __m256i = v3.avx._mm256_setzero_si256();
     for (x, y) in arrays::<32>(a).zip(arrays::<32>(b)) {
         let x: __m256i = cast(*x);
         let signed = v3.avx2._mm256_sign_epi8(cast(*y), x);
-        let pairs = v3
-            .avx2
-            ._mm256_maddubs_epi16(v3.avx2._mm256_abs_epi8(x), signed);
-        sum = v3
-            .avx2
-            ._mm256_add_epi32(sum, v3.avx2._mm256_madd_epi16(pairs, ones));
+        sum = add_byte_products(v3, sum, v3.avx2._mm256_abs_epi8(x), signed);
     }
     sum_lanes(v3, sum)
+}
+
+/// `sum` plus the products of 32 unsigned `magnitudes` and 32 signed `codes`, summed in fours
+/// into its eight 32-bit lanes (`maddubs` pairs them into 16 bits, `madd` by ones the pairs).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn add_byte_products(
+    v3: pulp::x86::V3,
+    sum: std::arch::x86_64::__m256i,
+    magnitudes: std::arch::x86_64::__m256i,
+    codes: std::arch::x86_64::__m256i,
+) -> std::arch::x86_64::__m256i {
+    let pairs = v3.avx2._mm256_maddubs_epi16(magnitudes, codes);
+    let ones = v3.avx._mm256_set1_epi16(1);
+    v3.avx2
+        ._mm256_add_epi32(sum, v3.avx2._mm256_madd_epi16(pairs, ones))
 }
 
 /// The sum of a vector's eight 32-bit lanes, in registers.

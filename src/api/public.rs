@@ -39,7 +39,7 @@ pub async fn list_agents(
 ) -> ApiResult<Response> {
     let request = request::from_query_pairs(&pairs, LIST_LIMITS)?;
     let page = state.registry.search(&request).await?;
-    PageView::of(&page, &state.base_url).into_response()
+    PageView::of(&page, &state.base_url).response()
 }
 
 /// Semantic search with filters in a JSON body.
@@ -52,7 +52,7 @@ pub async fn search_agents(
 ) -> ApiResult<Response> {
     let request = request::from_json(&body, SEARCH_LIMITS)?;
     let page = state.registry.search(&request).await?;
-    PageView::of(&page, &state.base_url).into_response()
+    PageView::of(&page, &state.base_url).response()
 }
 
 /// The full record of one ACTIVE agent, by id or package name.

@@ -334,7 +334,7 @@ impl<'a> PageView<'a> {
     }
 
     /// The JSON response, its buffer sized for the page at once.
-    pub fn into_response(self) -> crate::error::ApiResult<axum::response::Response> {
+    pub fn response(self) -> crate::error::ApiResult<axum::response::Response> {
         use axum::http::{HeaderValue, header};
         use axum::response::IntoResponse;
         let mut body = Vec::with_capacity(256 + self.agents.len() * 1024);

@@ -1603,17 +1603,8 @@ impl SearchIndex {
             return top.into_matches(tally.total, 0, tally.counter);
         }
         let query_vector = query_vector.filter(|_| self.mode != Mode::Keyword);
-        let semantic: Option<Vec<(u32, f32)>> = query_vector.and_then(|query| {
-            let vectors = catalog.vectors.as_ref()?;
-            Some(vectors.nearest_within(
-                query,
-                VECTOR_DEPTH,
-                MIN_SIMILARITY,
-                allowed.as_ref(),
-                |slot| shown(slot) && catalog.doc(slot).is_some(),
-            ))
-        });
-        let Some(semantic) = semantic else {
+        let vectors = query_vector.zip(catalog.vectors.as_ref());
+        let Some((query_vector, vectors)) = vectors else {
             // Keyword ranking alone: every match streams through the page's selection, and
             // most matches of a common word are only counted.
             let mut keyword = KeywordOnly {
@@ -1626,21 +1617,51 @@ impl SearchIndex {
             let KeywordOnly { tally, top, .. } = keyword;
             return top.into_matches(tally.total, 0, tally.counter);
         };
-        let mut by_vector = SlotSet::default();
-        for (slot, _) in &semantic {
-            by_vector.insert(*slot);
-        }
-        let mut fusion = Fusion {
-            shown: &shown,
-            by_vector: &by_vector,
-            ahead: semantic.iter().map(|(slot, _)| *slot).collect(),
-            tally,
-            ranks: KeywordRanks::new(reach.depth),
+        let nearest = || {
+            vectors.nearest_within(
+                query_vector,
+                VECTOR_DEPTH,
+                MIN_SIMILARITY,
+                allowed.as_ref(),
+                |slot| shown(slot) && catalog.doc(slot).is_some(),
+            )
         };
-        self.keyword_matches(&request.text, &mut fusion);
-        let Fusion {
-            mut tally, ranks, ..
-        } = fusion;
+        // The keyword matches stream past the vector matches once, each counted against them.
+        let fuse = |semantic: Vec<(u32, f32)>, matches: Option<text::Matches<'_>>| {
+            let mut by_vector = SlotSet::default();
+            for (slot, _) in &semantic {
+                by_vector.insert(*slot);
+            }
+            let mut fusion = Fusion {
+                shown: &shown,
+                by_vector: &by_vector,
+                ahead: semantic.iter().map(|(slot, _)| *slot).collect(),
+                tally,
+                ranks: KeywordRanks::new(reach.depth),
+            };
+            if let Some(matches) = matches {
+                matches.visit(&mut fusion);
+            }
+            let Fusion { tally, ranks, .. } = fusion;
+            (semantic, tally, ranks)
+        };
+        let (semantic, mut tally, ranks) = if self.mode == Mode::Vector {
+            fuse(nearest(), None)
+        } else {
+            // A large store's vector search takes the other core while the keyword matches
+            // are scored.
+            self.text.search_beside(
+                &request.text,
+                vectors.searches_long(),
+                nearest,
+                |semantic, matches| {
+                    let matches = matches
+                        .inspect_err(|err| tracing::error!(error = %err, "keyword search failed"))
+                        .ok();
+                    fuse(semantic, matches)
+                },
+            )
+        };
         if request.facets {
             // The vector matches no keyword found; the keyword ones were counted as visited.
             let keyword_found: HashSet<u32> = ranks.found_slots().collect();

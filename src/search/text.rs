@@ -420,12 +420,83 @@ impl TextIndex {
         text: &str,
         visitor: &mut (impl MatchVisitor + Send),
     ) -> Result<(), TextIndexError> {
+        self.search_beside(
+            text,
+            false,
+            || (),
+            |(), matches| matches.map(|matches| matches.visit(visitor)),
+        )
+    }
+
+    /// Score `text`'s matches while `beside` runs, then hand `then` its result and the matches
+    /// to visit (or why there are none). `beside` runs on the caller's thread; with `together`,
+    /// a query with enough postings to be worth it is scored on a pool thread meanwhile,
+    /// otherwise after it. `then` is called once, whatever happens. Neither may search this
+    /// thread's text indexes again (the accumulator is in use).
+    pub fn search_beside<A, R>(
+        &self,
+        text: &str,
+        together: bool,
+        beside: impl FnOnce() -> A,
+        then: impl FnOnce(A, Result<Matches<'_>, TextIndexError>) -> R,
+    ) -> R {
         let terms = analyze(&super::query::content_text(text));
         if terms.is_empty() {
-            return Ok(());
+            return then(beside(), Ok(Matches::none()));
         }
         let searcher = self.reader.searcher();
         let readers = searcher.segment_readers();
+        let planned = match self.plan(&terms, readers) {
+            Ok(planned) => planned,
+            Err(err) => return then(beside(), Err(err)),
+        };
+        let Planned {
+            known,
+            segments,
+            docs,
+        } = planned;
+        // Enough postings to be worth both cores: each scores and visits half the documents.
+        let postings: u64 = known.iter().map(|word| word.frequency).sum();
+        let parallel_from = self
+            .parallel_from
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let halves = postings >= parallel_from && docs >= 128;
+        SCRATCH.with_borrow_mut(|scratch| {
+            let scores = scratch.reset(docs).whole(docs);
+            let parts = if halves {
+                let (first, second) = scores.halves();
+                Parts::Halves(first, second)
+            } else {
+                Parts::Whole(scores)
+            };
+            let (found, scored) = if together && postings >= BESIDE_FROM {
+                // The caller's thread searches beside while a pool thread scores: one hand-off,
+                // not the two of a join from outside the pool.
+                let mut scored = None;
+                let found = rayon::in_place_scope(|scope| {
+                    scope.spawn(|_| scored = Some(score(&segments, &known, parts)));
+                    beside()
+                });
+                let scored = scored.unwrap_or_else(|| unreachable!("a scope waits for its jobs"));
+                (found, scored)
+            } else {
+                let found = beside();
+                (found, score(&segments, &known, parts))
+            };
+            let matches = scored.map(|parts| Matches {
+                scored: Some((segments.as_slice(), parts)),
+            });
+            then(found, matches)
+        })
+    }
+
+    /// The known words of `terms` with their BM25 weights, the corrections of the unknown ones,
+    /// and every segment's place in the accumulator.
+    fn plan<'s>(
+        &self,
+        terms: &[String],
+        readers: &'s [SegmentReader],
+    ) -> Result<Planned<'s>, TextIndexError> {
         // Each field's inverted index per segment, looked up once (tantivy keeps them behind a
         // lock and a map).
         let inverted: Vec<[Arc<InvertedIndexReader>; 2]> = readers
@@ -449,7 +520,7 @@ impl TextIndex {
         // Per unknown word, per field: the documents holding a word within its edit distance,
         // each scored the field's boost (times `FUZZY_BOOST`) once.
         let mut fuzzy: Vec<(AutomatonWeight<Typos>, Field, f32)> = Vec::new();
-        for term in &terms {
+        for term in terms {
             let mut found = false;
             for (field_index, (field, boost)) in self.fields.text.iter().enumerate() {
                 let word = Term::from_field_text(*field, term);
@@ -515,78 +586,125 @@ impl TextIndex {
             });
             docs += (reader.max_doc() as usize).next_multiple_of(64);
         }
-        // Enough postings to be worth both cores: each scores and visits half the documents.
-        let postings: u64 = known.iter().map(|word| word.frequency).sum();
-        SCRATCH.with_borrow_mut(|scratch| {
-            let accumulator = scratch.reset(docs);
-            let parallel_from = self
-                .parallel_from
-                .load(std::sync::atomic::Ordering::Relaxed);
-            let result = if postings >= parallel_from && docs >= 128 {
-                search_halves(&segments, &known, accumulator.whole(docs), visitor)
-            } else {
-                search_whole(&segments, &known, accumulator.whole(docs), visitor)
-            };
-            if result.is_err() {
-                // Leave it clear for the next query.
-                accumulator.clear();
-            }
-            result
+        Ok(Planned {
+            known,
+            segments,
+            docs,
         })
     }
 }
 
-/// Score every segment into `scores`, then look ahead if asked and visit.
-fn search_whole(
-    segments: &[Segment<'_>],
-    known: &[Known],
-    mut scores: Scores<'_>,
-    visitor: &mut impl MatchVisitor,
-) -> Result<(), TextIndexError> {
-    for segment in segments {
-        score_segment(segment, known, &mut scores)?;
-    }
-    look_ahead(segments, &[&scores], visitor);
-    visit(segments, &mut scores, visitor);
-    Ok(())
+/// A query's words and segments, ready to score.
+struct Planned<'s> {
+    known: Vec<Known>,
+    segments: Vec<Segment<'s>>,
+    /// Accumulator entries: every segment's documents, each from a multiple of 64.
+    docs: usize,
 }
 
-/// `search_whole` on two cores: each half of the documents is scored and visited on its own,
-/// by a visitor of its own, and the second visitor merged into the first. Looking ahead, when
-/// asked for, happens between the two and sees both halves.
-fn search_halves<V: MatchVisitor + Send>(
+/// Postings from which scoring runs beside other work on the second core: below it, the trip
+/// to the other thread costs about as much as the scoring.
+const BESIDE_FROM: u64 = 4_096;
+
+/// A query's scored matches, to visit once (see `TextIndex::search_beside`); left unvisited,
+/// they are cleared when dropped.
+pub struct Matches<'a> {
+    scored: Option<(&'a [Segment<'a>], Parts<'a>)>,
+}
+
+/// The accumulator scored whole, or as two halves each visited on a core of its own.
+enum Parts<'a> {
+    Whole(Scores<'a>),
+    Halves(Scores<'a>, Scores<'a>),
+}
+
+impl Matches<'_> {
+    fn none() -> Self {
+        Self { scored: None }
+    }
+
+    /// Give `visitor` the scores it asks for ahead, then every match.
+    pub fn visit<V: MatchVisitor + Send>(mut self, visitor: &mut V) {
+        let Some((segments, parts)) = self.scored.take() else {
+            return;
+        };
+        match parts {
+            Parts::Whole(mut scores) => {
+                look_ahead(segments, &[&scores], visitor);
+                visit(segments, &mut scores, visitor);
+            }
+            Parts::Halves(mut first, mut second) => {
+                look_ahead(segments, &[&first, &second], visitor);
+                let Some(mut other) = visitor.split() else {
+                    visit(segments, &mut first, visitor);
+                    visit(segments, &mut second, visitor);
+                    return;
+                };
+                rayon::join(
+                    || visit(segments, &mut first, visitor),
+                    || visit(segments, &mut second, &mut other),
+                );
+                visitor.merge(other);
+            }
+        }
+    }
+}
+
+impl Drop for Matches<'_> {
+    fn drop(&mut self) {
+        if let Some((_, parts)) = &mut self.scored {
+            parts.clear();
+        }
+    }
+}
+
+impl Parts<'_> {
+    /// Leave every entry clear.
+    fn clear(&mut self) {
+        match self {
+            Parts::Whole(scores) => scores.drain_all(),
+            Parts::Halves(first, second) => {
+                first.drain_all();
+                second.drain_all();
+            }
+        }
+    }
+}
+
+/// Score `parts`; a failed scoring leaves them clear for the next query.
+fn score<'a>(
     segments: &[Segment<'_>],
     known: &[Known],
-    scores: Scores<'_>,
-    visitor: &mut V,
-) -> Result<(), TextIndexError> {
-    let (mut first, mut second) = scores.halves();
-    let (a, b) = rayon::join(
-        || {
-            segments
-                .iter()
-                .try_for_each(|segment| score_segment(segment, known, &mut first))
-        },
-        || {
-            segments
-                .iter()
-                .try_for_each(|segment| score_segment(segment, known, &mut second))
-        },
-    );
-    a?;
-    b?;
-    look_ahead(segments, &[&first, &second], visitor);
-    let Some(mut other) = visitor.split() else {
-        visit(segments, &mut first, visitor);
-        visit(segments, &mut second, visitor);
-        return Ok(());
+    mut parts: Parts<'a>,
+) -> Result<Parts<'a>, TextIndexError> {
+    let scored = match &mut parts {
+        Parts::Whole(scores) => score_all(segments, known, scores),
+        Parts::Halves(first, second) => {
+            let (a, b) = rayon::join(
+                || score_all(segments, known, first),
+                || score_all(segments, known, second),
+            );
+            a.and(b)
+        }
     };
-    rayon::join(
-        || visit(segments, &mut first, visitor),
-        || visit(segments, &mut second, &mut other),
-    );
-    visitor.merge(other);
-    Ok(())
+    match scored {
+        Ok(()) => Ok(parts),
+        Err(err) => {
+            parts.clear();
+            Err(err)
+        }
+    }
+}
+
+/// Score every segment's documents that `scores` holds.
+fn score_all(
+    segments: &[Segment<'_>],
+    known: &[Known],
+    scores: &mut Scores<'_>,
+) -> Result<(), TextIndexError> {
+    segments
+        .iter()
+        .try_for_each(|segment| score_segment(segment, known, scores))
 }
 
 /// Score the documents of `segment` that `scores` holds.
@@ -788,12 +906,6 @@ impl Accumulator {
             first: 0,
             base: 0,
         }
-    }
-
-    /// Clear every touched document.
-    fn clear(&mut self) {
-        let docs = self.scores.len();
-        self.whole(docs).drain_all();
     }
 }
 
@@ -1411,6 +1523,64 @@ mod tests {
                     assert!(matches >= 1_999, "{matches}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn a_search_beside_other_work_visits_the_same_and_an_unvisited_one_leaves_no_trace() {
+        let index = TextIndex::new().expect("index");
+        // Enough postings of "weather" for the scoring to go to another thread.
+        let docs: Vec<DocText> = (0..5_000)
+            .map(|i| {
+                let tides = if i % 250 == 0 { " tides" } else { "" };
+                doc(
+                    &format!("Agent {i}"),
+                    &format!("weather {} data{tides}", i % 7),
+                )
+            })
+            .collect();
+        assert!(docs.len() as u64 > BESIDE_FROM);
+        index
+            .replace_all(docs.iter().enumerate().map(|(i, d)| (i as u32, d)))
+            .expect("replace");
+        let sorted = |mut found: Vec<(u32, f32)>| {
+            found.sort_by_key(|a| a.0);
+            found
+        };
+        let weather = sorted(index.search("weather").expect("search"));
+        let tides = sorted(index.search("tides").expect("search"));
+        assert_eq!((weather.len(), tides.len()), (5_000, 20));
+        let caller = std::thread::current().id();
+        for (together, parallel_from) in [(true, u64::MAX), (true, 0), (false, u64::MAX)] {
+            index.set_parallel_from(parallel_from);
+            let (beside, recorder) = index.search_beside(
+                "weather",
+                together,
+                || (std::thread::current().id(), 42),
+                |beside, matches| {
+                    let mut recorder = Recorder {
+                        ahead: vec![4_999, 7],
+                        ..Recorder::default()
+                    };
+                    matches.expect("matches").visit(&mut recorder);
+                    (beside, recorder)
+                },
+            );
+            // The other work runs on the caller's thread, and its answer is handed on.
+            assert_eq!(beside, (caller, 42));
+            assert_eq!(
+                sorted(recorder.visited),
+                weather,
+                "{together} {parallel_from}"
+            );
+            let (found, matches) = recorder.found.expect("scores ahead");
+            let ahead: Vec<u32> = found.iter().map(|(slot, _)| *slot).collect();
+            assert_eq!(ahead, [4_999, 7]);
+            assert!(matches >= 5_000);
+            // Matches handed on but never visited are cleared: the next search sees none of
+            // them.
+            index.search_beside("weather", together, || (), |(), _matches| ());
+            assert_eq!(sorted(index.search("tides").expect("search")), tides);
         }
     }
 

@@ -635,6 +635,12 @@ impl VectorStore {
         }
     }
 
+    /// Whether a search takes long enough to be worth a core of its own beside other work:
+    /// from the size at which it walks the graph, or scans on both cores.
+    pub fn searches_long(&self) -> bool {
+        self.live_nodes >= self.params.query.exact_below.min(PARALLEL_ROWS)
+    }
+
     /// `nearest` by an exact scan of every vector, whatever the size of the store: the
     /// reference the graph is measured against.
     pub fn nearest_exact(

@@ -6,6 +6,7 @@
 
 use std::time::{Duration, Instant};
 
+use agent_registry::search::duplicates::{Groups, Rank, group_key};
 use agent_registry::search::embed::{self, Embedder, EmbedderKind};
 use agent_registry::search::vectors::{IndexParams, QueryParams, VectorStore};
 use agent_registry::store::Agent;
@@ -51,6 +52,8 @@ struct Built {
     seconds: Vec<f64>,
     /// Per slot: whether the agent carries one of the filter's tags.
     tagged: Vec<bool>,
+    /// Per slot: whether collapsing duplicates hides the agent (as the search's default does).
+    hidden: Vec<bool>,
 }
 
 async fn build(embedder: &dyn Embedder, agents: &[Agent], params: &[Option<IndexParams>]) -> Built {
@@ -70,6 +73,15 @@ async fn build(embedder: &dyn Embedder, agents: &[Agent], params: &[Option<Index
             *seconds += started.elapsed().as_secs_f64();
         }
     }
+    let mut groups = Groups::default();
+    for (slot, agent) in agents.iter().enumerate() {
+        if let Some(key) = group_key(agent) {
+            groups.insert(&key, slot as u32, Rank::of(agent, agent.id.as_str().into()));
+        }
+    }
+    let hidden = (0..agents.len() as u32)
+        .map(|slot| groups.hidden().contains(slot))
+        .collect();
     let tagged = agents
         .iter()
         .map(|agent| {
@@ -84,6 +96,7 @@ async fn build(embedder: &dyn Embedder, agents: &[Agent], params: &[Option<Index
         stores,
         seconds,
         tagged,
+        hidden,
     }
 }
 
@@ -210,6 +223,61 @@ pub async fn compare(agents: &[Agent], sizes: &[usize], queries: &[String]) {
             "{} agents: the filter lets {passing} through ({:.0}%)",
             agents.len(),
             100.0 * passing as f64 / agents.len().max(1) as f64
+        );
+        shown_filter(graph, &built.hidden, &query_vectors);
+    }
+}
+
+/// The filter every default search applies, duplicates hidden, through the graph at each
+/// `ef_search` of `REGISTRY_BENCH_SHOWN_EF` (none by default): recall against the exact scan
+/// under the same filter, and latency.
+fn shown_filter(graph: &VectorStore, hidden: &[bool], query_vectors: &[Vec<f32>]) {
+    let efs = list("REGISTRY_BENCH_SHOWN_EF", &[]);
+    if efs.is_empty() || !graph.searches_long() {
+        return;
+    }
+    let shown = |slot: u32| !hidden[slot as usize];
+    let every_second = |slot: u32| slot % 2 == 0;
+    let every_fourth = |slot: u32| slot % 4 == 0;
+    let every_eighth = |slot: u32| slot % 8 == 0;
+    let share = hidden.iter().filter(|h| !**h).count() as f64 / hidden.len().max(1) as f64;
+    let duplicates = format!("Duplicates hidden ({:.0}% shown)", 100.0 * share);
+    let filters: [(&str, &(dyn Fn(u32) -> bool + Sync)); 4] = [
+        (&duplicates, &shown),
+        ("Every second agent", &every_second),
+        ("Every fourth agent", &every_fourth),
+        ("Every eighth agent", &every_eighth),
+    ];
+    for (name, filter) in filters {
+        let exact: Vec<Vec<(u32, f32)>> = query_vectors
+            .iter()
+            .map(|q| graph.nearest_exact(q, K, MIN_SIMILARITY, filter))
+            .collect();
+        println!();
+        println!("{name}:");
+        println!();
+        println!("| ef_search | p50 / p99 µs | recall@100 | recall@10 |");
+        println!("|---|---|---|---|");
+        for &ef in &efs {
+            let (times, found) = timed(query_vectors, |q| {
+                graph.nearest_approximate(q, K, ef, MIN_SIMILARITY, filter)
+            });
+            println!(
+                "| {ef} | {} | {:.3} | {:.3} |",
+                p50_p99(&times),
+                mean_recall(&found, &exact, K),
+                mean_recall(&found, &exact, 10),
+            );
+        }
+        // As the search asks: the width set by the filter's share, or the exact scan.
+        let (times, found) = timed(query_vectors, |q| {
+            graph.nearest(q, K, MIN_SIMILARITY, filter)
+        });
+        println!(
+            "| default | {} | {:.3} | {:.3} |",
+            p50_p99(&times),
+            mean_recall(&found, &exact, K),
+            mean_recall(&found, &exact, 10),
         );
     }
 }

@@ -486,7 +486,11 @@ impl TextIndex {
             let matches = scored.map(|parts| Matches {
                 scored: Some((segments.as_slice(), parts)),
             });
-            then(found, matches)
+            // Visited or dropped, the matches are clear by now; a panic on the way leaves
+            // `in_use` set, and the thread's next query clears everything first.
+            let answer = then(found, matches);
+            scratch.done();
+            answer
         })
     }
 
@@ -885,17 +889,30 @@ impl Segment<'_> {
 struct Accumulator {
     scores: Vec<f32>,
     touched: Vec<u64>,
+    /// A query is using it, or was when it panicked (so some entries may be left touched).
+    in_use: bool,
 }
 
 impl Accumulator {
-    /// Ready for `docs` documents (a multiple of 64).
+    /// Ready for `docs` documents (a multiple of 64), for a query that calls `done` when it is
+    /// finished with them.
     fn reset(&mut self, docs: usize) -> &mut Self {
         debug_assert_eq!(docs % 64, 0);
+        if std::mem::replace(&mut self.in_use, true) {
+            // Not by the touched bits: a visit clears a word's bits before its entries.
+            self.scores.fill(0.0);
+            self.touched.fill(0);
+        }
         if self.scores.len() < docs {
             self.scores.resize(docs, 0.0);
             self.touched.resize(docs.div_ceil(64), 0);
         }
         self
+    }
+
+    /// Every entry is clear again.
+    fn done(&mut self) {
+        self.in_use = false;
     }
 
     /// The first `docs` documents (a multiple of 64).
@@ -1582,6 +1599,17 @@ mod tests {
             index.search_beside("weather", together, || (), |(), _matches| ());
             assert_eq!(sorted(index.search("tides").expect("search")), tides);
         }
+        // A visit that panics halfway leaves the rest touched; the next query clears it.
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut visits = 0;
+            index.search_each("weather", |_, _| {
+                visits += 1;
+                assert!(visits < 100, "a visitor that fails");
+            })
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(sorted(index.search("tides").expect("search")), tides);
+        assert_eq!(sorted(index.search("weather").expect("search")), weather);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 # HTTP load test: GET /healthz vs GET /public/agents?q=… (1,000+ distinct queries, rotated) at
 # 64 concurrent connections against a release build over the first N real agents.
 # Usage: scripts/load.sh [AGENTS=10000] [SECONDS=20] [EMBEDDER=static]
+# LOAD_BINARY=path measures a built server; LOAD_DATA_DIR=dir serves an existing data directory.
 # Needs: wrk (installed from Debian's packages when missing), python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,8 +25,14 @@ binary=${LOAD_BINARY:-target/release/agent-registry}
 [ -n "${LOAD_BINARY:-}" ] || cargo build --release --quiet
 
 head -n "$agents" "$data" > "$work/agents.jsonl"
-"$binary" import "$work/agents.jsonl" --owner load --go-live \
-  --data-dir "$work/data" 2>&1 | grep -E '^import(ed)?[: ]'
+# LOAD_DATA_DIR=dir serves an existing data directory instead of importing (for catalogues
+# larger than the data set, e.g. one that `START_IMPORT_ONLY=1 START_DATA_DIR=dir
+# scripts/start-time.sh 100000` prepared; its first start embeds every agent).
+data_dir=${LOAD_DATA_DIR:-$work/data}
+if [ -z "${LOAD_DATA_DIR:-}" ]; then
+  "$binary" import "$work/agents.jsonl" --owner load --go-live \
+    --data-dir "$data_dir" 2>&1 | grep -E '^import(ed)?[: ]'
+fi
 
 python3 - "$work/agents.jsonl" "$work/queries.txt" <<'PY'
 import json, random, sys, urllib.parse
@@ -58,7 +65,7 @@ end
 LUA
 
 REGISTRY_EMBEDDER=$embedder RUST_LOG=warn "$binary" \
-  --bind "127.0.0.1:$port" --data-dir "$work/data" &
+  --bind "127.0.0.1:$port" --data-dir "$data_dir" &
 server_pid=$!
 # Ready, and with every vector loaded (until then searches rank by keywords alone).
 for _ in $(seq 600); do
@@ -78,4 +85,4 @@ search=$(awk '/Requests\/sec/ {print $2}' "$work/search.txt")
 target=0.2
 [ "$embedder" != none ] || target=0.3
 python3 -c "print(f'search/healthz throughput ratio: {float($search)/float($health):.3f} (target >= $target)')"
-echo "server resident memory: $((rss / 1024)) MiB with $agents agents"
+echo "server resident memory: $((rss / 1024)) MiB with ${LOAD_DATA_DIR:+the agents of }${LOAD_DATA_DIR:-$agents agents}"

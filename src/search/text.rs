@@ -606,8 +606,9 @@ struct Planned<'s> {
     docs: usize,
 }
 
-/// Postings from which scoring runs beside other work on the second core: below it, the trip
-/// to the other thread costs about as much as the scoring.
+/// Postings from which scoring runs beside other work on the second core. Set by estimate, not
+/// measured: below it scoring takes a few microseconds, about what handing it to another thread
+/// and back costs.
 const BESIDE_FROM: u64 = 4_096;
 
 /// A query's scored matches, to visit once (see `TextIndex::search_beside`); left unvisited,

@@ -10,6 +10,9 @@
 //! measurement.
 //! `REGISTRY_BENCH_FACETS=1` also runs every query asking for facet counts (`facets=true`) and
 //! reports those latencies in a row of their own.
+//! `REGISTRY_BENCH_SHOWN_EF=175,230,300,400` adds to the vector index's rows, at each of those
+//! widths, the graph under the filter of every default search (duplicates hidden) and under
+//! filters letting a half, a quarter and an eighth through, with the width chosen by default.
 //! `REGISTRY_BENCH_SWEEP=1` instead measures the graph's parameters (`benches/support/vectors.rs`);
 //! `REGISTRY_BENCH_ORIGINALS=n` builds every size from the first n real agents only, so that a
 //! small set has the copies-per-agent of a large one.

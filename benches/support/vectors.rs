@@ -228,9 +228,10 @@ pub async fn compare(agents: &[Agent], sizes: &[usize], queries: &[String]) {
     }
 }
 
-/// The filter every default search applies, duplicates hidden, through the graph at each
-/// `ef_search` of `REGISTRY_BENCH_SHOWN_EF` (none by default): recall against the exact scan
-/// under the same filter, and latency.
+/// The graph under the filter every default search applies (duplicates hidden) and under
+/// filters letting a half, a quarter and an eighth through, at each width of
+/// `REGISTRY_BENCH_SHOWN_EF` (none by default) and at the width `nearest` chooses: recall
+/// against the exact scan under the same filter, and latency.
 fn shown_filter(graph: &VectorStore, hidden: &[bool], query_vectors: &[Vec<f32>]) {
     let efs = list("REGISTRY_BENCH_SHOWN_EF", &[]);
     if efs.is_empty() || !graph.searches_long() {

@@ -93,9 +93,9 @@ const PURGE_FRACTION: usize = 16;
 /// passes through the refused ones too, so a filter widens the walk: measured on the 100k
 /// bench set (BENCHMARKS.md), recall@100 at 400 is 0.975 unfiltered, and the same or better at
 /// 300 when half the agents pass, at 230 when a quarter and at 175 when an eighth do, which
-/// `ef · share^0.4` gives. Never below half of `ef`: narrower filters were not measured (below
-/// a few thousand agents they are scanned exactly), and recall at a given width only rises
-/// as the filter narrows.
+/// `ef · share^0.4` gives. Never below half of `ef`: narrower filters were not measured through
+/// the graph (at 100k, fewer than `filtered_exact_below` accepted agents are scanned exactly),
+/// and in what was measured, recall at a given width only rose as the filter narrowed.
 fn filtered_width(ef: usize, accepted: usize, live: usize) -> usize {
     if live == 0 || accepted >= live {
         return ef;

@@ -2645,6 +2645,59 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_fused_search_whose_two_searches_run_at_once_serves_the_same_pages_and_counts() {
+        let (_dir, store) = sqlite_store().await;
+        // Enough keyword matches for the scoring to go to a pool thread.
+        let agents: Vec<Agent> = (0..5_000_i64)
+            .map(|i| {
+                let category = ["Weather", "Travel", "Data"][i as usize % 3];
+                active_draft(serde_json::json!({
+                    "package_name": format!("com.example.beside{i}"),
+                    "name": format!("Agent {}", i % 40),
+                    "description": format!("Forecasts {}for any city.", "weather ".repeat(i as usize % 7)),
+                    "category": category,
+                    "tags": [format!("t{}", i % 11)],
+                }))
+            })
+            .collect();
+        let one_after_the_other = one_vector_index(Arc::clone(&store), &agents).await;
+        let at_once = one_vector_index(store, &agents).await;
+        {
+            // A store that searches its graph from the first vector: long enough to go beside.
+            let mut params = vectors::IndexParams::default();
+            params.query.exact_below = 0;
+            let mut graph = VectorStore::with_params(2, Some(params));
+            let mut catalog = at_once.write_catalog();
+            for slot in catalog.slots.values() {
+                graph.set(*slot, &[0.6, 0.8]);
+            }
+            assert!(graph.searches_long());
+            catalog.vectors = Some(graph);
+        }
+        assert!(
+            !one_after_the_other
+                .read_catalog()
+                .vectors
+                .as_ref()
+                .expect("vectors")
+                .searches_long()
+        );
+        for text in ["weather forecasts", "city", "weather"] {
+            let request = SearchRequest {
+                text: text.to_owned(),
+                facets: true,
+                ..ordered(Sort::Relevance, 25, 0, None)
+            };
+            let first = one_after_the_other.search(&request).await.expect("search");
+            let second = at_once.search(&request).await.expect("search");
+            assert!(first.total >= 5_000 * 6 / 7, "{text}: {}", first.total);
+            assert_eq!(ids(&first), ids(&second), "{text}");
+            assert_eq!(first.total, second.total, "{text}");
+            assert_eq!(first.facets, second.facets, "{text}");
+        }
+    }
+
+    #[tokio::test]
     async fn a_starting_index_ranks_by_keywords_until_its_vectors_are_filled() {
         use std::sync::atomic::Ordering::SeqCst;
         let (_dir, store) = sqlite_store().await;

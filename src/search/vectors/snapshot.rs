@@ -292,6 +292,7 @@ mod tests {
             },
             query: QueryParams {
                 ef_search: 64,
+                wider_from: usize::MAX,
                 // A graph from the first vector on, so the snapshot carries one.
                 exact_below: 1,
                 filtered_exact_below: 0,

@@ -254,39 +254,122 @@ impl AgentPage {
 /// `AgentPage::of` (tested equal), without first copying every listing's strings into an
 /// `AgentSummary`. The REST search paths answer with it; `AgentPage` stays the documented
 /// schema and the form the other paths embed.
-#[derive(Serialize)]
 pub struct PageView<'a> {
     agents: Vec<HitView<'a>>,
     total: usize,
     limit: usize,
     next_cursor: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     facets: Option<SearchFacets>,
 }
 
 /// `AgentHit` borrowed: the fields of `AgentSummary` in its order, then the score.
-#[derive(Serialize)]
 struct HitView<'a> {
     id: &'a str,
     package_name: &'a str,
     name: &'a str,
     description: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
     version: Option<&'a str>,
     verification_level: VerificationLevel,
     manifest_url: Cow<'a, str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     url: Option<&'a str>,
     target: Option<&'a str>,
     category: Option<&'a str>,
     tags: &'a [String],
     payment: Option<&'a Payment>,
     capabilities: &'a [String],
-    #[serde(skip_serializing_if = "Option::is_none")]
     published_at: Option<Timestamp>,
     health: Cow<'a, Health>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     score: Option<f64>,
+}
+
+impl HitView<'_> {
+    /// The hit's JSON, as `serde_json` writes `AgentHit` (the tests hold them equal): the
+    /// strings by `json_str`, the small nested values by `serde_json` itself.
+    fn write(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        out.extend_from_slice(b"{\"id\":");
+        json_str(out, self.id)?;
+        out.extend_from_slice(b",\"package_name\":");
+        json_str(out, self.package_name)?;
+        out.extend_from_slice(b",\"name\":");
+        json_str(out, self.name)?;
+        out.extend_from_slice(b",\"description\":");
+        json_str(out, self.description)?;
+        if let Some(version) = self.version {
+            out.extend_from_slice(b",\"version\":");
+            json_str(out, version)?;
+        }
+        out.extend_from_slice(b",\"verification_level\":");
+        serde_json::to_writer(&mut *out, &self.verification_level)?;
+        out.extend_from_slice(b",\"manifest_url\":");
+        json_str(out, &self.manifest_url)?;
+        if let Some(url) = self.url {
+            out.extend_from_slice(b",\"url\":");
+            json_str(out, url)?;
+        }
+        out.extend_from_slice(b",\"target\":");
+        json_opt_str(out, self.target)?;
+        out.extend_from_slice(b",\"category\":");
+        json_opt_str(out, self.category)?;
+        out.extend_from_slice(b",\"tags\":");
+        json_strs(out, self.tags)?;
+        out.extend_from_slice(b",\"payment\":");
+        serde_json::to_writer(&mut *out, &self.payment)?;
+        out.extend_from_slice(b",\"capabilities\":");
+        json_strs(out, self.capabilities)?;
+        if let Some(published_at) = &self.published_at {
+            out.extend_from_slice(b",\"published_at\":");
+            serde_json::to_writer(&mut *out, published_at)?;
+        }
+        out.extend_from_slice(b",\"health\":");
+        serde_json::to_writer(&mut *out, &*self.health)?;
+        if let Some(score) = self.score {
+            out.extend_from_slice(b",\"score\":");
+            serde_json::to_writer(&mut *out, &score)?;
+        }
+        out.push(b'}');
+        Ok(())
+    }
+}
+
+/// `value` as a JSON string. Most listing strings need no escape, and telling so takes one
+/// pass the compiler vectorises, so those are copied whole; the rest go to `serde_json`.
+/// Either way the bytes are `serde_json`'s, which escapes exactly the control characters,
+/// `"` and the backslash.
+fn json_str(out: &mut Vec<u8>, value: &str) -> serde_json::Result<()> {
+    let bytes = value.as_bytes();
+    let needs_escape = bytes.iter().fold(false, |any, &b| {
+        any | (b < 0x20) | (b == b'"') | (b == b'\\')
+    });
+    if needs_escape {
+        return serde_json::to_writer(out, value);
+    }
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    out.extend_from_slice(bytes);
+    out.push(b'"');
+    Ok(())
+}
+
+fn json_opt_str(out: &mut Vec<u8>, value: Option<&str>) -> serde_json::Result<()> {
+    match value {
+        Some(value) => json_str(out, value),
+        None => {
+            out.extend_from_slice(b"null");
+            Ok(())
+        }
+    }
+}
+
+fn json_strs(out: &mut Vec<u8>, values: &[String]) -> serde_json::Result<()> {
+    out.push(b'[');
+    for (i, value) in values.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        json_str(out, value)?;
+    }
+    out.push(b']');
+    Ok(())
 }
 
 impl<'a> PageView<'a> {
@@ -333,12 +416,36 @@ impl<'a> PageView<'a> {
         }
     }
 
+    /// The page's JSON, as `serde_json` writes `AgentPage` (the tests hold them equal).
+    fn write(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        out.extend_from_slice(b"{\"agents\":[");
+        for (i, hit) in self.agents.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            hit.write(out)?;
+        }
+        out.extend_from_slice(b"],\"total\":");
+        serde_json::to_writer(&mut *out, &self.total)?;
+        out.extend_from_slice(b",\"limit\":");
+        serde_json::to_writer(&mut *out, &self.limit)?;
+        out.extend_from_slice(b",\"next_cursor\":");
+        json_opt_str(out, self.next_cursor)?;
+        if let Some(facets) = &self.facets {
+            out.extend_from_slice(b",\"facets\":");
+            serde_json::to_writer(&mut *out, facets)?;
+        }
+        out.push(b'}');
+        Ok(())
+    }
+
     /// The JSON response, its buffer sized for the page at once.
     pub fn response(self) -> crate::error::ApiResult<axum::response::Response> {
         use axum::http::{HeaderValue, header};
         use axum::response::IntoResponse;
         let mut body = Vec::with_capacity(256 + self.agents.len() * 1024);
-        serde_json::to_writer(&mut body, &self).map_err(crate::error::ApiError::internal)?;
+        self.write(&mut body)
+            .map_err(crate::error::ApiError::internal)?;
         let json = HeaderValue::from_static("application/json");
         Ok(([(header::CONTENT_TYPE, json)], body).into_response())
     }
@@ -400,6 +507,45 @@ mod tests {
         Arc::new(Listing::of(&agent))
     }
 
+    fn written(view: &PageView) -> String {
+        let mut out = Vec::new();
+        view.write(&mut out).expect("written");
+        String::from_utf8(out).expect("UTF-8")
+    }
+
+    #[test]
+    fn strings_are_written_as_serde_json_writes_them() {
+        let mut strings: Vec<String> = [
+            "",
+            "plain words",
+            "a \"quoted\" name",
+            "back\\slash",
+            "tab\there\r\nand\u{0}nul\u{1f}unit",
+            "del \u{7f}, slash /, ünïcode, 漢字, emoji 🦀",
+            "</script><script>alert(1)</script>",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        // Every byte below 0x80 at the start, the middle and the end of a longer string.
+        for byte in 0u8..0x80 {
+            let c = char::from(byte);
+            strings.push(format!("{c}{}{c}{}{c}", "x".repeat(40), "y".repeat(40)));
+        }
+        for value in &strings {
+            let mut out = Vec::new();
+            json_str(&mut out, value).expect("written");
+            let expected = serde_json::to_string(value).expect("serde_json");
+            assert_eq!(
+                String::from_utf8(out).expect("UTF-8"),
+                expected,
+                "{value:?}"
+            );
+        }
+        let mut out = Vec::new();
+        json_strs(&mut out, &strings).expect("written");
+        assert_eq!(out, serde_json::to_vec(&strings).expect("serde_json"));
+    }
+
     #[test]
     fn the_borrowed_page_writes_the_json_of_the_wire_page() {
         // Every optional field present in one hit and absent in the other, so a field added to
@@ -413,7 +559,7 @@ mod tests {
             "manifest_url": "https://weather.example.com/.well-known/agent-card.json",
             "target": "developers",
             "category": "Weather",
-            "tags": ["forecast", "realtime"],
+            "tags": ["forecast", "real\"time"],
             "capabilities": [{"name": "get_forecast", "description": "Forecast"}],
             "payment": {"model": "paid", "protocols": ["x402"], "rails": ["base:usdc"]}
         }));
@@ -445,7 +591,7 @@ mod tests {
         };
         let base = "http://127.0.0.1:8080";
         let owned = serde_json::to_string(&AgentPage::of(&page, base)).expect("owned");
-        let borrowed = serde_json::to_string(&PageView::of(&page, base)).expect("borrowed");
+        let borrowed = written(&PageView::of(&page, base));
         assert_eq!(borrowed, owned);
         let last = SearchPage {
             next_cursor: None,
@@ -453,7 +599,7 @@ mod tests {
             ..page
         };
         let owned = serde_json::to_string(&AgentPage::of(&last, base)).expect("owned");
-        let borrowed = serde_json::to_string(&PageView::of(&last, base)).expect("borrowed");
+        let borrowed = written(&PageView::of(&last, base));
         assert_eq!(borrowed, owned);
         assert!(owned.contains("\"next_cursor\":null") && !owned.contains("\"facets\""));
     }

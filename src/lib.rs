@@ -89,7 +89,7 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
     auth::TokenRateLimit::prune_periodically(&token_limit);
     let prober = probe::Prober::spawn(Arc::clone(&registry), Arc::clone(&outbound), &config.probe)
         .map(Arc::new);
-    let state = AppState {
+    let state = AppState::new(state::Shared {
         master_key_hash: config
             .master_key
             .as_deref()
@@ -106,7 +106,7 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
         token_limit,
         signer,
         _prober: prober,
-    };
+    });
     let router = router::router(state.clone());
     Ok(App { state, router })
 }

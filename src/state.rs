@@ -11,9 +11,27 @@ use crate::registry::Registry;
 use crate::store::Store;
 use crate::timestamp::Timestamp;
 
-/// Cheap to clone: every field is shared.
+/// What every handler shares. Cheap to clone, as axum does for every extractor and middleware
+/// of every request: one shared allocation, its fields read through `Deref`.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    pub fn new(shared: Shared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// The fields of `AppState`.
+pub struct Shared {
     pub config: Arc<Config>,
     /// The application core: every read and write of agents goes through it.
     pub registry: Arc<Registry>,

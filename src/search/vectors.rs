@@ -43,13 +43,15 @@ pub struct QueryParams {
     /// Search width of a query: the graph search keeps this many candidates (at least `k`), in a
     /// graph of up to `wider_from` distinct vectors.
     pub ef_search: usize,
-    /// Larger graphs search wider, `ef_search · (vectors / wider_from)^0.4` (`size_width`).
+    /// Larger graphs search wider, `ef_search · (vectors / wider_from)^0.4`, and hand more
+    /// filters to the exact scan, `filtered_exact_below · (vectors / wider_from)^0.6`
+    /// (`grown`).
     pub wider_from: usize,
     /// Stores with fewer distinct vectors than this are always scanned exactly, and have no
     /// graph until they reach it.
     pub exact_below: usize,
     /// A filter expected to let fewer slots than this through is answered by an exact scan of
-    /// the slots it lets through.
+    /// the slots it lets through (in a graph of up to `wider_from` vectors).
     pub filtered_exact_below: usize,
 }
 
@@ -91,6 +93,14 @@ const FILTER_SAMPLES: usize = 256;
 const PURGE_MIN: usize = 256;
 const PURGE_FRACTION: usize = 16;
 
+/// `value` for a graph of up to `from` nodes, `value · (nodes / from)^exponent` beyond.
+fn grown(value: usize, nodes: usize, from: usize, exponent: f64) -> usize {
+    if nodes <= from || from == 0 {
+        return value;
+    }
+    (value as f64 * (nodes as f64 / from as f64).powf(exponent)).ceil() as usize
+}
+
 /// The search width of a graph of `nodes` distinct vectors: `ef` up to `from`, then
 /// `ef · (nodes / from)^0.4`. At a fixed width, recall falls as the graph grows (more
 /// neighbourhoods as close to the query as the answer's): measured on the bench sets
@@ -98,10 +108,18 @@ const PURGE_FRACTION: usize = 16;
 /// million, where 1,000 finds 0.971. The exponent joins those two points: 400 at 100k, 1,005
 /// at a million.
 fn size_width(ef: usize, nodes: usize, from: usize) -> usize {
-    if nodes <= from || from == 0 {
-        return ef;
-    }
-    (ef as f64 * (nodes as f64 / from as f64).powf(0.4)).ceil() as usize
+    grown(ef, nodes, from, 0.4)
+}
+
+/// How many accepted slots a filter must be expected to let through for the graph to answer
+/// it rather than an exact scan of those slots: `below` up to `from` nodes, then
+/// `below · (nodes / from)^0.6`. A filtered walk passes through the refused nodes, so its
+/// cost grows as the filter narrows, and more so in a larger graph, while the scan's follows
+/// the slots it reads. Measured (BENCHMARKS.md), the two cross at about 25,000 accepted slots
+/// at 100k vectors and about 90,000 at a million; the exponent joins 20,000 at 100k with
+/// 80,000 at a million.
+fn scan_threshold(below: usize, nodes: usize, from: usize) -> usize {
+    grown(below, nodes, from, 0.6)
 }
 
 /// The search width at which a filtered graph search finds about as much of its exact answer
@@ -643,8 +661,13 @@ impl VectorStore {
             && self.live_nodes >= self.params.query.exact_below
         {
             let expected = self.expected_accepted(&accept);
-            if expected >= self.params.query.filtered_exact_below {
-                let query_params = &self.params.query;
+            let query_params = &self.params.query;
+            let scan_below = scan_threshold(
+                query_params.filtered_exact_below,
+                self.live_nodes,
+                query_params.wider_from,
+            );
+            if expected >= scan_below {
                 let ef = size_width(
                     query_params.ef_search,
                     self.live_nodes,
@@ -1676,6 +1699,38 @@ mod tests {
         });
         let wide = mean_recall(&store, &queries, 100, |_| true);
         assert!(wide >= narrow + 0.01 && wide >= 0.97, "{narrow} → {wide}");
+    }
+
+    #[test]
+    fn a_graph_past_the_reference_size_scans_more_filters() {
+        assert_eq!(scan_threshold(20_000, 100_000, 100_000), 20_000);
+        // 20,000 · 10^0.6 = 79,621.4.
+        assert_eq!(scan_threshold(20_000, 1_000_000, 100_000), 79_622);
+        assert_eq!(scan_threshold(20_000, 1_000_000, usize::MAX), 20_000);
+        // Through `nearest`: 1,600 vectors against a reference of 400, so a filter expected
+        // to let 300 through (under 200 · 4^0.6 = 460) is scanned, and finds the exact answer
+        // where the narrow graph walk of width 50 (graph_params) would not.
+        let vectors = clustered(1_600, 40, 32, 5);
+        let mut params = graph_params(50);
+        params.query.filtered_exact_below = 200;
+        let mut store = store_of(&vectors, Some(params));
+        let accept = |slot: u32| slot % 16 < 3;
+        let queries = clustered(20, 40, 32, 6);
+        let graph_recall = mean_recall(&store, &queries, 100, accept);
+        store.set_query_params(QueryParams {
+            wider_from: 400,
+            ..store.query_params()
+        });
+        for query in &queries {
+            assert_eq!(
+                store.nearest(query, 100, -1.0, accept),
+                store.nearest_exact(query, 100, -1.0, accept)
+            );
+        }
+        assert!(
+            graph_recall < 1.0,
+            "the graph alone misses some: {graph_recall}"
+        );
     }
 
     #[test]

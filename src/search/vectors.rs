@@ -90,6 +90,8 @@ const PARALLEL_ROWS: usize = 32_768;
 const FILTER_SAMPLES: usize = 256;
 
 /// The graph is purged of dead nodes once they are this many, or a sixteenth of the live ones.
+/// How many slots ahead the scan of a slot set starts loading rows.
+const SCAN_AHEAD: usize = 8;
 const PURGE_MIN: usize = 256;
 const PURGE_FRACTION: usize = 16;
 
@@ -896,8 +898,21 @@ impl VectorStore {
             kernel,
         };
         let mut best = Best::new(k, min_similarity);
+        // The slots' rows lie anywhere in the store, so each read would wait on memory: a
+        // second walk of the set runs ahead and starts loading the rows to come.
+        let node_of = |slot: u32| self.slot_nodes.get(slot as usize).copied().unwrap_or(NONE);
+        let mut ahead = slots.iter();
+        for slot in ahead.by_ref().take(SCAN_AHEAD) {
+            let node = node_of(slot);
+            if node != NONE {
+                rows.prefetch(node);
+            }
+        }
         for slot in slots.iter() {
-            let node = self.slot_nodes.get(slot as usize).copied().unwrap_or(NONE);
+            if let Some(node) = ahead.next().map(node_of).filter(|node| *node != NONE) {
+                rows.prefetch(node);
+            }
+            let node = node_of(slot);
             if node == NONE || !accept(slot) {
                 continue;
             }

@@ -89,9 +89,10 @@ const PARALLEL_ROWS: usize = 32_768;
 /// Slots sampled to guess how many a filter lets through.
 const FILTER_SAMPLES: usize = 256;
 
-/// The graph is purged of dead nodes once they are this many, or a sixteenth of the live ones.
 /// How many slots ahead the scan of a slot set starts loading rows.
 const SCAN_AHEAD: usize = 8;
+
+/// The graph is purged of dead nodes once they are this many, or a sixteenth of the live ones.
 const PURGE_MIN: usize = 256;
 const PURGE_FRACTION: usize = 16;
 

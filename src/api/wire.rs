@@ -1,13 +1,12 @@
 //! Wire types: what clients see. Built from the model, never the model itself.
 
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::domain::{Capability, CardSignatureCheck, Health, Payment, Reach};
-use crate::search::{FacetCounts, Listing, SearchPage};
+use crate::search::{FacetCounts, Hit, Listing, SearchPage};
 use crate::store::{Agent, AgentState, AgentVersion, VerificationLevel};
 use crate::timestamp::Timestamp;
 
@@ -255,80 +254,66 @@ impl AgentPage {
 /// `AgentSummary`. The REST search paths answer with it; `AgentPage` stays the documented
 /// schema and the form the other paths embed.
 pub struct PageView<'a> {
-    agents: Vec<HitView<'a>>,
-    total: usize,
-    limit: usize,
-    next_cursor: Option<&'a str>,
-    facets: Option<SearchFacets>,
+    page: &'a SearchPage,
+    base_url: &'a str,
 }
 
-/// `AgentHit` borrowed: the fields of `AgentSummary` in its order, then the score.
-struct HitView<'a> {
-    id: &'a str,
-    package_name: &'a str,
-    name: &'a str,
-    description: &'a str,
-    version: Option<&'a str>,
-    verification_level: VerificationLevel,
-    manifest_url: Cow<'a, str>,
-    url: Option<&'a str>,
-    target: Option<&'a str>,
-    category: Option<&'a str>,
-    tags: &'a [String],
-    payment: Option<&'a Payment>,
-    capabilities: &'a [String],
-    published_at: Option<Timestamp>,
-    health: Cow<'a, Health>,
-    score: Option<f64>,
-}
-
-impl HitView<'_> {
-    /// The hit's JSON, as `serde_json` writes `AgentHit` (the tests hold them equal): the
-    /// strings by `json_str`, the small nested values by `serde_json` itself.
-    fn write(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
-        out.extend_from_slice(b"{\"id\":");
-        json_str(out, self.id)?;
-        out.extend_from_slice(b",\"package_name\":");
-        json_str(out, self.package_name)?;
-        out.extend_from_slice(b",\"name\":");
-        json_str(out, self.name)?;
-        out.extend_from_slice(b",\"description\":");
-        json_str(out, self.description)?;
-        if let Some(version) = self.version {
-            out.extend_from_slice(b",\"version\":");
-            json_str(out, version)?;
-        }
-        out.extend_from_slice(b",\"verification_level\":");
-        serde_json::to_writer(&mut *out, &self.verification_level)?;
-        out.extend_from_slice(b",\"manifest_url\":");
-        json_str(out, &self.manifest_url)?;
-        if let Some(url) = self.url {
-            out.extend_from_slice(b",\"url\":");
-            json_str(out, url)?;
-        }
-        out.extend_from_slice(b",\"target\":");
-        json_opt_str(out, self.target)?;
-        out.extend_from_slice(b",\"category\":");
-        json_opt_str(out, self.category)?;
-        out.extend_from_slice(b",\"tags\":");
-        json_strs(out, self.tags)?;
-        out.extend_from_slice(b",\"payment\":");
-        serde_json::to_writer(&mut *out, &self.payment)?;
-        out.extend_from_slice(b",\"capabilities\":");
-        json_strs(out, self.capabilities)?;
-        if let Some(published_at) = &self.published_at {
-            out.extend_from_slice(b",\"published_at\":");
-            serde_json::to_writer(&mut *out, published_at)?;
-        }
-        out.extend_from_slice(b",\"health\":");
-        serde_json::to_writer(&mut *out, &*self.health)?;
-        if let Some(score) = self.score {
-            out.extend_from_slice(b",\"score\":");
-            serde_json::to_writer(&mut *out, &score)?;
-        }
-        out.push(b'}');
-        Ok(())
+/// One hit's JSON, as `serde_json` writes `AgentHit` (the tests hold them equal): the fields of
+/// `AgentSummary` in its order, then the score; the strings by `json_str`, the small nested
+/// values by `serde_json` itself.
+fn write_hit(out: &mut Vec<u8>, hit: &Hit, base_url: &str) -> serde_json::Result<()> {
+    let listing = &*hit.listing;
+    out.extend_from_slice(b"{\"id\":");
+    json_str(out, &listing.id)?;
+    out.extend_from_slice(b",\"package_name\":");
+    json_str(out, &listing.package_name)?;
+    out.extend_from_slice(b",\"name\":");
+    json_str(out, &listing.name)?;
+    out.extend_from_slice(b",\"description\":");
+    json_str(out, &listing.description)?;
+    if let Some(version) = &listing.version {
+        out.extend_from_slice(b",\"version\":");
+        json_str(out, version)?;
     }
+    out.extend_from_slice(b",\"verification_level\":");
+    serde_json::to_writer(&mut *out, &listing.verification_level)?;
+    out.extend_from_slice(b",\"manifest_url\":");
+    match &listing.manifest_url {
+        Some(url) => json_str(out, url)?,
+        None => json_str(
+            out,
+            &format!("{base_url}/public/agents/resolve/{}", listing.package_name),
+        )?,
+    }
+    if let Some(url) = &listing.url {
+        out.extend_from_slice(b",\"url\":");
+        json_str(out, url)?;
+    }
+    out.extend_from_slice(b",\"target\":");
+    json_opt_str(out, listing.target.as_deref())?;
+    out.extend_from_slice(b",\"category\":");
+    json_opt_str(out, listing.category.as_deref())?;
+    out.extend_from_slice(b",\"tags\":");
+    json_strs(out, &listing.tags)?;
+    out.extend_from_slice(b",\"payment\":");
+    serde_json::to_writer(&mut *out, &listing.payment.as_deref())?;
+    out.extend_from_slice(b",\"capabilities\":");
+    json_strs(out, &listing.capabilities)?;
+    if let Some(published_at) = &listing.published_at {
+        out.extend_from_slice(b",\"published_at\":");
+        serde_json::to_writer(&mut *out, published_at)?;
+    }
+    out.extend_from_slice(b",\"health\":");
+    match hit.health.as_deref() {
+        Some(health) => serde_json::to_writer(&mut *out, health)?,
+        None => serde_json::to_writer(&mut *out, &Health::unknown())?,
+    }
+    if let Some(score) = hit.score {
+        out.extend_from_slice(b",\"score\":");
+        serde_json::to_writer(&mut *out, &score)?;
+    }
+    out.push(b'}');
+    Ok(())
 }
 
 /// `value` as a JSON string. Most listing strings need no escape, and telling so takes one
@@ -373,67 +358,29 @@ fn json_strs(out: &mut Vec<u8>, values: &[String]) -> serde_json::Result<()> {
 }
 
 impl<'a> PageView<'a> {
-    pub fn of(page: &'a SearchPage, base_url: &str) -> Self {
-        Self {
-            agents: page
-                .hits
-                .iter()
-                .map(|hit| {
-                    let listing = &*hit.listing;
-                    HitView {
-                        id: &listing.id,
-                        package_name: &listing.package_name,
-                        name: &listing.name,
-                        description: &listing.description,
-                        version: listing.version.as_deref(),
-                        verification_level: listing.verification_level,
-                        manifest_url: match &listing.manifest_url {
-                            Some(url) => Cow::Borrowed(url),
-                            None => Cow::Owned(format!(
-                                "{base_url}/public/agents/resolve/{}",
-                                listing.package_name
-                            )),
-                        },
-                        url: listing.url.as_deref(),
-                        target: listing.target.as_deref(),
-                        category: listing.category.as_deref(),
-                        tags: &listing.tags,
-                        payment: listing.payment.as_deref(),
-                        capabilities: &listing.capabilities,
-                        published_at: listing.published_at,
-                        health: hit
-                            .health
-                            .as_deref()
-                            .map_or_else(|| Cow::Owned(Health::unknown()), Cow::Borrowed),
-                        score: hit.score,
-                    }
-                })
-                .collect(),
-            total: page.total,
-            limit: page.limit,
-            next_cursor: page.next_cursor.as_deref(),
-            facets: page.facets.as_ref().map(SearchFacets::of),
-        }
+    pub fn of(page: &'a SearchPage, base_url: &'a str) -> Self {
+        Self { page, base_url }
     }
 
     /// The page's JSON, as `serde_json` writes `AgentPage` (the tests hold them equal).
     fn write(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        let page = self.page;
         out.extend_from_slice(b"{\"agents\":[");
-        for (i, hit) in self.agents.iter().enumerate() {
+        for (i, hit) in page.hits.iter().enumerate() {
             if i > 0 {
                 out.push(b',');
             }
-            hit.write(out)?;
+            write_hit(out, hit, self.base_url)?;
         }
         out.extend_from_slice(b"],\"total\":");
-        serde_json::to_writer(&mut *out, &self.total)?;
+        serde_json::to_writer(&mut *out, &page.total)?;
         out.extend_from_slice(b",\"limit\":");
-        serde_json::to_writer(&mut *out, &self.limit)?;
+        serde_json::to_writer(&mut *out, &page.limit)?;
         out.extend_from_slice(b",\"next_cursor\":");
-        json_opt_str(out, self.next_cursor)?;
-        if let Some(facets) = &self.facets {
+        json_opt_str(out, page.next_cursor.as_deref())?;
+        if let Some(facets) = &page.facets {
             out.extend_from_slice(b",\"facets\":");
-            serde_json::to_writer(&mut *out, facets)?;
+            serde_json::to_writer(&mut *out, &SearchFacets::of(facets))?;
         }
         out.push(b'}');
         Ok(())
@@ -443,7 +390,7 @@ impl<'a> PageView<'a> {
     pub fn response(self) -> crate::error::ApiResult<axum::response::Response> {
         use axum::http::{HeaderValue, header};
         use axum::response::IntoResponse;
-        let mut body = Vec::with_capacity(256 + self.agents.len() * 1024);
+        let mut body = Vec::with_capacity(256 + self.page.hits.len() * 1024);
         self.write(&mut body)
             .map_err(crate::error::ApiError::internal)?;
         let json = HeaderValue::from_static("application/json");

@@ -10,6 +10,8 @@
 # START_DATA_DIR=dir keeps the imported data directory there and, when it already holds one
 # (from an earlier run), reuses it without importing: its first start is then a restart.
 # START_IMPORT_ONLY=1 stops after the import (to prepare START_DATA_DIR once).
+# Resident memory is read when intent ranking turns on and START_SETTLE_SECS (15) later, with
+# the process's peak.
 # The catalogue is the real agents repeated with renamed packages; each copy's description
 # drops a word and gains one from another agent, so that every agent is a distinct vector.
 set -euo pipefail
@@ -19,6 +21,7 @@ agents=${1:-100000}
 embedder=${2:-static}
 data=${REGISTRY_BENCH_DATA:-bench-data/agents-real.jsonl}
 port=${START_PORT:-18490}
+settle=${START_SETTLE_SECS:-15}
 work=$(mktemp -d)
 data_dir=${START_DATA_DIR:-$work/data}
 server_pid=
@@ -69,9 +72,14 @@ start() {
   ready_at=$(date +%s.%N)
   until curl -sf "http://127.0.0.1:$port/readyz" | grep -q '"vectors":"ready"'; do sleep 0.2; done
   vectors_at=$(date +%s.%N)
-  local rss
+  local rss settled peak
   rss=$(awk '/VmRSS/ {print int($2 / 1024)}' "/proc/$server_pid/status")
-  python3 -c "print(f'$label: serving after {$ready_at - $began:.1f} s, intent ranking after {$vectors_at - $began:.1f} s, resident {$rss} MiB')"
+  # The allocator returns freed pages to the system within seconds: the resident memory a
+  # while later is the steady one; VmHWM is the process's high-water mark.
+  sleep "$settle"
+  settled=$(awk '/VmRSS/ {print int($2 / 1024)}' "/proc/$server_pid/status")
+  peak=$(awk '/VmHWM/ {print int($2 / 1024)}' "/proc/$server_pid/status")
+  python3 -c "print(f'$label: serving after {$ready_at - $began:.1f} s, intent ranking after {$vectors_at - $began:.1f} s, resident {$rss} MiB then, {$settled} MiB ${settle} s later, peak {$peak} MiB')"
   # Where the time to serving went: loading the keyword snapshot, waiting for the store's
   # pages, cataloguing them; and whether the keyword snapshot was used.
   grep -hE "catalogue read|keyword index (loaded|snapshot)|search index built" "$work/$label.log" \

@@ -236,6 +236,34 @@ enum Texts<'a> {
     Given(HashMap<&'a str, &'a Agent>),
 }
 
+/// Where a vector snapshot's saved slot goes among the documents `by_slot`: the slot of the
+/// same agent, if its text is the one the vector was made from. A restart from the keyword
+/// snapshot keeps every agent's slot, so the saved slot is nearly always the one; the others
+/// are looked up by id, in a table sorted on the first miss.
+fn place_saved(by_slot: &[Option<Arc<Doc>>]) -> impl FnMut(u32, &str, &str) -> Option<u32> + '_ {
+    let mut by_id: Option<Vec<(&str, u32)>> = None;
+    move |saved, agent_id, content_hash| {
+        let slot = match by_slot.get(saved as usize).and_then(Option::as_ref) {
+            Some(doc) if &*doc.id == agent_id => saved,
+            _ => {
+                let ids = by_id.get_or_insert_with(|| {
+                    let mut ids: Vec<(&str, u32)> = by_slot
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(slot, doc)| Some((&*doc.as_ref()?.id, slot as u32)))
+                        .collect();
+                    ids.sort_unstable();
+                    ids
+                });
+                let at = ids.binary_search_by(|(id, _)| (*id).cmp(agent_id)).ok()?;
+                ids[at].1
+            }
+        };
+        let doc = by_slot.get(slot as usize)?.as_ref()?;
+        doc.content_hash.is(content_hash).then_some(slot)
+    }
+}
+
 /// An agent as the index keeps it, with the text it is being indexed by.
 type Read = (Arc<Doc>, DocText);
 
@@ -1000,65 +1028,40 @@ impl SearchIndex {
             return self.build_vectors(embedder, docs, template, texts).await;
         };
         let change_seq = self.store.latest_change().await?;
-        let keys: Vec<Option<(String, String)>> = {
-            let mut keys = vec![
-                None;
-                docs.iter()
-                    .map(|(slot, _)| *slot as usize + 1)
-                    .max()
-                    .unwrap_or(0)
-            ];
-            for (slot, doc) in &docs {
-                keys[*slot as usize] = Some((doc.id.to_string(), doc.content_hash.hex()));
-            }
-            keys
-        };
+        // Each document by slot: where the snapshot's vectors go, and the keys a new one
+        // is saved with.
+        let mut by_slot: Vec<Option<Arc<Doc>>> =
+            vec![None; docs.last().map_or(0, |(slot, _)| *slot as usize + 1)];
+        for (slot, doc) in &docs {
+            by_slot[*slot as usize] = Some(Arc::clone(doc));
+        }
         let started = std::time::Instant::now();
-        let loaded = {
+        let (loaded, by_slot) = {
             let (path, embedder_id) = (path.clone(), embedder.id().to_owned());
             let like = template.empty_like();
-            tokio::task::spawn_blocking(move || VectorStore::load(&path, &embedder_id, &like))
-                .await
-                .map_err(|err| anyhow::anyhow!("reading the vector snapshot failed: {err}"))?
+            tokio::task::spawn_blocking(move || {
+                let loaded = VectorStore::load(&path, &embedder_id, &like, place_saved(&by_slot));
+                (loaded, by_slot)
+            })
+            .await
+            .map_err(|err| anyhow::anyhow!("reading the vector snapshot failed: {err}"))?
         };
         let (mut fresh, rest, dropped) = match loaded {
             Ok(loaded) => {
-                let by_id: HashMap<&str, (u32, ContentHash)> = docs
-                    .iter()
-                    .map(|(slot, doc)| (&*doc.id, (*slot, doc.content_hash)))
-                    .collect();
-                let moves: HashMap<u32, u32> = loaded
-                    .slots
-                    .iter()
-                    .filter_map(|key| {
-                        let (slot, hash) = by_id.get(key.agent_id.as_str())?;
-                        hash.is(&key.content_hash).then_some((key.slot, *slot))
-                    })
-                    .collect();
-                let dropped = loaded.store.len().saturating_sub(moves.len());
-                let covered: HashSet<u32> = moves.values().copied().collect();
-                let store = loaded.store;
-                let store = tokio::task::spawn_blocking(move || {
-                    let mut store = store;
-                    store.relabel(|slot| moves.get(&slot).copied());
-                    store
-                })
-                .await
-                .map_err(|err| anyhow::anyhow!("restoring the vector snapshot failed: {err}"))?;
                 let rest: Vec<(u32, Arc<Doc>)> = docs
                     .into_iter()
-                    .filter(|(slot, _)| !covered.contains(slot))
+                    .filter(|(slot, _)| !loaded.store.holds(*slot))
                     .collect();
-                self.vectors_filled.fetch_add(covered.len(), Relaxed);
+                self.vectors_filled.fetch_add(loaded.restored, Relaxed);
                 tracing::info!(
-                    restored = covered.len(),
+                    restored = loaded.restored,
                     to_add = rest.len(),
-                    dropped,
+                    dropped = loaded.dropped,
                     saved_at_change = loaded.change_seq,
                     elapsed_ms = started.elapsed().as_millis() as u64,
                     "vector index restored from its snapshot"
                 );
-                (store, rest, dropped)
+                (loaded.store, rest, loaded.dropped)
             }
             Err(reason) => {
                 if path.exists() {
@@ -1075,7 +1078,10 @@ impl SearchIndex {
         if changed {
             let embedder_id = embedder.id().to_owned();
             let saved = tokio::task::spawn_blocking(move || {
-                let key = |slot: u32| keys.get(slot as usize).cloned().flatten();
+                let key = |slot: u32| {
+                    let doc = by_slot.get(slot as usize)?.as_ref()?;
+                    Some((doc.id.to_string(), doc.content_hash.hex()))
+                };
                 let result = fresh.save(&path, &embedder_id, change_seq, key);
                 (fresh, result, path)
             })
@@ -1101,41 +1107,62 @@ impl SearchIndex {
         texts: &Texts<'_>,
     ) -> anyhow::Result<Option<VectorStore>> {
         use std::sync::atomic::Ordering::Relaxed;
-        // A few agents (those a snapshot lacked) are looked up one by one; many, all at once.
-        let mut stored: HashMap<String, StoredEmbedding> = if docs.len() < LOOKUPS_ONE_BY_ONE {
-            let mut found = HashMap::new();
-            for (_, doc) in &docs {
-                if let Some(e) = self.store.find_embedding(&doc.id, embedder.id()).await? {
-                    found.insert(e.agent_id.clone(), e);
-                }
-            }
-            found
-        } else {
-            self.store
-                .load_embeddings(embedder.id())
-                .await?
-                .into_iter()
-                .map(|e| (e.agent_id.clone(), e))
-                .collect()
+        let usable = |doc: &Doc, stored: &StoredEmbedding| {
+            doc.content_hash.is(&stored.content_hash)
+                && (embedder.dim() == 0 || stored.vector.len() == embedder.dim())
         };
-        let mut current: Vec<(u32, Vec<f32>)> = Vec::new();
+        // Stored vectors whose agent's text is unchanged go in as they are read: a few agents'
+        // (those a snapshot lacked) one by one; many agents', a page of every stored vector
+        // at a time (all at once, a million of them would take gigabytes as `f32`s).
         let mut missing = Vec::new();
-        for (slot, doc) in docs {
-            match stored.remove(&*doc.id) {
-                Some(e)
-                    if doc.content_hash.is(&e.content_hash)
-                        && (embedder.dim() == 0 || e.vector.len() == embedder.dim()) =>
-                {
-                    current.push((slot, e.vector));
+        if docs.len() < LOOKUPS_ONE_BY_ONE {
+            let mut current = Vec::new();
+            for (slot, doc) in docs {
+                match self.store.find_embedding(&doc.id, embedder.id()).await? {
+                    Some(stored) if usable(&doc, &stored) => current.push((slot, stored.vector)),
+                    _ => missing.push((slot, doc)),
                 }
-                _ => missing.push((slot, doc)),
             }
-        }
-        drop(stored);
-        for chunk in chunks_of(current, BUILD_CHUNK) {
-            let added = chunk.len();
-            fresh = add_vectors(fresh, chunk).await?;
+            let added = current.len();
+            fresh = add_vectors(fresh, current).await?;
             self.vectors_filled.fetch_add(added, Relaxed);
+        } else {
+            let mut docs = docs;
+            docs.sort_unstable_by(|(_, a), (_, b)| a.id.cmp(&b.id));
+            let mut found = vec![false; docs.len()];
+            let mut after: Option<String> = None;
+            loop {
+                let page = self
+                    .store
+                    .embeddings_page(embedder.id(), after.as_deref(), STORED_PAGE)
+                    .await?;
+                let full = page.len() == STORED_PAGE as usize;
+                after = page.last().map(|stored| stored.agent_id.clone());
+                let mut current = Vec::with_capacity(page.len());
+                for stored in page {
+                    let Ok(at) = docs.binary_search_by(|(_, doc)| (*doc.id).cmp(&stored.agent_id))
+                    else {
+                        continue;
+                    };
+                    let (slot, doc) = &docs[at];
+                    if usable(doc, &stored) {
+                        found[at] = true;
+                        current.push((*slot, stored.vector));
+                    }
+                }
+                let added = current.len();
+                fresh = add_vectors(fresh, current).await?;
+                self.vectors_filled.fetch_add(added, Relaxed);
+                if !full {
+                    break;
+                }
+            }
+            missing.extend(
+                docs.into_iter()
+                    .zip(found)
+                    .filter_map(|(doc, found)| (!found).then_some(doc)),
+            );
+            missing.sort_unstable_by_key(|(slot, _)| *slot);
         }
         if !missing.is_empty() {
             tracing::info!(
@@ -1941,21 +1968,11 @@ fn serving_store(dim: usize) -> VectorStore {
 }
 
 /// Below this many agents without a vector, their stored vectors are read one by one rather
-/// than every stored vector at once.
-const LOOKUPS_ONE_BY_ONE: usize = 2_000;
+/// than page by page through every stored vector. (Tests take both ways with a few agents.)
+const LOOKUPS_ONE_BY_ONE: usize = if cfg!(test) { 5 } else { 2_000 };
 
-/// Vectors added to a starting index per trip to the blocking pool (so progress shows).
-const BUILD_CHUNK: usize = 8_192;
-
-/// `items` in owned chunks of at most `size`.
-fn chunks_of<T>(items: Vec<T>, size: usize) -> Vec<Vec<T>> {
-    let mut chunks = Vec::new();
-    let mut items = items.into_iter().peekable();
-    while items.peek().is_some() {
-        chunks.push(items.by_ref().take(size).collect());
-    }
-    chunks
-}
+/// Stored vectors read (and added to a starting index) per page: a few megabytes of `f32`s.
+const STORED_PAGE: u32 = if cfg!(test) { 4 } else { 4_096 };
 
 /// `store` with `vectors` set, on the blocking pool: inserting into a graph is CPU work that
 /// must not hold up the runtime's threads.
@@ -2948,6 +2965,39 @@ mod tests {
         assert!(third.vector_progress().ready);
     }
 
+    #[test]
+    fn a_saved_vector_goes_to_its_agents_slot_only_while_its_text_is_the_same() {
+        let doc =
+            |package: &str, description: &str| Arc::new(Doc::of(&active(package, description)).0);
+        let (a, b, c) = (
+            doc("com.example.a", "Forecasts."),
+            doc("com.example.b", "Tides."),
+            doc("com.example.c", "Currents."),
+        );
+        let by_slot = vec![
+            Some(Arc::clone(&a)),
+            None,
+            Some(Arc::clone(&b)),
+            Some(Arc::clone(&c)),
+        ];
+        let mut place = place_saved(&by_slot);
+        let key = |doc: &Doc| (doc.id.to_string(), doc.content_hash.hex());
+        let (a_id, a_hash) = key(&a);
+        let (b_id, b_hash) = key(&b);
+        let (c_id, c_hash) = key(&c);
+        // Where it was saved.
+        assert_eq!(place(0, &a_id, &a_hash), Some(0));
+        // Saved elsewhere: found by id, whether the saved slot is empty, another agent's or
+        // past the end.
+        assert_eq!(place(1, &b_id, &b_hash), Some(2));
+        assert_eq!(place(0, &c_id, &c_hash), Some(3));
+        assert_eq!(place(9, &b_id, &b_hash), Some(2));
+        // Another text, or an agent no longer here: nowhere.
+        assert_eq!(place(2, &b_id, &a_hash), None);
+        assert_eq!(place(5, &c_id, &b_hash), None);
+        assert_eq!(place(3, "agt_gone", &c_hash), None);
+    }
+
     /// Embeds each text as a distinct unit vector in 2-d (by a hash of it).
     struct AngleEmbedder;
 
@@ -2970,6 +3020,68 @@ mod tests {
                     vec![angle.cos(), angle.sin()]
                 })
                 .collect())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_start_reads_the_stored_vectors_page_by_page_onto_their_agents() {
+        use std::sync::atomic::Ordering::SeqCst;
+        #[derive(Default)]
+        struct Counting(std::sync::atomic::AtomicUsize);
+
+        #[async_trait::async_trait]
+        impl embed::Embedder for Counting {
+            fn id(&self) -> &str {
+                AngleEmbedder.id()
+            }
+
+            fn dim(&self) -> usize {
+                AngleEmbedder.dim()
+            }
+
+            async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, embed::EmbedError> {
+                self.0.fetch_add(texts.len(), SeqCst);
+                AngleEmbedder.embed(texts).await
+            }
+        }
+
+        // More agents than are looked up one by one, over several pages of stored vectors
+        // and a last one part full.
+        let count = LOOKUPS_ONE_BY_ONE + 3 * STORED_PAGE as usize + 2;
+        let (_dir, store) = sqlite_store().await;
+        let mut agents: Vec<Agent> = (0..count)
+            .map(|i| active(&format!("com.example.paged{i}"), &format!("Forecast {i}.")))
+            .collect();
+        for agent in &agents {
+            store.insert_agent(agent).await.expect("insert");
+        }
+        let index_of = |agents: Vec<Agent>| {
+            let store = Arc::clone(&store);
+            async move {
+                let embedder = Arc::new(Counting::default());
+                let index = SearchIndex::new(
+                    store,
+                    Some(Arc::clone(&embedder) as Arc<dyn embed::Embedder>),
+                )
+                .expect("index");
+                index.rebuild(&agents).await.expect("rebuild");
+                (index, embedder.0.load(SeqCst))
+            }
+        };
+        let (first, embedded) = index_of(agents.clone()).await;
+        assert_eq!(embedded, count);
+        // The second start finds every vector stored but the one whose text changed.
+        agents[3].draft = active("com.example.paged3", "Tides.").draft;
+        let (second, embedded) = index_of(agents.clone()).await;
+        assert_eq!(embedded, 1, "only the changed agent is embedded");
+        let vector = |index: &SearchIndex, id: &str| {
+            let catalog = index.read_catalog();
+            catalog.vectors.as_ref()?.get(catalog.slots[id])
+        };
+        for (n, agent) in agents.iter().enumerate() {
+            let (before, after) = (vector(&first, &agent.id), vector(&second, &agent.id));
+            assert!(after.is_some(), "{n} has a vector");
+            assert_eq!(before == after, n != 3, "{n} kept its own vector");
         }
     }
 

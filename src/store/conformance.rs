@@ -516,12 +516,16 @@ pub async fn embeddings_are_keyed_by_embedder_and_die_with_their_agent(store: &d
         .expect("find");
     assert_eq!(found, Some(embedding("h2", vec![0.0, 1.0, 0.0])));
     assert_eq!(
-        store.load_embeddings("model-b").await.expect("load").len(),
+        store
+            .embeddings_page("model-b", None, 10)
+            .await
+            .expect("load")
+            .len(),
         1
     );
     assert!(
         store
-            .load_embeddings("model-c")
+            .embeddings_page("model-c", None, 10)
             .await
             .expect("load")
             .is_empty()
@@ -538,11 +542,60 @@ pub async fn embeddings_are_keyed_by_embedder_and_die_with_their_agent(store: &d
     store.delete_agent(&agent.id, at(1)).await.expect("delete");
     assert!(
         store
-            .load_embeddings("model-a")
+            .embeddings_page("model-a", None, 10)
             .await
             .expect("load")
             .is_empty()
     );
+}
+
+pub async fn stored_vectors_are_read_a_page_at_a_time_by_agent_id(store: &dyn Store) {
+    let mut ids = Vec::new();
+    for n in 0..7 {
+        let agent = Agent::new(draft(&format!("com.example.page{n}")), "alice", at(n));
+        store.insert_agent(&agent).await.expect("insert");
+        let embedding = |model: &str| StoredEmbedding {
+            agent_id: agent.id.clone(),
+            content_hash: format!("{model}-{n}"),
+            vector: vec![n as f32, 1.0],
+        };
+        store
+            .save_embeddings("model-a", &[embedding("a")])
+            .await
+            .expect("save");
+        if n % 2 == 0 {
+            store
+                .save_embeddings("model-b", &[embedding("b")])
+                .await
+                .expect("save");
+        }
+        ids.push(agent.id);
+    }
+    ids.sort();
+    let mut read = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = store
+            .embeddings_page("model-a", after.as_deref(), 3)
+            .await
+            .expect("page");
+        assert!(page.len() <= 3);
+        let Some(last) = page.last() else { break };
+        after = Some(last.agent_id.clone());
+        assert!(page.iter().all(|e| e.content_hash.starts_with("a-")));
+        read.extend(page.into_iter().map(|e| e.agent_id));
+    }
+    assert_eq!(read, ids, "every vector once, in id order");
+    let other = store
+        .embeddings_page("model-b", None, 10)
+        .await
+        .expect("page");
+    assert_eq!(other.len(), 4, "one embedder's vectors only");
+    let after_all = store
+        .embeddings_page("model-a", ids.last().map(String::as_str), 10)
+        .await
+        .expect("page");
+    assert!(after_all.is_empty());
 }
 
 pub async fn only_changes_touching_active_agents_are_public(store: &dyn Store) {
@@ -1134,6 +1187,7 @@ macro_rules! conformance_suite {
             racing_updates_of_one_revision_admit_exactly_one,
             tokens_are_found_by_hash_listed_and_revoked,
             embeddings_are_keyed_by_embedder_and_die_with_their_agent,
+            stored_vectors_are_read_a_page_at_a_time_by_agent_id,
             sessions_read_back_with_their_steps_in_order,
             sessions_are_touched_deleted_and_purged_when_expired,
             due_probes_are_leased_to_one_claimer_at_a_time,

@@ -149,8 +149,15 @@ pub trait Store: Send + Sync + 'static {
         tokio::time::sleep(timeout).await;
     }
 
-    /// Every stored vector of one embedder.
-    async fn load_embeddings(&self, embedder_id: &str) -> StoreResult<Vec<StoredEmbedding>>;
+    /// Up to `limit` stored vectors of one embedder, by agent id (bytewise), of the agents
+    /// after `after_agent_id` (from the first when `None`): reads every stored vector a page at
+    /// a time, where all at once would hold gigabytes of them at a million agents.
+    async fn embeddings_page(
+        &self,
+        embedder_id: &str,
+        after_agent_id: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<StoredEmbedding>>;
 
     /// One agent's stored vector of one embedder.
     async fn find_embedding(

@@ -648,11 +648,21 @@ where
         DB::wait_for_change(&self.feed, timeout).await;
     }
 
-    async fn load_embeddings(&self, embedder_id: &str) -> StoreResult<Vec<StoredEmbedding>> {
+    async fn embeddings_page(
+        &self,
+        embedder_id: &str,
+        after_agent_id: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<StoredEmbedding>> {
+        // A range on the primary key's first column (`agent_id > ''` for the first page); the
+        // column compares bytewise on both backends.
         let rows: Vec<EmbeddingRow> = sqlx::query_as(
-            "SELECT agent_id, content_hash, vector FROM agent_embeddings WHERE embedder_id = $1",
+            "SELECT agent_id, content_hash, vector FROM agent_embeddings \
+             WHERE agent_id > $1 AND embedder_id = $2 ORDER BY agent_id LIMIT $3",
         )
+        .bind(after_agent_id.unwrap_or(""))
         .bind(embedder_id)
+        .bind(i64::from(limit))
         .fetch_all(&self.reader)
         .await?;
         rows.into_iter().map(StoredEmbedding::try_from).collect()

@@ -24,18 +24,13 @@ use crate::search::codec::{Decoded, Decoder, Encoder};
 const MAGIC: &[u8; 8] = b"ARVECSNP";
 const FORMAT: u32 = 1;
 
-/// Which agent, with which text, a saved slot held.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SlotKey {
-    pub slot: u32,
-    pub agent_id: String,
-    pub content_hash: String,
-}
-
-/// A snapshot as read: the store with its saved slots, and what each held.
+/// A snapshot as read, its vectors moved to the slots the caller placed them in.
 pub struct Loaded {
     pub store: VectorStore,
-    pub slots: Vec<SlotKey>,
+    /// Saved slots placed, with their vectors.
+    pub restored: usize,
+    /// Saved slots not placed: their vectors were dropped.
+    pub dropped: usize,
     pub change_seq: i64,
 }
 
@@ -146,27 +141,33 @@ impl VectorStore {
                 graph.write(&mut out)?;
             }
         }
-        let held: Vec<u32> = (0..self.slot_nodes.len() as u32)
-            .filter(|slot| self.slot_nodes[*slot as usize] != NONE)
-            .collect();
-        let mut table = Vec::with_capacity(held.len());
-        for slot in held {
-            if let Some((agent_id, content_hash)) = keys(slot) {
-                table.push((slot, agent_id, content_hash));
-            }
-        }
-        out.len(table.len())?;
-        for (slot, agent_id, content_hash) in &table {
-            out.u32(*slot)?;
-            out.str(agent_id)?;
-            out.str(content_hash)?;
+        // The table is written as it is made, not held whole (a million keys), so the slots
+        // are walked twice: to count the keyed ones, then to write them.
+        let held = || {
+            (0..self.slot_nodes.len() as u32)
+                .filter(|slot| self.slot_nodes[*slot as usize] != NONE)
+                .filter_map(|slot| Some((slot, keys(slot)?)))
+        };
+        out.len(held().count())?;
+        for (slot, (agent_id, content_hash)) in held() {
+            out.u32(slot)?;
+            out.str(&agent_id)?;
+            out.str(&content_hash)?;
         }
         out.finish(&partial, path)
     }
 
     /// Read a snapshot saved by `save` for `embedder_id`, if it was made with the same
-    /// dimension and index parameters as `like`. `Err` says why it cannot be used.
-    pub fn load(path: &Path, embedder_id: &str, like: &VectorStore) -> Decoded<Loaded> {
+    /// dimension and index parameters as `like`, moving each saved slot's vector to the slot
+    /// `place(saved slot, agent id, content hash)` gives it (dropped where it gives none). The
+    /// saved keys are placed as they are read, never held all at once. `Err` says why the file
+    /// cannot be used.
+    pub fn load(
+        path: &Path,
+        embedder_id: &str,
+        like: &VectorStore,
+        mut place: impl FnMut(u32, &str, &str) -> Option<u32>,
+    ) -> Decoded<Loaded> {
         let mut input = Decoder::open(path)?;
         let mut magic = [0u8; 8];
         input.fill(&mut magic)?;
@@ -201,31 +202,39 @@ impl VectorStore {
             _ => Some(Graph::read(&mut input, like.params.graph)?),
         };
         check_links(&store)?;
-        let count = input.len()?;
-        let mut slots = Vec::with_capacity(count.min(store.live_slots));
-        for _ in 0..count {
+        // Where each saved slot goes (`NONE`: nowhere), and which the table has named.
+        let mut moves = vec![NONE; store.slot_nodes.len()];
+        let mut named = vec![false; store.slot_nodes.len()];
+        for _ in 0..input.len()? {
             let slot = input.u32()?;
             let agent_id = input.str()?;
             let content_hash = input.str()?;
-            if store
-                .slot_nodes
-                .get(slot as usize)
-                .is_none_or(|n| *n == NONE)
-            {
+            let index = slot as usize;
+            if store.slot_nodes.get(index).is_none_or(|n| *n == NONE) {
                 return Err("the slot table names a slot without a vector".to_owned());
             }
-            slots.push(SlotKey {
-                slot,
-                agent_id,
-                content_hash,
-            });
+            if std::mem::replace(&mut named[index], true) {
+                return Err(format!("the slot table names slot {slot} twice"));
+            }
+            moves[index] = place(slot, &agent_id, &content_hash).unwrap_or(NONE);
         }
         input.finish()?;
+        drop(named);
+        let saved = store.live_slots;
+        store.relabel(|slot| moves.get(slot as usize).copied().filter(|to| *to != NONE));
         Ok(Loaded {
+            restored: store.live_slots,
+            dropped: saved - store.live_slots,
             store,
-            slots,
             change_seq,
         })
+    }
+
+    /// Whether `slot` holds a vector.
+    pub fn holds(&self, slot: u32) -> bool {
+        self.slot_nodes
+            .get(slot as usize)
+            .is_some_and(|node| *node != NONE)
     }
 
     /// Move every slot's vector to slot `map(slot)`; slots mapped to `None` lose their vector
@@ -329,6 +338,11 @@ mod tests {
         Some((format!("agt_{slot}"), format!("hash{slot}")))
     }
 
+    /// Every saved slot stays where it was.
+    fn same(slot: u32, _: &str, _: &str) -> Option<u32> {
+        Some(slot)
+    }
+
     fn nearest(store: &VectorStore, seed: u64) -> Vec<(u32, f32)> {
         store.nearest(&vector(seed, 16), 10, -1.0, |_| true)
     }
@@ -340,15 +354,19 @@ mod tests {
         let store = store_of(300);
         assert!(store.graph.is_some());
         store.save(&path, "static@1", 42, key).expect("save");
-        let loaded = VectorStore::load(&path, "static@1", &store.empty_like()).expect("load");
+        let mut keys_seen = 0;
+        let loaded = VectorStore::load(&path, "static@1", &store.empty_like(), |slot, id, hash| {
+            keys_seen += 1;
+            assert_eq!(
+                (id, hash),
+                (&*format!("agt_{slot}"), &*format!("hash{slot}"))
+            );
+            Some(slot)
+        })
+        .expect("load");
         assert_eq!(loaded.change_seq, 42);
-        assert_eq!(loaded.slots.len(), 299);
-        assert!(
-            loaded
-                .slots
-                .iter()
-                .all(|k| k.agent_id == format!("agt_{}", k.slot))
-        );
+        assert_eq!(keys_seen, 299);
+        assert_eq!((loaded.restored, loaded.dropped), (299, 0));
         assert_eq!(loaded.store.len(), store.len());
         assert_eq!(loaded.store.distinct(), store.distinct());
         for seed in 10_000..10_020 {
@@ -358,6 +376,26 @@ mod tests {
         let mut loaded = loaded.store;
         loaded.set(400, &vector(9_999, 16));
         assert_eq!(nearest(&loaded, 9_999)[0].0, 400);
+    }
+
+    #[test]
+    fn a_load_moves_each_saved_slot_where_it_is_placed_and_drops_the_unplaced() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("vectors.snapshot");
+        let store = store_of(200);
+        store.save(&path, "static@1", 1, key).expect("save");
+        // Every tenth agent is gone; the others moved up by 1,000.
+        let place = |slot: u32, _: &str, _: &str| (slot % 10 != 0).then_some(slot + 1_000);
+        let loaded =
+            VectorStore::load(&path, "static@1", &store.empty_like(), place).expect("load");
+        // 199 saved (slot 5 was cleared), 20 of them on a multiple of ten.
+        assert_eq!((loaded.restored, loaded.dropped), (179, 20));
+        assert_eq!(loaded.store.len(), 179);
+        assert_eq!(loaded.store.get(1_011), store.get(11));
+        assert!(loaded.store.holds(1_011) && !loaded.store.holds(11));
+        assert!(!loaded.store.holds(1_010) && !loaded.store.holds(1_005));
+        let found = loaded.store.nearest(&vector(42, 16), 1, -1.0, |_| true);
+        assert_eq!(found[0].0, 1_042);
     }
 
     #[test]
@@ -381,24 +419,24 @@ mod tests {
         let store = store_of(120);
         store.save(&path, "static@1", 1, key).expect("save");
         let like = store.empty_like();
-        let other = VectorStore::load(&path, "minilm@1", &like)
+        let other = VectorStore::load(&path, "minilm@1", &like, same)
             .err()
             .expect("embedder");
         assert!(other.contains("embedder"), "{other}");
         let mut wider = params();
         wider.graph.m = 12;
         let unlike = VectorStore::with_params(16, Some(wider));
-        assert!(VectorStore::load(&path, "static@1", &unlike).is_err());
+        assert!(VectorStore::load(&path, "static@1", &unlike, same).is_err());
         let bytes = std::fs::read(&path).expect("read");
         let mut flipped = bytes.clone();
         let middle = flipped.len() / 2;
         flipped[middle] ^= 0x40;
         std::fs::write(&path, &flipped).expect("write");
-        assert!(VectorStore::load(&path, "static@1", &like).is_err());
+        assert!(VectorStore::load(&path, "static@1", &like, same).is_err());
         std::fs::write(&path, &bytes[..bytes.len() - 40]).expect("write");
-        assert!(VectorStore::load(&path, "static@1", &like).is_err());
+        assert!(VectorStore::load(&path, "static@1", &like, same).is_err());
         std::fs::write(&path, b"not a snapshot").expect("write");
-        assert!(VectorStore::load(&path, "static@1", &like).is_err());
-        assert!(VectorStore::load(&dir.path().join("absent"), "static@1", &like).is_err());
+        assert!(VectorStore::load(&path, "static@1", &like, same).is_err());
+        assert!(VectorStore::load(&dir.path().join("absent"), "static@1", &like, same).is_err());
     }
 }

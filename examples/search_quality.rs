@@ -167,7 +167,7 @@ impl Run<'_> {
             let ranking: Vec<String> = page
                 .hits
                 .iter()
-                .map(|hit| hit.listing.package_name.clone())
+                .map(|hit| hit.listing.package_name().to_owned())
                 .collect();
             let scores: Vec<f64> = page.hits.iter().filter_map(|hit| hit.score).collect();
             let ndcg = overall.add(&ranking, &labelled.relevant, micros);

@@ -780,7 +780,7 @@ mod tests {
         let page = registry.search(&query(text)).await.expect("search");
         page.hits
             .iter()
-            .map(|hit| hit.listing.package_name.clone())
+            .map(|hit| hit.listing.package_name().to_owned())
             .collect()
     }
 

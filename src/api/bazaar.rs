@@ -297,20 +297,20 @@ impl DiscoveryResource {
                     .collect()
             })
             .unwrap_or_default();
-        let package = &listing.package_name;
+        let package = listing.package_name();
         Self {
-            resource: listing
-                .url
-                .clone()
-                .unwrap_or_else(|| format!("{base_url}/public/agents/{package}")),
+            resource: listing.url().map_or_else(
+                || format!("{base_url}/public/agents/{package}"),
+                str::to_owned,
+            ),
             kind: ResourceType::Http,
             x402_version: X402_VERSION,
             accepts,
             last_updated: listing.updated_at,
             metadata: ResourceMetadata {
-                name: listing.name.clone(),
-                description: listing.description.clone(),
-                package_name: package.clone(),
+                name: listing.name().to_owned(),
+                description: listing.description().to_owned(),
+                package_name: package.to_owned(),
                 card_url: format!("{base_url}/public/agents/resolve/{package}"),
             },
         }

@@ -101,21 +101,21 @@ pub async fn ai_catalog(
 /// filters on.
 fn entry(listing: &Listing, base: &str) -> Value {
     let mut entry = json!({
-        "identifier": listing.package_name,
+        "identifier": listing.package_name(),
         "type": A2A_CARD_TYPE,
-        "url": format!("{base}/public/agents/resolve/{}", listing.package_name),
-        "description": listing.description,
+        "url": format!("{base}/public/agents/resolve/{}", listing.package_name()),
+        "description": listing.description(),
         "updatedAt": listing.updated_at,
         "metadata": {
-            "registry.id": listing.id,
-            "registry.record": format!("{base}/public/agents/{}", listing.package_name),
+            "registry.id": listing.id(),
+            "registry.record": format!("{base}/public/agents/{}", listing.package_name()),
             "registry.verification_level": listing.verification_level,
         },
     });
-    if !listing.tags.is_empty() {
-        entry["tags"] = json!(listing.tags);
+    if listing.tags().len() > 0 {
+        entry["tags"] = json!(listing.tags().collect::<Vec<_>>());
     }
-    if let Some(version) = &listing.version {
+    if let Some(version) = listing.version() {
         entry["version"] = json!(version);
     }
     entry

@@ -103,7 +103,7 @@ pub async fn list_servers(
     let mut servers = Vec::with_capacity(page.hits.len());
     for hit in &page.hits {
         // The index keeps what lists need; a server.json needs the whole record.
-        if let Some(agent) = state.registry.find(&hit.listing.id).await? {
+        if let Some(agent) = state.registry.find(hit.listing.id()).await? {
             servers.push(server_entry(&agent, true));
         }
     }

@@ -159,21 +159,27 @@ impl AgentSummary {
     /// when the owner gave none.
     pub fn of(listing: &Listing, health: Option<&Health>, base_url: &str) -> Self {
         Self {
-            id: listing.id.clone(),
-            package_name: listing.package_name.clone(),
-            name: listing.name.clone(),
-            description: listing.description.clone(),
-            version: listing.version.clone(),
+            id: listing.id().to_owned(),
+            package_name: listing.package_name().to_owned(),
+            name: listing.name().to_owned(),
+            description: listing.description().to_owned(),
+            version: listing.version().map(str::to_owned),
             verification_level: listing.verification_level,
-            manifest_url: listing.manifest_url.clone().unwrap_or_else(|| {
-                format!("{base_url}/public/agents/resolve/{}", listing.package_name)
-            }),
-            url: listing.url.clone(),
-            target: listing.target.clone(),
-            category: listing.category.clone(),
-            tags: listing.tags.clone(),
+            manifest_url: listing.manifest_url().map_or_else(
+                || {
+                    format!(
+                        "{base_url}/public/agents/resolve/{}",
+                        listing.package_name()
+                    )
+                },
+                str::to_owned,
+            ),
+            url: listing.url().map(str::to_owned),
+            target: listing.target().map(str::to_owned),
+            category: listing.category().map(str::to_owned),
+            tags: listing.tags().map(str::to_owned).collect(),
             payment: listing.payment.as_deref().cloned(),
-            capabilities: listing.capabilities.clone(),
+            capabilities: listing.capabilities().map(str::to_owned).collect(),
             published_at: listing.published_at,
             health: health.cloned().unwrap_or_else(Health::unknown),
         }
@@ -264,41 +270,44 @@ pub struct PageView<'a> {
 fn write_hit(out: &mut Vec<u8>, hit: &Hit, base_url: &str) -> serde_json::Result<()> {
     let listing = &*hit.listing;
     out.extend_from_slice(b"{\"id\":");
-    json_str(out, &listing.id)?;
+    json_str(out, listing.id())?;
     out.extend_from_slice(b",\"package_name\":");
-    json_str(out, &listing.package_name)?;
+    json_str(out, listing.package_name())?;
     out.extend_from_slice(b",\"name\":");
-    json_str(out, &listing.name)?;
+    json_str(out, listing.name())?;
     out.extend_from_slice(b",\"description\":");
-    json_str(out, &listing.description)?;
-    if let Some(version) = &listing.version {
+    json_str(out, listing.description())?;
+    if let Some(version) = listing.version() {
         out.extend_from_slice(b",\"version\":");
         json_str(out, version)?;
     }
     out.extend_from_slice(b",\"verification_level\":");
     serde_json::to_writer(&mut *out, &listing.verification_level)?;
     out.extend_from_slice(b",\"manifest_url\":");
-    match &listing.manifest_url {
+    match listing.manifest_url() {
         Some(url) => json_str(out, url)?,
         None => json_str(
             out,
-            &format!("{base_url}/public/agents/resolve/{}", listing.package_name),
+            &format!(
+                "{base_url}/public/agents/resolve/{}",
+                listing.package_name()
+            ),
         )?,
     }
-    if let Some(url) = &listing.url {
+    if let Some(url) = listing.url() {
         out.extend_from_slice(b",\"url\":");
         json_str(out, url)?;
     }
     out.extend_from_slice(b",\"target\":");
-    json_opt_str(out, listing.target.as_deref())?;
+    json_opt_str(out, listing.target())?;
     out.extend_from_slice(b",\"category\":");
-    json_opt_str(out, listing.category.as_deref())?;
+    json_opt_str(out, listing.category())?;
     out.extend_from_slice(b",\"tags\":");
-    json_strs(out, &listing.tags)?;
+    json_strs(out, listing.tags())?;
     out.extend_from_slice(b",\"payment\":");
     serde_json::to_writer(&mut *out, &listing.payment.as_deref())?;
     out.extend_from_slice(b",\"capabilities\":");
-    json_strs(out, &listing.capabilities)?;
+    json_strs(out, listing.capabilities())?;
     if let Some(published_at) = &listing.published_at {
         out.extend_from_slice(b",\"published_at\":");
         serde_json::to_writer(&mut *out, published_at)?;
@@ -345,9 +354,12 @@ fn json_opt_str(out: &mut Vec<u8>, value: Option<&str>) -> serde_json::Result<()
     }
 }
 
-fn json_strs(out: &mut Vec<u8>, values: &[String]) -> serde_json::Result<()> {
+fn json_strs<'a>(
+    out: &mut Vec<u8>,
+    values: impl Iterator<Item = &'a str>,
+) -> serde_json::Result<()> {
     out.push(b'[');
-    for (i, value) in values.iter().enumerate() {
+    for (i, value) in values.enumerate() {
         if i > 0 {
             out.push(b',');
         }
@@ -489,7 +501,7 @@ mod tests {
             );
         }
         let mut out = Vec::new();
-        json_strs(&mut out, &strings).expect("written");
+        json_strs(&mut out, strings.iter().map(String::as_str)).expect("written");
         assert_eq!(out, serde_json::to_vec(&strings).expect("serde_json"));
     }
 

@@ -560,7 +560,7 @@ async fn the_prober_records_health_politely_and_search_filters_on_it() {
     let names: Vec<&str> = page
         .hits
         .iter()
-        .map(|hit| hit.listing.package_name.as_str())
+        .map(|hit| hit.listing.package_name())
         .collect();
     assert_eq!(names, ["test.down"]);
     assert_eq!(

@@ -14,6 +14,7 @@ use crate::store::VerificationLevel;
 
 use super::Filters;
 use super::counts::{FacetCounts, TOP_TAGS};
+use super::page::Strs;
 use crate::domain::HealthStatus;
 
 /// A set of slots, one bit each.
@@ -83,7 +84,7 @@ pub struct Facetted<'a> {
     pub facets: &'a Facets,
     /// The category as published (the lowercase `facets.category` is what it is grouped by).
     pub category_label: Option<&'a str>,
-    pub tags: &'a [String],
+    pub tags: Strs<'a>,
 }
 
 /// Distinct values (categories, or tags) interned as small ids while some agent carries them.
@@ -256,7 +257,11 @@ fn insert_slot<K: std::hash::Hash + Eq>(lists: &mut HashMap<K, SlotList>, key: K
     }
 }
 
-fn remove_slot<K: std::hash::Hash + Eq>(lists: &mut HashMap<K, SlotList>, key: &K, slot: u32) {
+fn remove_slot<K, Q>(lists: &mut HashMap<K, SlotList>, key: &Q, slot: u32)
+where
+    K: std::hash::Hash + Eq + std::borrow::Borrow<Q>,
+    Q: std::hash::Hash + Eq + ?Sized,
+{
     if let Some(list) = lists.get_mut(key) {
         if let Ok(at) = list.binary_search(&slot) {
             list.remove(at);
@@ -290,7 +295,7 @@ impl FacetIndex {
             insert_slot(&mut self.categories, category.clone(), slot);
         }
         for tag in of.tags {
-            insert_slot(&mut self.tags, tag.clone(), slot);
+            insert_slot(&mut self.tags, tag.to_owned(), slot);
         }
         insert_slot(&mut self.levels, facets.verification_level, slot);
         let category = facets.category.as_deref().map_or(NO_VALUE, |key| {
@@ -305,7 +310,7 @@ impl FacetIndex {
         self.tag_garbage += usize::from(self.counted[index].tags_len);
         let tags_start = u32::try_from(self.tag_pool.len()).unwrap_or(u32::MAX);
         let tags_len = u16::try_from(of.tags.len()).unwrap_or(u16::MAX);
-        for tag in of.tags.iter().take(usize::from(tags_len)) {
+        for tag in of.tags.take(usize::from(tags_len)) {
             let id = self.tag_values.acquire(tag, tag);
             self.tag_pool.push(id);
         }
@@ -539,7 +544,7 @@ mod tests {
     struct Described {
         facets: Facets,
         label: Option<String>,
-        tags: Vec<String>,
+        tags: crate::search::page::Packed,
     }
 
     impl Described {
@@ -547,7 +552,7 @@ mod tests {
             Facetted {
                 facets: &self.facets,
                 category_label: self.label.as_deref(),
-                tags: &self.tags,
+                tags: self.tags.all(),
             }
         }
     }
@@ -561,7 +566,7 @@ mod tests {
                 payment_model: None,
             },
             label: None,
-            tags: tags.iter().map(|t| (*t).to_owned()).collect(),
+            tags: crate::search::page::Packed::of(tags.iter().copied()),
         }
     }
 
@@ -652,7 +657,7 @@ mod tests {
                 payment_model: model,
             },
             label: Some(category.to_owned()),
-            tags: tags.iter().map(|t| (*t).to_owned()).collect(),
+            tags: crate::search::page::Packed::of(tags.iter().copied()),
         }
     }
 

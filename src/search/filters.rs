@@ -66,7 +66,7 @@ impl McpFilter {
                 .updated_since
                 .is_none_or(|since| listing.updated_at >= since)
             && self.version.as_deref().is_none_or(|version| {
-                listing.version.as_deref().unwrap_or(super::DEFAULT_VERSION) == version
+                listing.version().unwrap_or(super::DEFAULT_VERSION) == version
             })
     }
 }

@@ -156,7 +156,7 @@ struct Doc {
     revision: i64,
     listing: Arc<Listing>,
     published_micros: i64,
-    name_key: String,
+    name_key: Box<str>,
     facets: Facets,
     /// A hash of the text the agent's vector is made from (`embedding_text`); its text itself
     /// is not kept (it goes to the keyword index and the embedder as the agent is read).
@@ -175,8 +175,8 @@ impl Doc {
     fn facetted(&self) -> Facetted<'_> {
         Facetted {
             facets: &self.facets,
-            category_label: self.listing.category.as_deref(),
-            tags: &self.listing.tags,
+            category_label: self.listing.category(),
+            tags: self.listing.tags(),
         }
     }
 
@@ -190,7 +190,7 @@ impl Doc {
             revision: agent.revision,
             listing: Arc::new(Listing::of(agent)),
             published_micros: agent.published_at.map_or(0, |t| t.micros()),
-            name_key: draft.name.to_lowercase(),
+            name_key: draft.name.to_lowercase().into_boxed_str(),
             facets: Facets {
                 target: draft.target.as_deref().map(str::to_lowercase),
                 category: draft.category.as_deref().map(str::to_lowercase),
@@ -1745,7 +1745,7 @@ impl SearchIndex {
         others.sort_by(|a, b| a.rank.cmp(&b.rank));
         others
             .into_iter()
-            .map(|doc| doc.listing.package_name.clone())
+            .map(|doc| doc.listing.package_name().to_owned())
             .collect()
     }
 
@@ -2156,7 +2156,7 @@ fn after_cursor(sort: Sort, hit: &Scored<'_>, cursor: &Cursor) -> Ordering {
         Sort::Name => hit
             .doc
             .name_key
-            .as_str()
+            .as_ref()
             .cmp(cursor.name.as_deref().unwrap_or_default()),
         Sort::Oldest => hit
             .doc
@@ -2175,7 +2175,7 @@ fn cursor_after(sort: Sort, last: &Scored<'_>) -> Cursor {
         sort,
         score: (sort == Sort::Relevance).then_some(last.score.to_bits()),
         time: matches!(sort, Sort::Newest | Sort::Oldest).then_some(last.doc.published_micros),
-        name: (sort == Sort::Name).then(|| last.doc.name_key.clone()),
+        name: (sort == Sort::Name).then(|| last.doc.name_key.to_string()),
         id: last.doc.id.to_string(),
     }
 }
@@ -2333,7 +2333,10 @@ mod tests {
     }
 
     fn ids(page: &SearchPage) -> Vec<String> {
-        page.hits.iter().map(|hit| hit.listing.id.clone()).collect()
+        page.hits
+            .iter()
+            .map(|hit| hit.listing.id().to_owned())
+            .collect()
     }
 
     fn ordered(sort: Sort, limit: usize, offset: usize, cursor: Option<String>) -> SearchRequest {

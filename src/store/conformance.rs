@@ -314,7 +314,7 @@ async fn found(
     let hits = page
         .hits
         .iter()
-        .map(|hit| (hit.listing.id.clone(), hit.score))
+        .map(|hit| (hit.listing.id().to_owned(), hit.score))
         .collect();
     (hits, page.total)
 }

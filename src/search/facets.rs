@@ -53,17 +53,44 @@ impl SlotSet {
 
     /// The slots in the set, ascending.
     pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        self.words.iter().enumerate().flat_map(|(index, word)| {
-            let mut bits = *word;
-            std::iter::from_fn(move || {
-                if bits == 0 {
-                    return None;
-                }
-                let bit = bits.trailing_zeros();
-                bits &= bits - 1;
-                Some(index as u32 * 64 + bit)
+        self.iter_part(0..self.words.len())
+    }
+
+    /// The slots of one part of the set (a range of its 64-slot words), ascending.
+    pub fn iter_part(&self, words: std::ops::Range<usize>) -> impl Iterator<Item = u32> + '_ {
+        let start = words.start.min(self.words.len());
+        let end = words.end.clamp(start, self.words.len());
+        self.words[start..end]
+            .iter()
+            .enumerate()
+            .flat_map(move |(index, word)| {
+                let mut bits = *word;
+                let base = (start + index) as u32 * 64;
+                std::iter::from_fn(move || {
+                    if bits == 0 {
+                        return None;
+                    }
+                    let bit = bits.trailing_zeros();
+                    bits &= bits - 1;
+                    Some(base + bit)
+                })
             })
-        })
+    }
+
+    /// The set in two parts (ranges of words for `iter_part`) holding about as many slots
+    /// each.
+    pub fn halves(&self) -> [std::ops::Range<usize>; 2] {
+        let total: u32 = self.words.iter().map(|word| word.count_ones()).sum();
+        let mut seen = 0;
+        let middle = self
+            .words
+            .iter()
+            .position(|word| {
+                seen += word.count_ones();
+                2 * seen >= total
+            })
+            .map_or(self.words.len(), |at| at + 1);
+        [0..middle, middle..self.words.len()]
     }
 }
 
@@ -538,6 +565,34 @@ fn top_tags<'v>(counts: &[u32], values: &'v Values) -> Vec<(&'v str, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_slot_set_splits_into_two_parts_of_about_as_many_slots() {
+        let mut set = SlotSet::default();
+        // Crowded at the start, sparse after: halving the words would not halve the slots.
+        let slots: Vec<u32> = (0..500).chain((500..20_000).step_by(97)).collect();
+        for slot in &slots {
+            set.insert(*slot);
+        }
+        let [first, second] = set.halves();
+        assert_eq!(first.end, second.start);
+        let (a, b): (Vec<u32>, Vec<u32>) = (
+            set.iter_part(first).collect(),
+            set.iter_part(second).collect(),
+        );
+        // The word where the halves meet goes whole to the first: up to 64 slots.
+        assert!(
+            a.len().abs_diff(b.len()) <= 128,
+            "{} and {}",
+            a.len(),
+            b.len()
+        );
+        assert_eq!([a, b].concat(), slots);
+        assert_eq!(set.iter_part(0..usize::MAX).collect::<Vec<_>>(), slots);
+        let (start, end) = (3, 2);
+        assert_eq!(set.iter_part(start..end).count(), 0, "a reversed range");
+        assert_eq!(SlotSet::default().halves(), [0..0, 0..0]);
+    }
     use crate::search::RawFilters;
 
     /// An agent's facets with the tags and category its listing would hold.

@@ -86,6 +86,9 @@ pub fn set_graph_enabled(enabled: bool) {
 /// Stores with at least this many nodes are scanned on two cores.
 const PARALLEL_ROWS: usize = 32_768;
 
+/// A filter's slot set expected to hold at least this many slots is scanned on two cores.
+const PARALLEL_SLOTS: usize = 8_192;
+
 /// Slots sampled to guess how many a filter lets through.
 const FILTER_SAMPLES: usize = 256;
 
@@ -659,11 +662,11 @@ impl VectorStore {
             return Vec::new();
         }
         let query = prepare(quantise(query));
-        let mut selective = false;
+        let (mut selective, mut expected) = (false, 0);
         if let Some(graph) = &self.graph
             && self.live_nodes >= self.params.query.exact_below
         {
-            let expected = self.expected_accepted(&accept);
+            expected = self.expected_accepted(&accept);
             let query_params = &self.params.query;
             let scan_below = scan_threshold(
                 query_params.filtered_exact_below,
@@ -686,16 +689,13 @@ impl VectorStore {
             selective = expected.saturating_mul(2) < self.live_slots;
         }
         match within {
-            Some(within) if selective => dispatch(
-                self.dim,
-                ScanSlots {
-                    store: self,
-                    query: &query,
-                    slots: within,
-                    k,
-                    min_similarity,
-                    accept: &accept,
-                },
+            Some(within) if selective => self.scan_within(
+                &query,
+                k,
+                min_similarity,
+                within,
+                &accept,
+                expected >= PARALLEL_SLOTS,
             ),
             _ => self.scan_all(&query, k, min_similarity, &accept, selective),
         }
@@ -808,6 +808,40 @@ impl VectorStore {
         (accepted >= k).then(|| best(hits, k))
     }
 
+    /// The exact scan of the slots of `within` that `accept` lets through; on two cores, half
+    /// of the set each, when `parallel` (many slots, each read from anywhere in the store).
+    fn scan_within(
+        &self,
+        query: &Prepared,
+        k: usize,
+        min_similarity: f32,
+        within: &SlotSet,
+        accept: &(impl Fn(u32) -> bool + Sync),
+        parallel: bool,
+    ) -> Vec<(u32, f32)> {
+        let scan = |words: Range<usize>| {
+            dispatch(
+                self.dim,
+                ScanSlots {
+                    store: self,
+                    query,
+                    slots: within,
+                    words,
+                    k,
+                    min_similarity,
+                    accept,
+                },
+            )
+        };
+        if !parallel {
+            return scan(0..usize::MAX);
+        }
+        let [first, second] = within.halves();
+        let (mut found, rest) = rayon::join(|| scan(first), || scan(second));
+        found.extend(rest);
+        best(found, k)
+    }
+
     /// The exact scan over every node, split over two cores for large stores. `selective`:
     /// the filter is expected to refuse most slots, so ask it before computing a similarity.
     fn scan_all(
@@ -883,13 +917,16 @@ impl VectorStore {
         best.finish()
     }
 
-    /// The exact scan of the vectors of the `slots` that `accept` lets through.
+    /// The exact scan of the vectors of the `slots` (those of the part `words` of the set)
+    /// that `accept` lets through.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn scan_slots<K: Kernel>(
         &self,
         kernel: K,
         query: &Prepared,
         slots: &SlotSet,
+        words: Range<usize>,
         k: usize,
         min_similarity: f32,
         accept: &impl Fn(u32) -> bool,
@@ -902,14 +939,14 @@ impl VectorStore {
         // The slots' rows lie anywhere in the store, so each read would wait on memory: a
         // second walk of the set runs ahead and starts loading the rows to come.
         let node_of = |slot: u32| self.slot_nodes.get(slot as usize).copied().unwrap_or(NONE);
-        let mut ahead = slots.iter();
+        let mut ahead = slots.iter_part(words.clone());
         for slot in ahead.by_ref().take(SCAN_AHEAD) {
             let node = node_of(slot);
             if node != NONE {
                 rows.prefetch(node);
             }
         }
-        for slot in slots.iter() {
+        for slot in slots.iter_part(words) {
             if let Some(node) = ahead.next().map(node_of).filter(|node| *node != NONE) {
                 rows.prefetch(node);
             }
@@ -1153,6 +1190,7 @@ struct ScanSlots<'a, F> {
     store: &'a VectorStore,
     query: &'a Prepared,
     slots: &'a SlotSet,
+    words: Range<usize>,
     k: usize,
     min_similarity: f32,
     accept: &'a F,
@@ -1167,6 +1205,7 @@ impl<F: Fn(u32) -> bool> Task for ScanSlots<'_, F> {
             kernel,
             self.query,
             self.slots,
+            self.words,
             self.k,
             self.min_similarity,
             self.accept,
@@ -1675,6 +1714,12 @@ mod tests {
             );
             assert_eq!(store.nearest(query, 30, -1.0, accept), exact);
             assert!(exact.iter().all(|(slot, _)| accept(*slot) && *slot != 10));
+            // On one core or two (half of the set each), the same answer.
+            let prepared = prepare(quantise(query));
+            for parallel in [false, true] {
+                let scanned = store.scan_within(&prepared, 30, -1.0, &within, &accept, parallel);
+                assert_eq!(scanned, exact, "parallel: {parallel}");
+            }
         }
         let slots: Vec<u32> = store
             .nearest_within(&vectors[20], 2, 0.99, Some(&within), accept)

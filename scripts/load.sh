@@ -15,7 +15,9 @@ port=${LOAD_PORT:-18480}
 work=$(mktemp -d)
 server_pid=
 # Only ever signal the server we started (a bare `kill 0` would hit this whole process group).
-trap 'if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; fi; rm -rf "$work"' EXIT
+# The server saves its keyword index into the data directory as it stops: wait for it to exit
+# before removing the directory.
+trap 'if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi; rm -rf "$work"' EXIT
 
 if ! command -v wrk >/dev/null; then
   (apt-get update -qq && apt-get install -y -qq wrk) >/dev/null

@@ -968,20 +968,17 @@ impl SearchIndex {
             self.vectors_ready.store(true, Relaxed);
             return Ok(());
         };
-        let (docs, template) = {
+        let (by_slot, template) = {
             let mut catalog = self.write_catalog();
             catalog.filling = Some(HashSet::new());
-            let docs: Vec<(u32, Arc<Doc>)> = catalog
-                .docs
-                .iter()
-                .enumerate()
-                .filter_map(|(slot, doc)| Some((slot as u32, Arc::clone(doc.as_ref()?))))
-                .collect();
-            (docs, catalog.vectors.as_ref().map(VectorStore::empty_like))
+            (
+                catalog.docs.clone(),
+                catalog.vectors.as_ref().map(VectorStore::empty_like),
+            )
         };
         let built = match template {
             Some(template) => {
-                self.restore_and_build(embedder.as_ref(), docs, template, texts)
+                self.restore_and_build(embedder.as_ref(), by_slot, template, texts)
                     .await
             }
             None => Ok(None),
@@ -1013,28 +1010,28 @@ impl SearchIndex {
         Ok(())
     }
 
-    /// The vector index over `docs`: the snapshot's vectors for agents whose text has not
-    /// changed since it was saved, then `build_vectors` for the rest; a new snapshot is saved
-    /// when anything had to be added or dropped.
+    /// The vector index over the documents `by_slot` (the catalog's, as they were when the
+    /// fill began): the snapshot's vectors for agents whose text has not changed since it was
+    /// saved, then `build_vectors` for the rest; a new snapshot is saved when anything had to
+    /// be added or dropped.
     async fn restore_and_build(
         &self,
         embedder: &dyn Embedder,
-        docs: Vec<(u32, Arc<Doc>)>,
+        by_slot: Vec<Option<Arc<Doc>>>,
         template: VectorStore,
         texts: &Texts<'_>,
     ) -> anyhow::Result<Option<VectorStore>> {
         use std::sync::atomic::Ordering::Relaxed;
+        let docs: Vec<(u32, Arc<Doc>)> = by_slot
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, doc)| Some((slot as u32, Arc::clone(doc.as_ref()?))))
+            .collect();
         let Some(path) = self.snapshot_path(embedder.id()) else {
             return self.build_vectors(embedder, docs, template, texts).await;
         };
         let change_seq = self.store.latest_change().await?;
-        // Each document by slot: where the snapshot's vectors go, and the keys a new one
-        // is saved with.
-        let mut by_slot: Vec<Option<Arc<Doc>>> =
-            vec![None; docs.last().map_or(0, |(slot, _)| *slot as usize + 1)];
-        for (slot, doc) in &docs {
-            by_slot[*slot as usize] = Some(Arc::clone(doc));
-        }
+        // `by_slot` places the snapshot's vectors, and keys a new snapshot.
         let started = std::time::Instant::now();
         let (loaded, by_slot) = {
             let (path, embedder_id) = (path.clone(), embedder.id().to_owned());

@@ -309,8 +309,10 @@ fn write_hit(out: &mut Vec<u8>, hit: &Hit, base_url: &str) -> serde_json::Result
     out.extend_from_slice(b",\"capabilities\":");
     json_strs(out, listing.capabilities())?;
     if let Some(published_at) = &listing.published_at {
-        out.extend_from_slice(b",\"published_at\":");
-        serde_json::to_writer(&mut *out, published_at)?;
+        // Digits and separators: nothing to escape.
+        out.extend_from_slice(b",\"published_at\":\"");
+        out.extend_from_slice(published_at.rfc3339().as_str().as_bytes());
+        out.push(b'"');
     }
     out.extend_from_slice(b",\"health\":");
     match hit.health.as_deref() {

@@ -467,6 +467,12 @@ pub struct SearchIndex {
     embedder: Option<Arc<dyn Embedder>>,
     store: Arc<dyn Store>,
     catalog: RwLock<Catalog>,
+    /// Moves on every write access to the catalog (`write_catalog`): a reader holding the
+    /// catalog sees one value per state of it (health aside: `set_health`).
+    catalog_version: std::sync::atomic::AtomicU64,
+    /// Whether keyword-only searches may count their matches by documents (tests compare
+    /// both ways).
+    count_by_documents: std::sync::atomic::AtomicBool,
     text: Arc<TextIndex>,
     /// The keyword index's commit count when it was last saved or loaded (`u64::MAX`: never).
     text_saved_at: std::sync::atomic::AtomicU64,
@@ -610,6 +616,15 @@ impl<'c, 'r> TopHits<'c, 'r> {
         }
     }
 
+    /// The relevance under which `drops` drops a hit (minus infinity before the first cut, and
+    /// in the other orders).
+    fn floor_score(&self) -> f64 {
+        match &self.floor {
+            Some(floor) if self.reach.sort == Sort::Relevance => floor.score,
+            _ => f64::NEG_INFINITY,
+        }
+    }
+
     /// Whether a hit of relevance `score` ranks below the cut, so that it cannot reach the page
     /// whatever its id: then it is counted as dropped. (The last hit kept is after the cursor,
     /// so such a hit is too.) Always false in the other orders.
@@ -678,6 +693,8 @@ impl SearchIndex {
             embedder,
             store,
             catalog: RwLock::new(catalog),
+            catalog_version: 0.into(),
+            count_by_documents: true.into(),
             text: Arc::new(TextIndex::new()?),
             text_saved_at: u64::MAX.into(),
             writes: tokio::sync::Mutex::new(()),
@@ -1429,7 +1446,13 @@ impl SearchIndex {
     /// Set an indexed agent's health as the prober (of any process) last recorded it; `None`
     /// clears it (its endpoint changed). Health older than the one held is ignored.
     pub fn set_health(&self, id: &str, health: Option<Health>) {
-        let mut catalog = self.write_catalog();
+        // Health changes no agent's place in an unfiltered search, only its prior (read per
+        // query): keyword searches' document bits stay valid, which at a million agents
+        // matters while the prober records health all the time.
+        let mut catalog = self
+            .catalog
+            .write()
+            .unwrap_or_else(|poison| poison.into_inner());
         if let Some(slot) = catalog.slots.get(id).copied() {
             if catalog.doc(slot).is_some() {
                 let clear = health.is_none();
@@ -1462,6 +1485,12 @@ impl SearchIndex {
     /// See `TextIndex::set_parallel_from`.
     pub fn set_parallel_from(&self, postings: u64) {
         self.text.set_parallel_from(postings);
+    }
+
+    #[cfg(test)]
+    fn set_count_by_documents(&self, on: bool) {
+        self.count_by_documents
+            .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn text_stats(&self) -> text::TextStats {
@@ -1631,11 +1660,25 @@ impl SearchIndex {
         let Some((query_vector, vectors)) = vectors else {
             // Keyword ranking alone: every match streams through the page's selection, and
             // most matches of a common word are only counted.
+            // Without a filter or facets, a match's only effect below the page's floor is to
+            // be counted, and the search counts those 64 documents at a time.
+            let by_documents = allowed.is_none()
+                && tally.counter.is_none()
+                && self
+                    .count_by_documents
+                    .load(std::sync::atomic::Ordering::Relaxed);
+            let counted_by_documents = by_documents.then(|| {
+                let version = self
+                    .catalog_version
+                    .load(std::sync::atomic::Ordering::Relaxed);
+                (usize::from(hidden.is_some()), version)
+            });
             let mut keyword = KeywordOnly {
                 shown: &shown,
                 prior: &prior,
                 tally,
                 top,
+                counted_by_documents,
             };
             self.keyword_matches(&request.text, &mut keyword);
             let KeywordOnly { tally, top, .. } = keyword;
@@ -1753,9 +1796,13 @@ impl SearchIndex {
     }
 
     fn write_catalog(&self) -> std::sync::RwLockWriteGuard<'_, Catalog> {
-        self.catalog
+        let catalog = self
+            .catalog
             .write()
-            .unwrap_or_else(|poison| poison.into_inner())
+            .unwrap_or_else(|poison| poison.into_inner());
+        self.catalog_version
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        catalog
     }
 }
 
@@ -2029,6 +2076,10 @@ struct KeywordOnly<'c, 'r, S, P> {
     prior: &'r P,
     tally: Tally<'c>,
     top: TopHits<'c, 'r>,
+    /// `(variant, catalog version)` of `shown` when the text index may count the shown
+    /// matches itself (`MatchVisitor::shown_filter`): one variant per value of duplicate
+    /// collapsing, the only filter it is offered with.
+    counted_by_documents: Option<(usize, u64)>,
 }
 
 impl<S, P> MatchVisitor for KeywordOnly<'_, '_, S, P>
@@ -2042,6 +2093,26 @@ where
             return;
         }
         self.tally.add(slot);
+        self.visit_shown(slot, score);
+    }
+
+    fn shown_filter(&self) -> Option<text::ShownFilter<'_>> {
+        let (variant, version) = self.counted_by_documents?;
+        Some(text::ShownFilter {
+            variant,
+            version,
+            shown: self.shown,
+        })
+    }
+
+    /// The page's floor: the prior never raises a score, so a match scoring under it is
+    /// dropped whatever its prior.
+    fn floor(&self) -> f64 {
+        self.top.floor_score()
+    }
+
+    #[inline(always)]
+    fn visit_shown(&mut self, slot: u32, score: f32) {
         let score = (self.prior)(slot, f64::from(score));
         if self.top.drops(score) {
             return;
@@ -2051,12 +2122,18 @@ where
         }
     }
 
+    fn counted(&mut self, shown: usize, below: usize) {
+        self.tally.total += shown;
+        self.top.dropped += below;
+    }
+
     fn split(&self) -> Option<Self> {
         Some(Self {
             shown: self.shown,
             prior: self.prior,
             tally: self.tally.split(),
             top: TopHits::new(self.top.reach),
+            counted_by_documents: self.counted_by_documents,
         })
     }
 
@@ -2377,6 +2454,112 @@ mod tests {
 
     /// More matches than the page selection's buffer holds, with scores that tie: every page,
     /// by offset and by cursor, is the slice of the order of all matches.
+    /// Keyword-only searches without a filter count their matches from document bits and
+    /// visit only those that can reach the page: the pages, totals and next-page cursors are
+    /// those of visiting every match, with duplicates collapsed or not, on one core or two, and
+    /// after changes that show, hide and remove agents.
+    #[tokio::test]
+    async fn matches_counted_by_documents_page_like_every_match_visited() {
+        let (_dir, store) = sqlite_store().await;
+        // Every third agent shares a repository with about three others (`shared`):
+        // collapsing hides all but one of each.
+        let agent = |i: usize, words: &str, shared: bool| {
+            let draft = crate::domain::AgentDraft::parse(&serde_json::json!({
+                "package_name": format!("com.example.counted{i}"),
+                "name": format!("Agent {}", i % 30),
+                "description": format!("Forecasts {words} {}for any city.", "weather ".repeat(i % 5)),
+                "manifest_url": if shared && i % 3 == 0 {
+                    format!("https://github.com/acme/repo{}/blob/main/card.json", (i / 3) % 60)
+                } else {
+                    format!("https://agent{i}.example.com/card.json")
+                },
+            }))
+            .expect("draft");
+            let mut agent = Agent::new(draft, "alice", crate::timestamp::Timestamp::now());
+            agent.state = AgentState::Active;
+            agent
+        };
+        let agents: Vec<Agent> = (0..700).map(|i| agent(i, "storms", true)).collect();
+        let index = SearchIndex::new(store, None).expect("index");
+        index.rebuild_keyword(&agents).await.expect("index");
+        let compare_both_ways = |step: &'static str| {
+            let index = &index;
+            async move {
+                let mut totals = Vec::new();
+                for (text, collapse, parallel_from, limit) in [
+                    ("weather forecasts", true, u64::MAX, 10),
+                    ("weather forecasts", false, 0, 10),
+                    ("storms", true, 0, 3),
+                    ("storms city", false, u64::MAX, 100),
+                    ("weather", true, u64::MAX, 1),
+                ] {
+                    index.set_parallel_from(parallel_from);
+                    let mut pages = Vec::new();
+                    for by_documents in [true, false] {
+                        index.set_count_by_documents(by_documents);
+                        let mut served = Vec::new();
+                        let mut cursor = None;
+                        loop {
+                            let request = SearchRequest {
+                                text: text.to_owned(),
+                                filters: Filters {
+                                    collapse_duplicates: collapse,
+                                    ..Filters::default()
+                                },
+                                ..ordered(Sort::Relevance, limit, 0, cursor)
+                            };
+                            let page = index.search(&request).await.expect("search");
+                            served.push((ids(&page), page.total, page.next_cursor.clone()));
+                            cursor = page.next_cursor;
+                            if cursor.is_none() {
+                                break;
+                            }
+                        }
+                        pages.push(served);
+                    }
+                    assert_eq!(pages[0], pages[1], "{step}: {text:?} collapse {collapse}");
+                    totals.push(pages[0][0].1);
+                }
+                index.set_count_by_documents(true);
+                totals
+            }
+        };
+        let built = compare_both_ways("built").await;
+        assert!(built[0] < built[1], "collapsing hides some: {built:?}");
+        // Agents leaving their repository's group with the same text: the keyword index is
+        // unchanged, the duplicates shown are not.
+        let mut moved: Vec<Agent> = Vec::new();
+        for i in (0..700).step_by(12) {
+            let mut own = agent(i, "storms", false);
+            own.id = agents[i].id.clone();
+            own.revision = agents[i].revision + 1;
+            moved.push(own);
+        }
+        index.apply_batch(&moved, &[]).await;
+        let regrouped = compare_both_ways("regrouped").await;
+        assert_ne!(regrouped[0], built[0], "{regrouped:?}");
+        // Unpublished, rewritten, and new agents.
+        let mut changed: Vec<Agent> = Vec::new();
+        for i in (1..700).step_by(7) {
+            let mut gone = agents[i].clone();
+            gone.state = AgentState::Stage;
+            gone.revision += 2;
+            changed.push(gone);
+        }
+        for i in (4..700).step_by(9) {
+            let mut rewritten = agent(i + 1, "storms hail", true);
+            rewritten.id = agents[i].id.clone();
+            rewritten.revision = agents[i].revision + 2;
+            changed.push(rewritten);
+        }
+        changed.extend((700..760).map(|i| agent(i, "storms", true)));
+        index.apply_batch(&changed, &[]).await;
+        compare_both_ways("changed").await;
+        let deleted: Vec<String> = (1..700).step_by(11).map(|i| agents[i].id.clone()).collect();
+        index.apply_batch(&[], &deleted).await;
+        compare_both_ways("deleted").await;
+    }
+
     #[tokio::test]
     async fn pages_cut_from_many_matches_are_slices_of_the_whole_order() {
         let (_dir, store) = sqlite_store().await;

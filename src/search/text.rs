@@ -2,9 +2,10 @@
 //! with field boosts, English stemming and stop words, and typo tolerance for query terms that
 //! occur nowhere in the index.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, LazyLock, Mutex, RwLock};
 
+use arc_swap::ArcSwapOption;
 use levenshtein_automata::LevenshteinAutomatonBuilder;
 use tantivy::directory::RamDirectory;
 use tantivy::fieldnorm::FieldNormReader;
@@ -20,7 +21,7 @@ use tantivy::tokenizer::{
     StopWordFilter, TextAnalyzer, TokenStream,
 };
 use tantivy::{
-    DocId, Index, IndexReader, IndexSettings, IndexWriter, ReloadPolicy, SegmentReader,
+    DocId, Index, IndexReader, IndexSettings, IndexWriter, ReloadPolicy, Searcher, SegmentReader,
     TantivyDocument, Term,
 };
 
@@ -61,9 +62,8 @@ pub struct TextIndex {
     writer: Mutex<IndexWriter>,
     reader: IndexReader,
     fields: Fields,
-    /// Per segment, the slot of each document: segments never change, so this is read from
-    /// the `slot` fast field once instead of once per match per query.
-    slot_maps: RwLock<HashMap<SegmentId, Arc<SlotMap>>>,
+    /// What queries read of each segment, gathered once rather than per query.
+    cached: Arc<SegmentCache>,
     /// Queries with this many postings or more use both cores (`PARALLEL_POSTINGS`).
     parallel_from: std::sync::atomic::AtomicU64,
     /// Commits so far: a saved copy is current while this has not moved.
@@ -149,7 +149,7 @@ impl TextIndex {
             writer: Mutex::new(writer),
             reader,
             fields,
-            slot_maps: RwLock::default(),
+            cached: Arc::default(),
             parallel_from: PARALLEL_POSTINGS.into(),
             commits: 0.into(),
             merges: Arc::default(),
@@ -243,6 +243,7 @@ impl TextIndex {
         }
         let merge = writer.merge(&segments);
         let reader = self.reader.clone();
+        let cached = Arc::clone(&self.cached);
         let merges = Arc::clone(&self.merges);
         *merges.0.lock().unwrap_or_else(|poison| poison.into_inner()) += 1;
         let waiter = std::thread::Builder::new()
@@ -250,8 +251,11 @@ impl TextIndex {
             .spawn(move || {
                 match merge.wait() {
                     Ok(_) => {
-                        if let Err(err) = reader.reload() {
-                            tracing::warn!(error = %err, "cannot reload the keyword index after merging");
+                        match reader.reload() {
+                            Ok(()) => cached.forget_stale(&reader),
+                            Err(err) => {
+                                tracing::warn!(error = %err, "cannot reload the keyword index after merging");
+                            }
                         }
                     }
                     // Another write merged or replaced them first: nothing lost.
@@ -315,12 +319,7 @@ impl TextIndex {
         self.commits
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.reader.reload()?;
-        // Forget the maps of segments merged away.
-        let current = self.segment_ids();
-        self.slot_maps
-            .write()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .retain(|id, _| current.contains(id));
+        self.cached.forget_stale(&self.reader);
         Ok(())
     }
 
@@ -334,35 +333,44 @@ impl TextIndex {
             .collect()
     }
 
-    /// The slot of every document of `segment`, by document id.
-    fn slot_map(&self, segment: &SegmentReader) -> Result<Arc<SlotMap>, TextIndexError> {
-        let id = segment.segment_id();
-        let known = self
-            .slot_maps
-            .read()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .get(&id)
-            .cloned();
-        if let Some(map) = known {
-            return Ok(map);
+    /// What queries read of each of `searcher`'s segments: gathered by the first query of a
+    /// searcher generation, shared by the rest.
+    fn prepared(&self, searcher: &Searcher) -> Result<Arc<Prepared>, TextIndexError> {
+        let generation = searcher.generation().generation_id();
+        if let Some(prepared) = self.cached.prepared.load_full() {
+            if prepared.generation == generation {
+                return Ok(prepared);
+            }
         }
-        let column = segment.fast_fields().u64("slot")?;
-        let map = Arc::new(SlotMap {
-            slots: (0..segment.max_doc())
-                .map(|doc| {
-                    column
-                        .first(doc)
-                        .and_then(|slot| u32::try_from(slot).ok())
-                        .unwrap_or(NO_SLOT)
+        let [(first, _), (second, _)] = self.fields.text;
+        let segments = searcher
+            .segment_readers()
+            .iter()
+            .map(|reader| {
+                Ok(PreparedSegment {
+                    slots: self.cached.slot_map(reader)?,
+                    inverted: [
+                        reader.inverted_index(first)?,
+                        reader.inverted_index(second)?,
+                    ],
+                    norms: [
+                        reader.get_fieldnorms_reader(first)?,
+                        reader.get_fieldnorms_reader(second)?,
+                    ],
+                    shown: Default::default(),
                 })
-                .collect(),
-            by_slot: std::sync::OnceLock::new(),
+            })
+            .collect::<Result<_, TextIndexError>>()?;
+        let prepared = Arc::new(Prepared {
+            generation,
+            segments,
         });
-        self.slot_maps
-            .write()
-            .unwrap_or_else(|poison| poison.into_inner())
-            .insert(id, Arc::clone(&map));
-        Ok(map)
+        // A query still on an older searcher does not displace a newer generation.
+        self.cached.prepared.rcu(|current| match current {
+            Some(current) if current.generation > generation => Some(Arc::clone(current)),
+            _ => Some(Arc::clone(&prepared)),
+        });
+        Ok(prepared)
     }
 
     /// Segments, and documents stored in them including deleted ones not yet merged away: for
@@ -446,7 +454,11 @@ impl TextIndex {
         }
         let searcher = self.reader.searcher();
         let readers = searcher.segment_readers();
-        let planned = match self.plan(&terms, readers) {
+        let prepared = match self.prepared(&searcher) {
+            Ok(prepared) => prepared,
+            Err(err) => return then(beside(), Err(err)),
+        };
+        let planned = match self.plan(&terms, readers, &prepared) {
             Ok(planned) => planned,
             Err(err) => return then(beside(), Err(err)),
         };
@@ -500,19 +512,13 @@ impl TextIndex {
         &self,
         terms: &[String],
         readers: &'s [SegmentReader],
+        prepared: &'s Prepared,
     ) -> Result<Planned<'s>, TextIndexError> {
-        // Each field's inverted index per segment, looked up once (tantivy keeps them behind a
-        // lock and a map).
-        let inverted: Vec<[Arc<InvertedIndexReader>; 2]> = readers
+        let inverted: Vec<&[Arc<InvertedIndexReader>; 2]> = prepared
+            .segments
             .iter()
-            .map(|reader| -> Result<_, TextIndexError> {
-                let [(first, _), (second, _)] = self.fields.text;
-                Ok([
-                    reader.inverted_index(first)?,
-                    reader.inverted_index(second)?,
-                ])
-            })
-            .collect::<Result<_, _>>()?;
+            .map(|part| &part.inverted)
+            .collect();
         // BM25's statistics as tantivy's `Bm25Weight::for_terms` reads them from the searcher.
         let docs_in_all: u64 = readers.iter().map(|r| u64::from(r.max_doc())).sum();
         let average_length = |field: usize| {
@@ -566,7 +572,7 @@ impl TextIndex {
         // Every segment's documents in one accumulator, each segment from a multiple of 64.
         let mut segments: Vec<Segment<'_>> = Vec::new();
         let mut docs = 0;
-        for (ordinal, (reader, inverted)) in readers.iter().zip(inverted).enumerate() {
+        for (ordinal, (reader, part)) in readers.iter().zip(&prepared.segments).enumerate() {
             // The corrections' words, looked up once per segment (a walk of its dictionary).
             let corrections = fuzzy
                 .iter()
@@ -574,18 +580,15 @@ impl TextIndex {
                     Ok((weight.get_match_term_infos(reader)?, *field, *boost))
                 })
                 .collect::<Result<_, TextIndexError>>()?;
-            let [(first, _), (second, _)] = self.fields.text;
             segments.push(Segment {
                 ordinal,
                 reader,
                 base: docs,
-                slots: self.slot_map(reader)?,
+                slots: &part.slots,
+                part,
                 alive: reader.alive_bitset(),
-                inverted,
-                norms: [
-                    reader.get_fieldnorms_reader(first)?,
-                    reader.get_fieldnorms_reader(second)?,
-                ],
+                inverted: &part.inverted,
+                norms: &part.norms,
                 corrections,
             });
             docs += (reader.max_doc() as usize).next_multiple_of(64);
@@ -596,6 +599,89 @@ impl TextIndex {
             docs,
         })
     }
+}
+
+/// What queries read of the segments, kept between queries.
+#[derive(Default)]
+struct SegmentCache {
+    /// Per segment, the slot of each document: segments never change, so this is read from
+    /// the `slot` fast field once instead of once per match per query.
+    slot_maps: RwLock<HashMap<SegmentId, Arc<SlotMap>>>,
+    /// The latest searcher generation's segments, prepared.
+    prepared: ArcSwapOption<Prepared>,
+}
+
+impl SegmentCache {
+    /// The slot of every document of `segment`, by document id.
+    fn slot_map(&self, segment: &SegmentReader) -> Result<Arc<SlotMap>, TextIndexError> {
+        let id = segment.segment_id();
+        let known = self
+            .slot_maps
+            .read()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .get(&id)
+            .cloned();
+        if let Some(map) = known {
+            return Ok(map);
+        }
+        let column = segment.fast_fields().u64("slot")?;
+        let map = Arc::new(SlotMap {
+            slots: (0..segment.max_doc())
+                .map(|doc| {
+                    column
+                        .first(doc)
+                        .and_then(|slot| u32::try_from(slot).ok())
+                        .unwrap_or(NO_SLOT)
+                })
+                .collect(),
+            by_slot: std::sync::OnceLock::new(),
+        });
+        self.slot_maps
+            .write()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .insert(id, Arc::clone(&map));
+        Ok(map)
+    }
+
+    /// After `reader` reloaded: forget the slot maps of segments it no longer reads (merged
+    /// away or emptied), and the prepared segments of its earlier generation, which would
+    /// otherwise keep those segments in memory until the next query.
+    fn forget_stale(&self, reader: &IndexReader) {
+        let searcher = reader.searcher();
+        let current: HashSet<SegmentId> = searcher
+            .segment_readers()
+            .iter()
+            .map(SegmentReader::segment_id)
+            .collect();
+        self.slot_maps
+            .write()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .retain(|id, _| current.contains(id));
+        let generation = searcher.generation().generation_id();
+        self.prepared.rcu(|prepared| {
+            prepared
+                .as_ref()
+                .filter(|prepared| prepared.generation >= generation)
+                .map(Arc::clone)
+        });
+    }
+}
+
+/// What a query reads of each segment of one searcher generation, gathered once for all of
+/// the generation's queries: tantivy keeps a segment's inverted indexes behind a lock and a
+/// map, the slot maps sit behind another, and every query took them for every segment.
+struct Prepared {
+    generation: u64,
+    segments: Vec<PreparedSegment>,
+}
+
+struct PreparedSegment {
+    slots: Arc<SlotMap>,
+    /// Per text field: its inverted index and document lengths.
+    inverted: [Arc<InvertedIndexReader>; 2],
+    norms: [FieldNormReader; 2],
+    /// Per `ShownFilter` variant, its documents' bits as of the latest version asked for.
+    shown: [ArcSwapOption<ShownDocs>; SHOWN_VARIANTS],
 }
 
 /// A query's words and segments, ready to score.
@@ -768,12 +854,73 @@ fn look_ahead(segments: &[Segment<'_>], parts: &[&Scores<'_>], visitor: &mut imp
 /// Visit the matches `scores` holds, leaving it clear.
 fn visit(segments: &[Segment<'_>], scores: &mut Scores<'_>, visitor: &mut impl MatchVisitor) {
     for segment in segments {
-        scores.drain(segment, |doc, score| {
-            if let Some(slot) = segment.slot(doc) {
-                visitor.visit(slot, score);
-            }
-        });
+        let shown = visitor
+            .shown_filter()
+            .map(|filter| segment.shown_docs(&filter));
+        match shown {
+            Some(shown) => visit_shown(segment, scores, &shown.bits, visitor),
+            None => scores.drain(segment, |doc, score| {
+                if let Some(slot) = segment.slot(doc) {
+                    visitor.visit(slot, score);
+                }
+            }),
+        }
     }
+}
+
+/// `visit` for a visitor with a `shown_filter`: the shown matches are counted 64 documents
+/// at a time from the filter's document bits (`shown`), and only those scoring at least the
+/// visitor's floor are visited. Most matches of a common word are counted, never visited.
+fn visit_shown(
+    segment: &Segment<'_>,
+    scores: &mut Scores<'_>,
+    shown: &[u64],
+    visitor: &mut impl MatchVisitor,
+) {
+    let words = scores.words_of(segment);
+    // This part's word `w` is the segment's word `first + w - base` (counted in words: parts
+    // and segments start at multiples of 64 documents).
+    let (first, base) = (scores.first / 64, segment.base / 64);
+    let (mut counted, mut below) = (0, 0);
+    for word in words {
+        let touched = std::mem::take(&mut scores.touched[word]);
+        if touched == 0 {
+            continue;
+        }
+        let shown_word = (first + word)
+            .checked_sub(base)
+            .and_then(|at| shown.get(at).copied());
+        let mut hits = touched & shown_word.unwrap_or(0);
+        counted += hits.count_ones() as usize;
+        let floor = visitor.floor();
+        while hits != 0 {
+            let bit = hits.trailing_zeros() as usize;
+            hits &= hits - 1;
+            let at = word * 64 + bit;
+            let score = scores.scores[at];
+            if f64::from(score) < floor {
+                below += 1;
+                continue;
+            }
+            let local = scores.first + at - segment.base;
+            if let Some(&slot) = segment.slots.slots.get(local) {
+                visitor.visit_shown(slot, score);
+            }
+        }
+        // Every touched score back to zero, shown or not.
+        let end = (word * 64 + 64).min(scores.scores.len());
+        let scores = &mut scores.scores[word * 64..end];
+        if touched.count_ones() > 16 {
+            scores.fill(0.0);
+        } else {
+            let mut touched = touched;
+            while touched != 0 {
+                scores[touched.trailing_zeros() as usize] = 0.0;
+                touched &= touched - 1;
+            }
+        }
+    }
+    visitor.counted(counted, below);
 }
 
 /// What a search does with its matches (any `FnMut(slot, score)` visits them).
@@ -790,6 +937,28 @@ pub trait MatchVisitor {
     /// A match: once per matching document, in no particular order.
     fn visit(&mut self, slot: u32, score: f32);
 
+    /// `Some` when what a match does depends only on whether the filter it names shows its
+    /// slot (shown matches are counted) and, for a shown one, on whether its score reaches
+    /// `floor()`. The search may then count the shown matches from a bit set over the
+    /// documents, and hand `visit_shown` only those at the floor or above.
+    fn shown_filter(&self) -> Option<ShownFilter<'_>> {
+        None
+    }
+
+    /// Scores under this cannot change what the visitor keeps (with a `shown_filter`).
+    fn floor(&self) -> f64 {
+        f64::NEG_INFINITY
+    }
+
+    /// A match its `shown_filter` shows, already counted by `counted`, scoring at least the
+    /// floor.
+    fn visit_shown(&mut self, slot: u32, score: f32) {
+        self.visit(slot, score);
+    }
+
+    /// Shown matches counted without a visit: `shown` in all, `below` of them under the floor.
+    fn counted(&mut self, _shown: usize, _below: usize) {}
+
     /// For a large search: a visitor for part of the matches, visited on another thread at
     /// the same time, then given to `merge`. `None`: this one visits them all.
     fn split(&self) -> Option<Self>
@@ -805,6 +974,24 @@ pub trait MatchVisitor {
         Self: Sized,
     {
     }
+}
+
+/// Which slots a visitor's matches are counted for (`MatchVisitor::shown_filter`).
+pub struct ShownFilter<'a> {
+    /// Which of the (two) filters a search can name: each keeps its own document bit sets.
+    pub variant: usize,
+    /// Changes whenever `shown` may answer differently for some slot.
+    pub version: u64,
+    pub shown: &'a (dyn Fn(u32) -> bool + Sync),
+}
+
+/// How many filters get document bit sets of their own (`ShownFilter::variant`).
+pub const SHOWN_VARIANTS: usize = 2;
+
+/// The documents of one segment a filter shows (alive, with a slot, and shown), one bit each.
+struct ShownDocs {
+    version: u64,
+    bits: Box<[u64]>,
 }
 
 impl<F: FnMut(u32, f32)> MatchVisitor for F {
@@ -855,11 +1042,12 @@ struct Segment<'a> {
     ordinal: usize,
     reader: &'a SegmentReader,
     base: usize,
-    slots: Arc<SlotMap>,
+    slots: &'a SlotMap,
+    part: &'a PreparedSegment,
     alive: Option<&'a tantivy::fastfield::AliveBitSet>,
     /// Per text field: its inverted index and document lengths.
-    inverted: [Arc<InvertedIndexReader>; 2],
-    norms: [FieldNormReader; 2],
+    inverted: &'a [Arc<InvertedIndexReader>; 2],
+    norms: &'a [FieldNormReader; 2],
     /// Per unknown query word and field: the words it may be a typo of, and their score.
     corrections: Vec<(Vec<TermInfo>, Field, f32)>,
 }
@@ -868,6 +1056,43 @@ impl Segment<'_> {
     /// Where its documents are in the accumulator.
     fn span(&self) -> std::ops::Range<usize> {
         self.base..self.base + self.reader.max_doc() as usize
+    }
+
+    /// The documents `filter` shows, one bit each by document id: built once per version of
+    /// the filter (and per searcher generation, which a change of the documents makes new).
+    fn shown_docs(&self, filter: &ShownFilter<'_>) -> Arc<ShownDocs> {
+        let Some(cache) = self.part.shown.get(filter.variant) else {
+            return Arc::new(self.build_shown_docs(filter));
+        };
+        if let Some(docs) = cache.load_full() {
+            if docs.version == filter.version {
+                return docs;
+            }
+        }
+        let docs = Arc::new(self.build_shown_docs(filter));
+        // A search still on an older version does not displace a newer one.
+        cache.rcu(|current| match current {
+            Some(current) if current.version > filter.version => Some(Arc::clone(current)),
+            _ => Some(Arc::clone(&docs)),
+        });
+        docs
+    }
+
+    fn build_shown_docs(&self, filter: &ShownFilter<'_>) -> ShownDocs {
+        let docs = self.reader.max_doc() as usize;
+        let mut bits = vec![0u64; docs.div_ceil(64)].into_boxed_slice();
+        for doc in 0..docs {
+            if self
+                .slot(self.base + doc)
+                .is_some_and(|slot| (filter.shown)(slot))
+            {
+                bits[doc / 64] |= 1 << (doc % 64);
+            }
+        }
+        ShownDocs {
+            version: filter.version,
+            bits,
+        }
     }
 
     /// The slot of the document at accumulator position `doc`, unless it is deleted.

@@ -7,7 +7,8 @@
 //! `REGISTRY_BENCH_SIZES=10000` and `REGISTRY_BENCH_RANKINGS=keyword` narrow a run (for profiling;
 //! the rankings are `keyword`, `exact`, `ann` (or `hybrid`) and `vectors`, the last being the
 //! vector index alone); `REGISTRY_BENCH_SLOWEST=10` prints the ten slowest queries of each
-//! measurement.
+//! measurement; `REGISTRY_BENCH_ROUNDS=5` runs the query set five times over and also prints the
+//! mean (to compare two builds).
 //! `REGISTRY_BENCH_FACETS=1` also runs every query asking for facet counts (`facets=true`) and
 //! reports those latencies in a row of their own.
 //! `REGISTRY_BENCH_SHOWN_EF=175,230,300,400` adds to the vector index's rows, at each of those
@@ -233,7 +234,14 @@ async fn measure(label: &str, agents: &[Agent], kind: EmbedderKind, queries: &[S
     let mut timed = Vec::with_capacity(queries.len());
     let mut timed_facets = Vec::with_capacity(queries.len());
     let mut hits = 0usize;
-    for (i, query) in queries.iter().enumerate() {
+    // `REGISTRY_BENCH_ROUNDS=n`: the whole query set n times over (each round runs every query
+    // once), for a mean steady enough to compare two builds by.
+    let rounds: usize = std::env::var("REGISTRY_BENCH_ROUNDS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1)
+        .max(1);
+    for (i, query) in (0..rounds).flat_map(|_| queries.iter().enumerate()) {
         let order: &[bool] = match (with_facets, i % 2) {
             (false, _) => &[false],
             (true, 0) => &[false, true],
@@ -252,7 +260,17 @@ async fn measure(label: &str, agents: &[Agent], kind: EmbedderKind, queries: &[S
             }
         }
     }
-    let hit_share = format!("{:.0}%", 100.0 * hits as f64 / queries.len() as f64);
+    let hit_share = format!(
+        "{:.0}%",
+        100.0 * hits as f64 / (queries.len() * rounds) as f64
+    );
+    if rounds > 1 {
+        let mean = timed.iter().map(|(elapsed, _)| *elapsed).sum::<Duration>() / timed.len() as u32;
+        eprintln!(
+            "{label}: mean {:.1} µs over {rounds} rounds",
+            mean.as_secs_f64() * 1e6
+        );
+    }
     let row = |label: &str, mut timed: Vec<(Duration, usize)>, hit_share: &str| {
         let runs = timed.len();
         timed.sort();

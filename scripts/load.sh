@@ -75,10 +75,16 @@ for _ in $(seq 600); do
   sleep 0.2
 done
 
+# The server's CPU time so far (user + system, in clock ticks): with the requests served, the
+# CPU each request cost, which a shared machine's changing speed moves less than throughput.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$server_pid/stat"; }
+ticks_start=$(cpu_ticks)
 echo "== GET /healthz, 64 connections, ${seconds}s"
 wrk -t2 -c64 -d"${seconds}s" --latency "http://127.0.0.1:$port/healthz" | tee "$work/health.txt"
+ticks_health=$(cpu_ticks)
 echo "== GET /public/agents?q=…, 64 connections, ${seconds}s, embedder=$embedder"
 wrk -t2 -c64 -d"${seconds}s" --latency -s "$work/rotate.lua" "http://127.0.0.1:$port" | tee "$work/search.txt"
+ticks_search=$(cpu_ticks)
 
 rss=$(awk '/VmRSS/ {print $2}' "/proc/$server_pid/status")
 health=$(awk '/Requests\/sec/ {print $2}' "$work/health.txt")
@@ -87,4 +93,14 @@ search=$(awk '/Requests\/sec/ {print $2}' "$work/search.txt")
 target=0.2
 [ "$embedder" != none ] || target=0.3
 python3 -c "print(f'search/healthz throughput ratio: {float($search)/float($health):.3f} (target >= $target)')"
+served_health=$(awk '/requests in/ {print $1}' "$work/health.txt")
+served_search=$(awk '/requests in/ {print $1}' "$work/search.txt")
+python3 - "$(getconf CLK_TCK)" "$ticks_start" "$ticks_health" "$ticks_search" "$served_health" "$served_search" <<'PY'
+import sys
+tick, start, health, search, n_health, n_search = map(float, sys.argv[1:])
+per_health = (health - start) / tick / n_health * 1e6
+per_search = (search - health) / tick / n_search * 1e6
+print(f"server CPU per request: /healthz {per_health:.1f} µs, search {per_search:.1f} µs "
+      f"(ratio {per_health / per_search:.3f})")
+PY
 echo "server resident memory: $((rss / 1024)) MiB with ${LOAD_DATA_DIR:+the agents of }${LOAD_DATA_DIR:-$agents agents}"

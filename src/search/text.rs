@@ -514,15 +514,14 @@ impl TextIndex {
         readers: &'s [SegmentReader],
         prepared: &'s Prepared,
     ) -> Result<Planned<'s>, TextIndexError> {
-        let inverted: Vec<&[Arc<InvertedIndexReader>; 2]> = prepared
-            .segments
-            .iter()
-            .map(|part| &part.inverted)
-            .collect();
         // BM25's statistics as tantivy's `Bm25Weight::for_terms` reads them from the searcher.
         let docs_in_all: u64 = readers.iter().map(|r| u64::from(r.max_doc())).sum();
         let average_length = |field: usize| {
-            let tokens: u64 = inverted.iter().map(|i| i[field].total_num_tokens()).sum();
+            let tokens: u64 = prepared
+                .segments
+                .iter()
+                .map(|part| part.inverted[field].total_num_tokens())
+                .sum();
             tokens as f32 / docs_in_all.max(1) as f32
         };
         let averages = [average_length(0), average_length(1)];
@@ -536,9 +535,10 @@ impl TextIndex {
                 let word = Term::from_field_text(*field, term);
                 // Each segment's entry for the word: one dictionary lookup, for the document
                 // frequency and then the postings.
-                let infos: Vec<Option<TermInfo>> = inverted
+                let infos: Vec<Option<TermInfo>> = prepared
+                    .segments
                     .iter()
-                    .map(|i| i[field_index].get_term_info(&word))
+                    .map(|part| part.inverted[field_index].get_term_info(&word))
                     .collect::<Result<_, _>>()
                     .map_err(tantivy::TantivyError::from)?;
                 let frequency: u64 = infos.iter().flatten().map(|i| u64::from(i.doc_freq)).sum();
@@ -584,11 +584,8 @@ impl TextIndex {
                 ordinal,
                 reader,
                 base: docs,
-                slots: &part.slots,
                 part,
                 alive: reader.alive_bitset(),
-                inverted: &part.inverted,
-                norms: &part.norms,
                 corrections,
             });
             docs += (reader.max_doc() as usize).next_multiple_of(64);
@@ -836,7 +833,7 @@ fn look_ahead(segments: &[Segment<'_>], parts: &[&Scores<'_>], visitor: &mut imp
     let mut found = Vec::with_capacity(wanted.len());
     for slot in wanted {
         for segment in segments {
-            for doc in segment.slots.docs_of(*slot) {
+            for doc in segment.part.slots.docs_of(*slot) {
                 if segment.alive.is_some_and(|alive| alive.is_deleted(doc)) {
                     continue;
                 }
@@ -903,7 +900,7 @@ fn visit_shown(
                 continue;
             }
             let local = scores.first + at - segment.base;
-            if let Some(&slot) = segment.slots.slots.get(local) {
+            if let Some(&slot) = segment.part.slots.slots.get(local) {
                 visitor.visit_shown(slot, score);
             }
         }
@@ -1042,12 +1039,9 @@ struct Segment<'a> {
     ordinal: usize,
     reader: &'a SegmentReader,
     base: usize,
-    slots: &'a SlotMap,
+    /// Its slot map, inverted indexes and document lengths, gathered once per generation.
     part: &'a PreparedSegment,
     alive: Option<&'a tantivy::fastfield::AliveBitSet>,
-    /// Per text field: its inverted index and document lengths.
-    inverted: &'a [Arc<InvertedIndexReader>; 2],
-    norms: &'a [FieldNormReader; 2],
     /// Per unknown query word and field: the words it may be a typo of, and their score.
     corrections: Vec<(Vec<TermInfo>, Field, f32)>,
 }
@@ -1099,7 +1093,7 @@ impl Segment<'_> {
     #[inline(always)]
     fn slot(&self, doc: usize) -> Option<u32> {
         let local = doc - self.base;
-        let slot = self.slots.slots.get(local).copied().unwrap_or(NO_SLOT);
+        let slot = self.part.slots.slots.get(local).copied().unwrap_or(NO_SLOT);
         // BM25 and fuzzy scores are positive: a touched document matched.
         (slot != NO_SLOT
             && !self
@@ -1399,8 +1393,8 @@ fn accumulate(
     docs: std::ops::Range<DocId>,
     scores: &mut Scores<'_>,
 ) -> Result<(), TextIndexError> {
-    let norms = &segment.norms[field];
-    let mut postings = segment.inverted[field]
+    let norms = &segment.part.norms[field];
+    let mut postings = segment.part.inverted[field]
         .read_block_postings_from_terminfo(info, IndexRecordOption::WithFreqs)
         .map_err(tantivy::TantivyError::from)?;
     if docs.start > 0 {

@@ -632,8 +632,7 @@ impl<'c, 'r> TopHits<'c, 'r> {
     /// whatever its id: then it is counted as dropped. (The last hit kept is after the cursor,
     /// so such a hit is too.) Always false in the other orders.
     fn drops(&mut self, score: f64) -> bool {
-        let below = self.reach.sort == Sort::Relevance
-            && self.floor.as_ref().is_some_and(|floor| score < floor.score);
+        let below = score < self.floor_score();
         if below {
             self.dropped += 1;
         }
@@ -1449,13 +1448,7 @@ impl SearchIndex {
     /// Set an indexed agent's health as the prober (of any process) last recorded it; `None`
     /// clears it (its endpoint changed). Health older than the one held is ignored.
     pub fn set_health(&self, id: &str, health: Option<Health>) {
-        // Health changes no agent's place in an unfiltered search, only its prior (read per
-        // query): keyword searches' document bits stay valid, which at a million agents
-        // matters while the prober records health all the time.
-        let mut catalog = self
-            .catalog
-            .write()
-            .unwrap_or_else(|poison| poison.into_inner());
+        let mut catalog = self.write_health();
         if let Some(slot) = catalog.slots.get(id).copied() {
             if catalog.doc(slot).is_some() {
                 let clear = health.is_none();
@@ -1806,6 +1799,16 @@ impl SearchIndex {
         self.catalog_version
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         catalog
+    }
+
+    /// The catalogue for writing health alone, without moving its version: health changes no
+    /// agent's place in an unfiltered search, only its prior (read per query), so keyword
+    /// searches' document bits stay valid, which at a million agents matters while the prober
+    /// records health all the time. Every other write goes through `write_catalog`.
+    fn write_health(&self) -> std::sync::RwLockWriteGuard<'_, Catalog> {
+        self.catalog
+            .write()
+            .unwrap_or_else(|poison| poison.into_inner())
     }
 }
 

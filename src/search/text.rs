@@ -6,7 +6,6 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, LazyLock, Mutex, RwLock};
 
 use arc_swap::ArcSwapOption;
-use levenshtein_automata::LevenshteinAutomatonBuilder;
 use tantivy::directory::RamDirectory;
 use tantivy::fieldnorm::FieldNormReader;
 use tantivy::index::InvertedIndexReader;
@@ -26,7 +25,9 @@ use tantivy::{
 };
 
 mod snapshot;
+mod typos;
 pub use snapshot::{CommittedFiles, Saved, SavedSlot};
+use typos::{RawTerms, Typos};
 
 const ANALYZER: &str = "registry_en";
 /// Query terms beyond this are ignored (a query is a sentence, not a document).
@@ -358,6 +359,7 @@ impl TextIndex {
                         reader.get_fieldnorms_reader(second)?,
                     ],
                     shown: Default::default(),
+                    raw_terms: std::sync::OnceLock::new(),
                 })
             })
             .collect::<Result<_, TextIndexError>>()?;
@@ -528,7 +530,7 @@ impl TextIndex {
         let mut known: Vec<Known> = Vec::new();
         // Per unknown word, per field: the documents holding a word within its edit distance,
         // each scored the field's boost (times `FUZZY_BOOST`) once.
-        let mut fuzzy: Vec<(AutomatonWeight<Typos>, Field, f32)> = Vec::new();
+        let mut fuzzy: Vec<(Arc<Typos>, usize, Field, f32)> = Vec::new();
         for term in terms {
             let mut found = false;
             for (field_index, (field, boost)) in self.fields.text.iter().enumerate() {
@@ -560,12 +562,8 @@ impl TextIndex {
             if !found && term.chars().count() >= MIN_FUZZY_CHARS {
                 // One automaton for both fields, built once.
                 let typos = Arc::new(Typos::of(term));
-                for (field, boost) in self.fields.text {
-                    fuzzy.push((
-                        AutomatonWeight::new(field, Arc::clone(&typos)),
-                        field,
-                        boost * FUZZY_BOOST,
-                    ));
+                for (field_index, (field, boost)) in self.fields.text.into_iter().enumerate() {
+                    fuzzy.push((Arc::clone(&typos), field_index, field, boost * FUZZY_BOOST));
                 }
             }
         }
@@ -574,10 +572,18 @@ impl TextIndex {
         let mut docs = 0;
         for (ordinal, (reader, part)) in readers.iter().zip(&prepared.segments).enumerate() {
             // The corrections' words, looked up once per segment (a walk of its dictionary).
+            let raw = part.raw_terms(&self.index, reader, self.fields.text);
             let corrections = fuzzy
                 .iter()
-                .map(|(weight, field, boost)| {
-                    Ok((weight.get_match_term_infos(reader)?, *field, *boost))
+                .map(|(typos, field_index, field, boost)| {
+                    let words = match raw {
+                        Some(raw) => raw[*field_index]
+                            .corrections(typos, &part.inverted[*field_index])
+                            .map_err(tantivy::TantivyError::from)?,
+                        None => AutomatonWeight::<Typos>::new(*field, Arc::clone(typos))
+                            .get_match_term_infos(reader)?,
+                    };
+                    Ok((words, *field, *boost))
                 })
                 .collect::<Result<_, TextIndexError>>()?;
             segments.push(Segment {
@@ -679,6 +685,29 @@ struct PreparedSegment {
     norms: [FieldNormReader; 2],
     /// Per `ShownFilter` variant, its documents' bits as of the latest version asked for.
     shown: [ArcSwapOption<ShownDocs>; SHOWN_VARIANTS],
+    /// Per text field, its term dictionary's FST for typo correction, opened by the first
+    /// query that corrects a word (`None` inside: tantivy's own walk answers).
+    raw_terms: std::sync::OnceLock<Option<[RawTerms; 2]>>,
+}
+
+impl PreparedSegment {
+    fn raw_terms(
+        &self,
+        index: &Index,
+        reader: &SegmentReader,
+        fields: [(Field, f32); 2],
+    ) -> Option<&[RawTerms; 2]> {
+        self.raw_terms
+            .get_or_init(|| {
+                let [(first, _), (second, _)] = fields;
+                RawTerms::open(
+                    index,
+                    reader,
+                    [(first, &self.inverted[0]), (second, &self.inverted[1])],
+                )
+            })
+            .as_ref()
+    }
 }
 
 /// A query's words and segments, ready to score.
@@ -1291,48 +1320,6 @@ fn analyze(text: &str) -> Vec<String> {
     terms
 }
 
-/// The words within a few edits of an unknown query word: one edit from 4 characters, two
-/// from 8 (a transposition counts as one).
-struct Typos(levenshtein_automata::DFA);
-
-impl Typos {
-    fn of(word: &str) -> Self {
-        static ONE: LazyLock<LevenshteinAutomatonBuilder> =
-            LazyLock::new(|| LevenshteinAutomatonBuilder::new(1, true));
-        static TWO: LazyLock<LevenshteinAutomatonBuilder> =
-            LazyLock::new(|| LevenshteinAutomatonBuilder::new(2, true));
-        let builder = if word.chars().count() >= 8 {
-            &TWO
-        } else {
-            &ONE
-        };
-        Self(builder.build_dfa(word))
-    }
-}
-
-impl tantivy_fst::Automaton for Typos {
-    type State = u32;
-
-    fn start(&self) -> u32 {
-        self.0.initial_state()
-    }
-
-    fn is_match(&self, state: &u32) -> bool {
-        matches!(
-            self.0.distance(*state),
-            levenshtein_automata::Distance::Exact(_)
-        )
-    }
-
-    fn can_match(&self, state: &u32) -> bool {
-        *state != levenshtein_automata::SINK_STATE
-    }
-
-    fn accept(&self, state: &u32, byte: u8) -> u32 {
-        self.0.transition(*state, byte)
-    }
-}
-
 /// Add `score` once to every document of `segment` in `docs` holding in `field` any of
 /// `words` (a query word's corrections).
 fn correct(
@@ -1555,6 +1542,96 @@ mod tests {
         // The same words typed as keywords still find the names.
         assert_eq!(slots(&index, "how long"), [1]);
         assert_eq!(slots(&index, "take five"), [0]);
+    }
+
+    #[test]
+    fn typo_walk_finds_the_words_tantivys_walk_finds() {
+        // Words from a small alphabet (with a two-byte letter) share prefixes, as a real
+        // dictionary's do, so that automata of one and two edits accept many of them.
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |below: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % below as u64) as usize
+        };
+        let letters: Vec<char> = "abcdeorstzé".chars().collect();
+        let word = |next: &mut dyn FnMut(usize) -> usize, len: usize| -> String {
+            (0..len).map(|_| letters[next(letters.len())]).collect()
+        };
+        let words: Vec<String> = (0..600).map(|i| word(&mut next, 1 + i % 11)).collect();
+        let index = TextIndex::new().expect("index");
+        let text = |i: usize| -> String {
+            (0..5)
+                .map(|j| words[(i * 31 + j * 7) % words.len()].as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        index
+            .replace_all(
+                (0..200u32)
+                    .map(|i| (i, doc(&text(i as usize), &text(i as usize + 100))))
+                    .collect::<Vec<_>>()
+                    .iter()
+                    .map(|(i, d)| (*i, d)),
+            )
+            .expect("replace");
+        for slot in (0..200).step_by(9) {
+            index
+                .upsert(
+                    slot,
+                    &doc(&text(slot as usize + 7), &text(slot as usize + 50)),
+                )
+                .expect("upsert");
+        }
+        let searcher = index.reader.searcher();
+        assert!(searcher.segment_readers().len() > 1);
+        let prepared = index.prepared(&searcher).expect("prepared");
+        // Query words: dictionary words with up to three random edits, and random ones.
+        let mut queries: Vec<String> = Vec::new();
+        for i in 0..300 {
+            let mut chars: Vec<char> = if i % 4 == 0 {
+                word(&mut next, 4 + i % 9).chars().collect()
+            } else {
+                words[(i * 13) % words.len()].chars().collect()
+            };
+            for _ in 0..i % 4 {
+                let at = next(chars.len() + 1);
+                match next(4) {
+                    0 => chars.insert(at, letters[next(letters.len())]),
+                    1 if at < chars.len() => {
+                        chars.remove(at);
+                    }
+                    2 if at + 1 < chars.len() => chars.swap(at, at + 1),
+                    _ if at < chars.len() => chars[at] = letters[next(letters.len())],
+                    _ => {}
+                }
+            }
+            queries.push(chars.into_iter().collect());
+        }
+        let mut found_some = 0;
+        for (reader, part) in searcher.segment_readers().iter().zip(&prepared.segments) {
+            let raw = part
+                .raw_terms(&index.index, reader, index.fields.text)
+                .expect("the term files read as tantivy writes them");
+            for query in queries
+                .iter()
+                .filter(|q| q.chars().count() >= MIN_FUZZY_CHARS)
+            {
+                let typos = Arc::new(Typos::of(query));
+                for (field_index, (field, _)) in index.fields.text.into_iter().enumerate() {
+                    let ours = raw[field_index]
+                        .corrections(&typos, &part.inverted[field_index])
+                        .expect("walk");
+                    let theirs = AutomatonWeight::<Typos>::new(field, Arc::clone(&typos))
+                        .get_match_term_infos(reader)
+                        .expect("tantivy's walk");
+                    assert_eq!(ours, theirs, "{query}");
+                    found_some += usize::from(!ours.is_empty());
+                }
+            }
+        }
+        assert!(found_some > 100, "{found_some}");
     }
 
     #[test]

@@ -572,7 +572,11 @@ impl TextIndex {
         let mut docs = 0;
         for (ordinal, (reader, part)) in readers.iter().zip(&prepared.segments).enumerate() {
             // The corrections' words, looked up once per segment (a walk of its dictionary).
-            let raw = part.raw_terms(&self.index, reader, self.fields.text);
+            let raw = if fuzzy.is_empty() {
+                None
+            } else {
+                part.raw_terms(&self.index, reader, self.fields.text)
+            };
             let corrections = fuzzy
                 .iter()
                 .map(|(typos, field_index, field, boost)| {

@@ -77,6 +77,7 @@ impl RawTerms {
         segment: &SegmentReader,
         fields: [(tantivy::schema::Field, &InvertedIndexReader); 2],
     ) -> Option<[RawTerms; 2]> {
+        // tantivy names a segment's files by its id and component (`SegmentMeta::relative_path`).
         let path = format!("{}.term", segment.segment_id().uuid_string());
         let bytes = index
             .directory()

@@ -179,7 +179,7 @@ fn composite_parts(bytes: &[u8]) -> io::Result<Vec<(u32, u64, std::ops::Range<us
     let mut parts = Vec::with_capacity(starts.len());
     for (i, (id, idx, start)) in starts.iter().enumerate() {
         let stop = starts.get(i + 1).map_or(footer_start, |next| next.2);
-        if start > &stop {
+        if *start > stop || stop > footer_start {
             return Err(invalid());
         }
         parts.push((*id, *idx, *start..stop));
@@ -222,4 +222,41 @@ fn term_fst(dictionary: OwnedBytes) -> io::Result<Fst<OwnedBytes>> {
         .checked_sub(usize::try_from(infos).map_err(|_| invalid())?)
         .ok_or_else(invalid)?;
     Fst::new(dictionary.slice(0..fst_end)).map_err(|_| invalid())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A composite file's footer for parts at `offsets` (field ids 0, 1, …), over `body` bytes.
+    fn composite(body: usize, offsets: &[u8]) -> Vec<u8> {
+        let mut bytes = vec![0u8; body];
+        let footer_start = bytes.len();
+        bytes.push(0x80 | offsets.len() as u8);
+        let mut previous = 0;
+        for (field, offset) in offsets.iter().enumerate() {
+            bytes.push(0x80 | (offset - previous));
+            bytes.extend_from_slice(&(field as u32).to_le_bytes());
+            bytes.push(0x80);
+            previous = *offset;
+        }
+        let footer_len = (bytes.len() - footer_start) as u32;
+        bytes.extend_from_slice(&footer_len.to_le_bytes());
+        bytes
+    }
+
+    #[test]
+    fn a_composite_footer_reads_into_parts_and_a_broken_one_is_refused() {
+        let parts = composite_parts(&composite(10, &[0, 4])).expect("parts");
+        assert_eq!(parts, [(0, 0, 0..4), (1, 0, 4..10)]);
+        // A part past the footer, a footer longer than the file, too short a file, or an
+        // integer without its last byte: refused, never a panic.
+        assert!(composite_parts(&composite(10, &[0, 12])).is_err());
+        let mut long = composite(10, &[0]);
+        let at = long.len() - 4;
+        long[at..].copy_from_slice(&1000u32.to_le_bytes());
+        assert!(composite_parts(&long).is_err());
+        assert!(composite_parts(&[1, 2]).is_err());
+        assert!(vint(&mut &[0x01u8, 0x02][..]).is_err());
+    }
 }

@@ -468,7 +468,7 @@ pub struct SearchIndex {
     store: Arc<dyn Store>,
     catalog: RwLock<Catalog>,
     /// Moves on every write access to the catalog (`write_catalog`): a reader holding the
-    /// catalog sees one value per state of it (health aside: `set_health`).
+    /// catalog sees one value per state of it (health aside: `write_health`).
     catalog_version: std::sync::atomic::AtomicU64,
     /// Whether keyword-only searches may count their matches by documents (tests compare
     /// both ways).
@@ -2458,8 +2458,6 @@ mod tests {
         assert!(page.hits.is_empty());
     }
 
-    /// More matches than the page selection's buffer holds, with scores that tie: every page,
-    /// by offset and by cursor, is the slice of the order of all matches.
     /// Keyword-only searches without a filter count their matches from document bits and
     /// visit only those that can reach the page: the pages, totals and next-page cursors are
     /// those of visiting every match, with duplicates collapsed or not, on one core or two, and
@@ -2566,6 +2564,8 @@ mod tests {
         compare_both_ways("deleted").await;
     }
 
+    /// More matches than the page selection's buffer holds, with scores that tie: every page,
+    /// by offset and by cursor, is the slice of the order of all matches.
     #[tokio::test]
     async fn pages_cut_from_many_matches_are_slices_of_the_whole_order() {
         let (_dir, store) = sqlite_store().await;

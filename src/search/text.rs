@@ -1588,9 +1588,30 @@ mod tests {
                 )
                 .expect("upsert");
         }
-        let searcher = index.reader.searcher();
+        // A merge finishing in the background removes its segments' files, and a searcher
+        // taken before cannot open their term files any more (searches then fall back to
+        // tantivy's walk for that generation): take a fresh searcher until every segment's
+        // files open, a bounded number of times.
+        let opened = (0..50).find_map(|_| {
+            index.wait_for_merges(std::time::Duration::from_secs(10));
+            index.reader.reload().expect("reload");
+            let searcher = index.reader.searcher();
+            let prepared = index.prepared(&searcher).expect("prepared");
+            let open = searcher
+                .segment_readers()
+                .iter()
+                .zip(&prepared.segments)
+                .all(|(reader, part)| {
+                    part.raw_terms(&index.index, reader, index.fields.text)
+                        .is_some()
+                });
+            if !open {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            open.then_some((searcher, prepared))
+        });
+        let (searcher, prepared) = opened.expect("the term files read as tantivy writes them");
         assert!(searcher.segment_readers().len() > 1);
-        let prepared = index.prepared(&searcher).expect("prepared");
         // Query words: dictionary words with up to three random edits, and random ones.
         let mut queries: Vec<String> = Vec::new();
         for i in 0..300 {
@@ -1617,7 +1638,7 @@ mod tests {
         for (reader, part) in searcher.segment_readers().iter().zip(&prepared.segments) {
             let raw = part
                 .raw_terms(&index.index, reader, index.fields.text)
-                .expect("the term files read as tantivy writes them");
+                .expect("opened above");
             for query in queries
                 .iter()
                 .filter(|q| q.chars().count() >= MIN_FUZZY_CHARS)

@@ -17,6 +17,8 @@
 //! `REGISTRY_BENCH_SWEEP=1` instead measures the graph's parameters (`benches/support/vectors.rs`);
 //! `REGISTRY_BENCH_ORIGINALS=n` builds every size from the first n real agents only, so that a
 //! small set has the copies-per-agent of a large one.
+//! `REGISTRY_BENCH_WRITES=n` changes one agent's description before every n-th query (the
+//! write itself is not timed), to measure searching while agents are published and updated.
 //!
 //! Queries: at least 1,000 distinct ones (the labelled set plus phrases cut from the data with a
 //! fixed seed), each run once per measurement, so no cache can make repeats the common case.
@@ -241,7 +243,23 @@ async fn measure(label: &str, agents: &[Agent], kind: EmbedderKind, queries: &[S
         .and_then(|n| n.parse().ok())
         .unwrap_or(1)
         .max(1);
+    // `REGISTRY_BENCH_WRITES=n`: before every n-th query, one agent's description changes (not
+    // timed), as a registry serving searches sees publishes and updates meanwhile.
+    let writes_every: usize = std::env::var("REGISTRY_BENCH_WRITES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    let mut writes = 0usize;
     for (i, query) in (0..rounds).flat_map(|_| queries.iter().enumerate()) {
+        if writes_every > 0 && i % writes_every == 0 {
+            let mut agent = agents[writes * 7919 % agents.len()].clone();
+            agent
+                .draft
+                .description
+                .push_str(&format!(" (revised {writes})"));
+            index.apply(&agent).await;
+            writes += 1;
+        }
         let order: &[bool] = match (with_facets, i % 2) {
             (false, _) => &[false],
             (true, 0) => &[false, true],
@@ -264,6 +282,36 @@ async fn measure(label: &str, agents: &[Agent], kind: EmbedderKind, queries: &[S
         "{:.0}%",
         100.0 * hits as f64 / (queries.len() * rounds) as f64
     );
+    if writes > 0 {
+        // The searches right after a write against the rest: what a write costs the searches.
+        let mut after_write: [Vec<Duration>; 3] = Default::default();
+        for (elapsed, i) in &timed {
+            let since = i % writes_every;
+            after_write[match since {
+                0 => 0,
+                1..4 => 1,
+                _ => 2,
+            }]
+            .push(*elapsed);
+        }
+        let summary: Vec<String> = after_write
+            .iter_mut()
+            .zip(["the first after a write", "the next three", "the others"])
+            .filter(|(latencies, _)| !latencies.is_empty())
+            .map(|(latencies, which)| {
+                latencies.sort();
+                format!(
+                    "{which} p50 / p99 {} / {} µs",
+                    micros(percentile(latencies, 0.50)),
+                    micros(percentile(latencies, 0.99))
+                )
+            })
+            .collect();
+        eprintln!(
+            "{label}: {writes} agents changed between the queries; {}",
+            summary.join("; ")
+        );
+    }
     if rounds > 1 {
         let mean = timed.iter().map(|(elapsed, _)| *elapsed).sum::<Duration>() / timed.len() as u32;
         eprintln!(

@@ -1663,11 +1663,13 @@ impl SearchIndex {
                 && self
                     .count_by_documents
                     .load(std::sync::atomic::Ordering::Relaxed);
-            let counted_by_documents = by_documents.then(|| {
-                let version = self
+            let counted_by_documents = by_documents.then(|| text::ShownFilter {
+                variant: usize::from(hidden.is_some()),
+                version: self
                     .catalog_version
-                    .load(std::sync::atomic::Ordering::Relaxed);
-                (usize::from(hidden.is_some()), version)
+                    .load(std::sync::atomic::Ordering::Relaxed),
+                live: base,
+                hidden,
             });
             let mut keyword = KeywordOnly {
                 shown: &shown,
@@ -2082,10 +2084,10 @@ struct KeywordOnly<'c, 'r, S, P> {
     prior: &'r P,
     tally: Tally<'c>,
     top: TopHits<'c, 'r>,
-    /// `(variant, catalog version)` of `shown` when the text index may count the shown
-    /// matches itself (`MatchVisitor::shown_filter`): one variant per value of duplicate
-    /// collapsing, the only filter it is offered with.
-    counted_by_documents: Option<(usize, u64)>,
+    /// `shown` as the text index's filter, when it may count the shown matches itself
+    /// (`MatchVisitor::shown_filter`): one variant per value of duplicate collapsing, the only
+    /// filter it is offered with.
+    counted_by_documents: Option<text::ShownFilter<'r>>,
 }
 
 impl<S, P> MatchVisitor for KeywordOnly<'_, '_, S, P>
@@ -2103,12 +2105,7 @@ where
     }
 
     fn shown_filter(&self) -> Option<text::ShownFilter<'_>> {
-        let (variant, version) = self.counted_by_documents?;
-        Some(text::ShownFilter {
-            variant,
-            version,
-            shown: self.shown,
-        })
+        self.counted_by_documents
     }
 
     /// The page's floor: the prior never raises a score, so a match scoring under it is
@@ -2486,9 +2483,12 @@ mod tests {
         let agents: Vec<Agent> = (0..700).map(|i| agent(i, "storms", true)).collect();
         let index = SearchIndex::new(store, None).expect("index");
         index.rebuild_keyword(&agents).await.expect("index");
-        let compare_both_ways = |step: &'static str| {
+        // `inline_below`: the document bits are built by a thread of their own (0) or on the
+        // spot (`usize::MAX`).
+        let compare_both_ways = |step: &'static str, inline_below: usize| {
             let index = &index;
             async move {
+                index.text.set_shown_inline_below(inline_below);
                 let mut totals = Vec::new();
                 for (text, collapse, parallel_from, limit) in [
                     ("weather forecasts", true, u64::MAX, 10),
@@ -2501,24 +2501,35 @@ mod tests {
                     let mut pages = Vec::new();
                     for by_documents in [true, false] {
                         index.set_count_by_documents(by_documents);
+                        let request = |cursor| SearchRequest {
+                            text: text.to_owned(),
+                            filters: Filters {
+                                collapse_duplicates: collapse,
+                                ..Filters::default()
+                            },
+                            ..ordered(Sort::Relevance, limit, 0, cursor)
+                        };
+                        // The first search after a change finds the document bits stale,
+                        // visits every match and has the bits built off its path; the pages
+                        // below count by them.
+                        let first = index.search(&request(None)).await.expect("search");
+                        let first = (ids(&first), first.total, first.next_cursor.clone());
+                        assert!(
+                            index
+                                .text
+                                .wait_for_shown_docs(std::time::Duration::from_secs(60))
+                        );
                         let mut served = Vec::new();
                         let mut cursor = None;
                         loop {
-                            let request = SearchRequest {
-                                text: text.to_owned(),
-                                filters: Filters {
-                                    collapse_duplicates: collapse,
-                                    ..Filters::default()
-                                },
-                                ..ordered(Sort::Relevance, limit, 0, cursor)
-                            };
-                            let page = index.search(&request).await.expect("search");
+                            let page = index.search(&request(cursor)).await.expect("search");
                             served.push((ids(&page), page.total, page.next_cursor.clone()));
                             cursor = page.next_cursor;
                             if cursor.is_none() {
                                 break;
                             }
                         }
+                        assert_eq!(first, served[0], "{step}: {text:?} before the bits");
                         pages.push(served);
                     }
                     assert_eq!(pages[0], pages[1], "{step}: {text:?} collapse {collapse}");
@@ -2528,7 +2539,7 @@ mod tests {
                 totals
             }
         };
-        let built = compare_both_ways("built").await;
+        let built = compare_both_ways("built", 0).await;
         assert!(built[0] < built[1], "collapsing hides some: {built:?}");
         // Agents leaving their repository's group with the same text: the keyword index is
         // unchanged, the duplicates shown are not.
@@ -2540,7 +2551,7 @@ mod tests {
             moved.push(own);
         }
         index.apply_batch(&moved, &[]).await;
-        let regrouped = compare_both_ways("regrouped").await;
+        let regrouped = compare_both_ways("regrouped", usize::MAX).await;
         assert_ne!(regrouped[0], built[0], "{regrouped:?}");
         // Unpublished, rewritten, and new agents.
         let mut changed: Vec<Agent> = Vec::new();
@@ -2558,10 +2569,10 @@ mod tests {
         }
         changed.extend((700..760).map(|i| agent(i, "storms", true)));
         index.apply_batch(&changed, &[]).await;
-        compare_both_ways("changed").await;
+        compare_both_ways("changed", 0).await;
         let deleted: Vec<String> = (1..700).step_by(11).map(|i| agents[i].id.clone()).collect();
         index.apply_batch(&[], &deleted).await;
-        compare_both_ways("deleted").await;
+        compare_both_ways("deleted", usize::MAX).await;
     }
 
     /// More matches than the page selection's buffer holds, with scores that tie: every page,

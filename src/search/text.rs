@@ -26,6 +26,7 @@ use tantivy::{
 
 mod snapshot;
 mod typos;
+use super::facets::SlotSet;
 pub use snapshot::{CommittedFiles, Saved, SavedSlot};
 use typos::{RawTerms, Typos};
 
@@ -67,10 +68,12 @@ pub struct TextIndex {
     cached: Arc<SegmentCache>,
     /// Queries with this many postings or more use both cores (`PARALLEL_POSTINGS`).
     parallel_from: std::sync::atomic::AtomicU64,
+    /// Segments with fewer documents get a filter's bits built on the spot (`SHOWN_DOCS_INLINE`).
+    shown_inline_below: std::sync::atomic::AtomicUsize,
     /// Commits so far: a saved copy is current while this has not moved.
     commits: std::sync::atomic::AtomicU64,
-    /// Background merges not yet finished, and a signal when one finishes.
-    merges: Arc<(Mutex<usize>, std::sync::Condvar)>,
+    /// Background merges not yet finished.
+    merges: Arc<Running>,
 }
 
 /// One change staged by `TextIndex::stage`: a document for a slot no document has, one for a
@@ -152,6 +155,7 @@ impl TextIndex {
             fields,
             cached: Arc::default(),
             parallel_from: PARALLEL_POSTINGS.into(),
+            shown_inline_below: SHOWN_DOCS_INLINE.into(),
             commits: 0.into(),
             merges: Arc::default(),
         })
@@ -162,6 +166,14 @@ impl TextIndex {
     pub fn set_parallel_from(&self, postings: u64) {
         self.parallel_from
             .store(postings, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Build a filter's document bits on the spot for segments of fewer than `docs` documents,
+    /// on a thread of their own for larger ones (the default is `SHOWN_DOCS_INLINE`): for tests
+    /// of both ways.
+    pub fn set_shown_inline_below(&self, docs: usize) {
+        self.shown_inline_below
+            .store(docs, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn document(&self, slot: u32, text: &DocText) -> TantivyDocument {
@@ -246,7 +258,7 @@ impl TextIndex {
         let reader = self.reader.clone();
         let cached = Arc::clone(&self.cached);
         let merges = Arc::clone(&self.merges);
-        *merges.0.lock().unwrap_or_else(|poison| poison.into_inner()) += 1;
+        merges.start();
         let waiter = std::thread::Builder::new()
             .name("text-merge".to_owned())
             .spawn(move || {
@@ -264,28 +276,23 @@ impl TextIndex {
                         tracing::debug!(error = %err, "keyword index segments not merged");
                     }
                 }
-                let (count, done) = &*merges;
-                *count.lock().unwrap_or_else(|poison| poison.into_inner()) -= 1;
-                done.notify_all();
+                merges.end();
             });
         if let Err(err) = waiter {
-            *self
-                .merges
-                .0
-                .lock()
-                .unwrap_or_else(|poison| poison.into_inner()) -= 1;
+            self.merges.end();
             tracing::warn!(error = %err, "cannot wait for the keyword index merge");
         }
     }
 
     /// Wait (at most `timeout`) until no background merge is running; `false` on time-out.
     pub fn wait_for_merges(&self, timeout: std::time::Duration) -> bool {
-        let (count, done) = &*self.merges;
-        let count = count.lock().unwrap_or_else(|poison| poison.into_inner());
-        let (count, _) = done
-            .wait_timeout_while(count, timeout, |running| *running > 0)
-            .unwrap_or_else(|poison| poison.into_inner());
-        *count == 0
+        self.merges.wait(timeout)
+    }
+
+    /// Wait (at most `timeout`) until no document bits are being built for a filter (see
+    /// `Segment::shown_docs`); `false` on time-out.
+    pub fn wait_for_shown_docs(&self, timeout: std::time::Duration) -> bool {
+        self.cached.shown_builds.wait(timeout)
     }
 
     /// How many commits the index has had: unchanged since a save, the saved copy is current.
@@ -359,6 +366,7 @@ impl TextIndex {
                         reader.get_fieldnorms_reader(second)?,
                     ],
                     shown: Default::default(),
+                    shown_builds: Arc::clone(&self.cached.shown_builds),
                     raw_terms: std::sync::OnceLock::new(),
                 })
             })
@@ -569,6 +577,9 @@ impl TextIndex {
         }
         // Every segment's documents in one accumulator, each segment from a multiple of 64.
         let mut segments: Vec<Segment<'_>> = Vec::new();
+        let shown_inline_below = self
+            .shown_inline_below
+            .load(std::sync::atomic::Ordering::Relaxed);
         let mut docs = 0;
         for (ordinal, (reader, part)) in readers.iter().zip(&prepared.segments).enumerate() {
             // The corrections' words, looked up once per segment (a walk of its dictionary).
@@ -597,6 +608,7 @@ impl TextIndex {
                 part,
                 alive: reader.alive_bitset(),
                 corrections,
+                shown_inline_below,
             });
             docs += (reader.max_doc() as usize).next_multiple_of(64);
         }
@@ -608,6 +620,39 @@ impl TextIndex {
     }
 }
 
+/// Background jobs of one kind under way, and a signal when one ends.
+#[derive(Default)]
+struct Running {
+    count: Mutex<usize>,
+    ended: std::sync::Condvar,
+}
+
+impl Running {
+    fn count(&self) -> std::sync::MutexGuard<'_, usize> {
+        self.count
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+
+    fn start(&self) {
+        *self.count() += 1;
+    }
+
+    fn end(&self) {
+        *self.count() -= 1;
+        self.ended.notify_all();
+    }
+
+    /// Wait (at most `timeout`) until none is under way; `false` on time-out.
+    fn wait(&self, timeout: std::time::Duration) -> bool {
+        let (count, _) = self
+            .ended
+            .wait_timeout_while(self.count(), timeout, |running| *running > 0)
+            .unwrap_or_else(|poison| poison.into_inner());
+        *count == 0
+    }
+}
+
 /// What queries read of the segments, kept between queries.
 #[derive(Default)]
 struct SegmentCache {
@@ -616,6 +661,8 @@ struct SegmentCache {
     slot_maps: RwLock<HashMap<SegmentId, Arc<SlotMap>>>,
     /// The latest searcher generation's segments, prepared.
     prepared: ArcSwapOption<Prepared>,
+    /// Document bits being built for a filter, off the searches' path.
+    shown_builds: Arc<Running>,
 }
 
 impl SegmentCache {
@@ -687,8 +734,10 @@ struct PreparedSegment {
     /// Per text field: its inverted index and document lengths.
     inverted: [Arc<InvertedIndexReader>; 2],
     norms: [FieldNormReader; 2],
-    /// Per `ShownFilter` variant, its documents' bits as of the latest version asked for.
-    shown: [ArcSwapOption<ShownDocs>; SHOWN_VARIANTS],
+    /// Per `ShownFilter` variant, its documents' bits as of the latest version built.
+    shown: [Arc<ShownCache>; SHOWN_VARIANTS],
+    /// The index's count of those bits being built.
+    shown_builds: Arc<Running>,
     /// Per text field, its term dictionary's FST for typo correction, opened by the first
     /// query that corrects a word (`None` inside: tantivy's own walk answers).
     raw_terms: std::sync::OnceLock<Option<[RawTerms; 2]>>,
@@ -886,7 +935,7 @@ fn visit(segments: &[Segment<'_>], scores: &mut Scores<'_>, visitor: &mut impl M
     for segment in segments {
         let shown = visitor
             .shown_filter()
-            .map(|filter| segment.shown_docs(&filter));
+            .and_then(|filter| segment.shown_docs(&filter));
         match shown {
             Some(shown) => visit_shown(segment, scores, &shown.bits, visitor),
             None => scores.drain(segment, |doc, score| {
@@ -1007,12 +1056,21 @@ pub trait MatchVisitor {
 }
 
 /// Which slots a visitor's matches are counted for (`MatchVisitor::shown_filter`).
+#[derive(Clone, Copy)]
 pub struct ShownFilter<'a> {
     /// Which of the (two) filters a search can name: each keeps its own document bit sets.
     pub variant: usize,
-    /// Changes whenever `shown` may answer differently for some slot.
+    /// Changes whenever the filter may show a different set of slots.
     pub version: u64,
-    pub shown: &'a (dyn Fn(u32) -> bool + Sync),
+    /// It shows the slots of `live` that `hidden` does not hold.
+    pub live: &'a SlotSet,
+    pub hidden: Option<&'a SlotSet>,
+}
+
+impl ShownFilter<'_> {
+    fn shows(&self, slot: u32) -> bool {
+        self.live.contains(slot) && self.hidden.is_none_or(|hidden| !hidden.contains(slot))
+    }
 }
 
 /// How many filters get document bit sets of their own (`ShownFilter::variant`).
@@ -1022,6 +1080,61 @@ pub const SHOWN_VARIANTS: usize = 2;
 struct ShownDocs {
     version: u64,
     bits: Box<[u64]>,
+}
+
+/// Segments with fewer documents than this get their `ShownDocs` built by the search that
+/// finds them stale (under 0.1 ms), not by a thread started for it.
+const SHOWN_DOCS_INLINE: usize = 16_384;
+
+/// One segment's `ShownDocs` for one filter variant, and whether a build of newer ones is under
+/// way.
+#[derive(Default)]
+struct ShownCache {
+    docs: ArcSwapOption<ShownDocs>,
+    building: std::sync::atomic::AtomicBool,
+}
+
+impl ShownCache {
+    /// Keep `docs` unless a newer version is already here.
+    fn offer(&self, docs: Arc<ShownDocs>) {
+        self.docs.rcu(|current| match current {
+            Some(current) if current.version > docs.version => Some(Arc::clone(current)),
+            _ => Some(Arc::clone(&docs)),
+        });
+    }
+}
+
+/// A build of `ShownDocs` under way: when dropped, it is over.
+struct EndBuild(Arc<ShownCache>, Arc<Running>);
+
+impl Drop for EndBuild {
+    fn drop(&mut self) {
+        self.0
+            .building
+            .store(false, std::sync::atomic::Ordering::Release);
+        self.1.end();
+    }
+}
+
+/// The bits of the documents of a segment (`slots`, `alive`) that `filter` shows.
+fn build_shown_docs(
+    slots: &SlotMap,
+    alive: Option<&tantivy::fastfield::AliveBitSet>,
+    filter: &ShownFilter<'_>,
+) -> ShownDocs {
+    let mut bits = vec![0u64; slots.slots.len().div_ceil(64)].into_boxed_slice();
+    for (doc, &slot) in slots.slots.iter().enumerate() {
+        if slot != NO_SLOT
+            && !alive.is_some_and(|alive| alive.is_deleted(doc as DocId))
+            && filter.shows(slot)
+        {
+            bits[doc / 64] |= 1 << (doc % 64);
+        }
+    }
+    ShownDocs {
+        version: filter.version,
+        bits,
+    }
 }
 
 impl<F: FnMut(u32, f32)> MatchVisitor for F {
@@ -1077,6 +1190,8 @@ struct Segment<'a> {
     alive: Option<&'a tantivy::fastfield::AliveBitSet>,
     /// Per unknown query word and field: the words it may be a typo of, and their score.
     corrections: Vec<(Vec<TermInfo>, Field, f32)>,
+    /// `TextIndex::shown_inline_below` as the search started.
+    shown_inline_below: usize,
 }
 
 impl Segment<'_> {
@@ -1085,41 +1200,61 @@ impl Segment<'_> {
         self.base..self.base + self.reader.max_doc() as usize
     }
 
-    /// The documents `filter` shows, one bit each by document id: built once per version of
-    /// the filter (and per searcher generation, which a change of the documents makes new).
-    fn shown_docs(&self, filter: &ShownFilter<'_>) -> Arc<ShownDocs> {
-        let Some(cache) = self.part.shown.get(filter.variant) else {
-            return Arc::new(self.build_shown_docs(filter));
-        };
-        if let Some(docs) = cache.load_full() {
-            if docs.version == filter.version {
-                return docs;
-            }
+    /// The documents `filter` shows, one bit each by document id, if they are built for its
+    /// version (and this searcher generation, which a change of the documents makes new).
+    /// Otherwise `None`, and the search visits every match: a catalogue change makes every
+    /// segment's bits stale, and rebuilding them is a pass over all its documents (5 ms at a
+    /// million agents), which no search of a large segment waits for. The first search to find
+    /// them stale starts one build on a thread of its own, with copies of the filter's slot
+    /// sets; while it runs, more searches find it under way and start none. A small segment's
+    /// bits are built on the spot.
+    fn shown_docs(&self, filter: &ShownFilter<'_>) -> Option<Arc<ShownDocs>> {
+        let cache = self.part.shown.get(filter.variant)?;
+        if let Some(docs) = cache.docs.load_full()
+            && docs.version == filter.version
+        {
+            return Some(docs);
         }
-        let docs = Arc::new(self.build_shown_docs(filter));
-        // A search still on an older version does not displace a newer one.
-        cache.rcu(|current| match current {
-            Some(current) if current.version > filter.version => Some(Arc::clone(current)),
-            _ => Some(Arc::clone(&docs)),
-        });
-        docs
-    }
-
-    fn build_shown_docs(&self, filter: &ShownFilter<'_>) -> ShownDocs {
-        let docs = self.reader.max_doc() as usize;
-        let mut bits = vec![0u64; docs.div_ceil(64)].into_boxed_slice();
-        for doc in 0..docs {
-            if self
-                .slot(self.base + doc)
-                .is_some_and(|slot| (filter.shown)(slot))
-            {
-                bits[doc / 64] |= 1 << (doc % 64);
-            }
+        if self.part.slots.slots.len() < self.shown_inline_below {
+            let docs = Arc::new(build_shown_docs(&self.part.slots, self.alive, filter));
+            cache.offer(Arc::clone(&docs));
+            return Some(docs);
         }
-        ShownDocs {
-            version: filter.version,
-            bits,
+        if cache
+            .building
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        {
+            return None;
         }
+        let (slots, builds) = (
+            Arc::clone(&self.part.slots),
+            Arc::clone(&self.part.shown_builds),
+        );
+        let (alive, live, hidden) = (
+            self.alive.cloned(),
+            filter.live.clone(),
+            filter.hidden.cloned(),
+        );
+        let (variant, version) = (filter.variant, filter.version);
+        builds.start();
+        // Ends the build however the thread ends, or when it cannot start.
+        let end = EndBuild(Arc::clone(cache), builds);
+        let started = std::thread::Builder::new()
+            .name("shown-docs".to_owned())
+            .spawn(move || {
+                let filter = ShownFilter {
+                    variant,
+                    version,
+                    live: &live,
+                    hidden: hidden.as_ref(),
+                };
+                let docs = build_shown_docs(&slots, alive.as_ref(), &filter);
+                end.0.offer(Arc::new(docs));
+            });
+        if let Err(err) = started {
+            tracing::warn!(error = %err, "cannot build a filter's document bits");
+        }
+        None
     }
 
     /// The slot of the document at accumulator position `doc`, unless it is deleted.

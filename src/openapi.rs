@@ -665,9 +665,9 @@ pub fn filter_properties() -> Map<String, Value> {
     map.insert(
         "health".to_owned(),
         closed_filter(
-            &["up", "down", "not_conformant", "unknown"],
+            &["up", "down", "not_conformant", "unknown", "not_probed"],
             false,
-            "What the last liveness probe found; an agent never probed is `unknown`.",
+            "What the last liveness probe found; an agent not probed yet is `unknown`, one that lists no endpoint to probe (it runs from a package, or names only a repository or page) `not_probed`.",
         ),
     );
     map
@@ -980,7 +980,7 @@ fn search_facets() -> Value {
             "category": counts("Per category. Categories that differ only in case are one (as the `category` filter compares them), named by the spelling most agents use. Agents without a category are not counted.", None),
             "tags": tags,
             "payment_model": counts("Per payment model, as the `payment_model` filter names them. Agents that state no payment terms are not counted (no `payment_model` filter matches them).", Some(&["free", "paid", "freemium"])),
-            "health": counts("Per health status. Agents are not probed yet, so every one is `unknown`.", Some(&["up", "down", "not_conformant", "unknown"])),
+            "health": counts("Per health status: what the liveness prober last found, `unknown` before the first probe, `not_probed` for agents that list no endpoint.", Some(&["up", "down", "not_conformant", "unknown", "not_probed"])),
         },
     })
 }

@@ -581,7 +581,8 @@ impl Registry {
             tracing::warn!(error = %err, agent = %after.id, "cannot reschedule the agent's probe");
         }
         if let Some(index) = &self.index {
-            index.set_health(&after.id, None);
+            // Probeable now: unknown until its first probe; else `not_probed` at once.
+            index.set_health(&after.id, Health::shown(&after.draft, None));
         }
     }
 

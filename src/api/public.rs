@@ -26,7 +26,7 @@ use super::wire::{AgentPage, AgentRecord, PageView, VersionList};
         ("payment_rail" = Option<String>, Query, description = "Rails as `network:asset` (asset prefix), `network:`, or a bare prefix of either, comma-separated, e.g. `base:usdc`, `nano:`, `usdc`"),
         ("payment_direction" = Option<String>, Query, description = "`inbound`, `outbound`, `both`"),
         ("sort" = Option<String>, Query, description = "`relevance` (default with q), `newest` (default without), `name`"),
-        ("health" = Option<String>, Query, description = "`up`, `down`, `not_conformant`, `unknown` (OR): what the last liveness probe found"),
+        ("health" = Option<String>, Query, description = "`up`, `down`, `not_conformant`, `unknown`, `not_probed` (OR): what the last liveness probe found (`not_probed`: the agent lists no endpoint)"),
         ("collapse" = Option<bool>, Query, description = "`true` (default): one agent per duplicate group (agents sharing a repository or an endpoint), the group's best member; `false`: every agent"),
         ("facets" = Option<bool>, Query, description = "`true`: the answer also has `facets`, every match (not only this page) counted per category, tag (the 20 most frequent), payment model and health; `false` (default): no `facets` member"),
         ("limit" = Option<i64>, Query, description = "Page size, default 20, max 100; values below 1 are read as 1, above 100 as 100"),

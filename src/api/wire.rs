@@ -72,7 +72,8 @@ pub struct AgentRecord {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub card_signature: Option<CardSignatureCheck>,
     /// Whether the agent's endpoint answers, as the registry's liveness prober last found it
-    /// (`unknown` when it lists no endpoint or was not probed yet).
+    /// (`unknown` before its first probe, `not_probed` with the reason when it lists no
+    /// endpoint to probe).
     pub health: Health,
     /// Owner's view only: whether the owner published a full A2A card with the record.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -150,7 +151,8 @@ pub struct AgentSummary {
     pub capabilities: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub published_at: Option<Timestamp>,
-    /// What the liveness prober last found (`unknown`: never probed).
+    /// What the liveness prober last found (`unknown`: not probed yet; `not_probed`: no
+    /// endpoint to probe).
     pub health: Health,
 }
 

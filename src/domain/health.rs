@@ -17,12 +17,21 @@ pub enum HealthStatus {
     Down,
     /// It answers, but not with a valid A2A v1.0 card, or not as an MCP server.
     NotConformant,
-    /// Never probed: the agent lists no endpoint, or its first probe has not run yet.
+    /// Not probed yet: its first probe has not run.
     Unknown,
+    /// Never probed: the agent lists no endpoint to probe (it runs from a package, or only a
+    /// repository or web page is known); `detail` says which.
+    NotProbed,
 }
 
 impl HealthStatus {
-    pub const ALL: [Self; 4] = [Self::Up, Self::Down, Self::NotConformant, Self::Unknown];
+    pub const ALL: [Self; 5] = [
+        Self::Up,
+        Self::Down,
+        Self::NotConformant,
+        Self::Unknown,
+        Self::NotProbed,
+    ];
 
     /// Its place in `ALL`.
     pub fn index(self) -> usize {
@@ -31,6 +40,7 @@ impl HealthStatus {
             Self::Down => 1,
             Self::NotConformant => 2,
             Self::Unknown => 3,
+            Self::NotProbed => 4,
         }
     }
 
@@ -40,6 +50,7 @@ impl HealthStatus {
             Self::Down => "down",
             Self::NotConformant => "not_conformant",
             Self::Unknown => "unknown",
+            Self::NotProbed => "not_probed",
         }
     }
 
@@ -49,10 +60,11 @@ impl HealthStatus {
 
     /// The factor a relevance score is multiplied by: agents that do not answer sink a little,
     /// never far enough to hide a strong match. Never above 1, so a demoted agent can only move
-    /// down (the fused ranking's depth bounds rely on that).
+    /// down (the fused ranking's depth bounds rely on that). An agent that cannot be probed
+    /// says nothing either way about whether it works, so it is not demoted.
     pub fn ranking_prior(self) -> f64 {
         match self {
-            Self::Up | Self::Unknown => 1.0,
+            Self::Up | Self::Unknown | Self::NotProbed => 1.0,
             Self::NotConformant => 0.95,
             Self::Down => 0.9,
         }
@@ -102,11 +114,27 @@ pub struct Health {
     pub detail: Option<String>,
 }
 
+/// Why an agent is `not_probed`: it runs from a package (npm, PyPI, OCI, …) on the user's
+/// machine, so there is no endpoint of the publisher's to check.
+pub const PACKAGE_ONLY: &str = "package only";
+/// Why an agent is `not_probed`: it names no endpoint (at most a repository or a web page).
+pub const NO_ENDPOINT: &str = "no endpoint";
+
 impl Health {
-    /// The health of an agent never probed.
+    /// The health of an agent not probed yet.
     pub fn unknown() -> Self {
+        Self::unprobed(HealthStatus::Unknown, None)
+    }
+
+    /// The health of an agent that lists no endpoint: never probed, for `reason`
+    /// (`PACKAGE_ONLY` or `NO_ENDPOINT`).
+    pub fn not_probed(reason: &str) -> Self {
+        Self::unprobed(HealthStatus::NotProbed, Some(reason.to_owned()))
+    }
+
+    fn unprobed(status: HealthStatus, detail: Option<String>) -> Self {
         Self {
-            status: HealthStatus::Unknown,
+            status,
             checked_at: None,
             last_ok_at: None,
             latency_ms: None,
@@ -115,7 +143,17 @@ impl Health {
             uptime_30d: None,
             probe: None,
             target: None,
-            detail: None,
+            detail,
+        }
+    }
+
+    /// The health an agent with `draft` shows, given what the prober stored (`None`: never
+    /// probed): `not_probed` with its reason when the draft lists no endpoint, whatever was
+    /// stored before (an earlier record's endpoint), else the stored health.
+    pub fn shown(draft: &AgentDraft, stored: Option<Health>) -> Option<Health> {
+        match ProbeTarget::of(draft) {
+            Some(_) => stored,
+            None => Some(Self::not_probed(not_probed_reason(draft))),
         }
     }
 
@@ -207,36 +245,50 @@ pub enum ProbeTarget {
 pub const WELL_KNOWN_CARD: &str = "/.well-known/agent-card.json";
 
 impl ProbeTarget {
-    /// The probe for an agent: A2A when it has a `manifest_url` or an A2A interface (the card
-    /// at `manifest_url`, else at the first interface's origin), else its first MCP remote;
-    /// `None` when it lists no endpoint (packages and repositories are not probed).
+    /// The probe for an agent, from its endpoints only:
+    ///
+    /// - an A2A agent (it lists an A2A interface or carries its card): its card, at
+    ///   `manifest_url`, else at the first interface's origin;
+    /// - else its first MCP remote;
+    /// - else a `manifest_url` that names a card document (a `.json` path, or one under
+    ///   `/.well-known/`): an agent described by its card alone.
+    ///
+    /// `None` when it lists no endpoint: a package runs on the user's machine, and a repository,
+    /// a listing or a website (what `manifest_url` holds for most MCP servers) is no agent to
+    /// check.
     pub fn of(draft: &AgentDraft) -> Option<Self> {
-        let jsonrpc = draft
-            .reach
-            .interfaces
-            .iter()
-            .find(|interface| interface.protocol_binding.eq_ignore_ascii_case("JSONRPC"))
-            .map(|interface| interface.url.clone());
-        let card = draft.manifest_url.clone().or_else(|| {
-            let first = draft.reach.interfaces.first()?;
-            let url = url::Url::parse(&first.url).ok()?;
-            Some(format!(
-                "{}{WELL_KNOWN_CARD}",
-                url.origin().ascii_serialization()
-            ))
-        });
-        if let Some(card) = card {
-            return Some(Self::A2a {
-                card,
-                endpoint: jsonrpc,
-                message: draft.probe_message.clone(),
+        let reach = &draft.reach;
+        let a2a = |card: String| Self::A2a {
+            card,
+            endpoint: reach
+                .interfaces
+                .iter()
+                .find(|interface| interface.protocol_binding.eq_ignore_ascii_case("JSONRPC"))
+                .map(|interface| interface.url.clone()),
+            message: draft.probe_message.clone(),
+        };
+        if !reach.interfaces.is_empty() || draft.card.is_some() {
+            let card = draft.manifest_url.clone().or_else(|| {
+                let first = reach.interfaces.first()?;
+                let url = url::Url::parse(&first.url).ok()?;
+                Some(format!(
+                    "{}{WELL_KNOWN_CARD}",
+                    url.origin().ascii_serialization()
+                ))
+            })?;
+            return Some(a2a(card));
+        }
+        if let Some(remote) = reach.remotes.first() {
+            return Some(Self::Mcp {
+                url: remote.url.clone(),
+                sse: remote.kind == "sse",
             });
         }
-        let remote = draft.reach.remotes.first()?;
-        Some(Self::Mcp {
-            url: remote.url.clone(),
-            sse: remote.kind == "sse",
-        })
+        draft
+            .manifest_url
+            .as_deref()
+            .filter(|url| names_a_card(url))
+            .map(|card| a2a(card.to_owned()))
     }
 
     /// The URL contacted first: its host is what per-host limits count.
@@ -246,6 +298,25 @@ impl ProbeTarget {
             Self::Mcp { url, .. } => url,
         }
     }
+}
+
+/// Why a draft without an endpoint is not probed: `PACKAGE_ONLY` when it runs from a package,
+/// else `NO_ENDPOINT`.
+pub fn not_probed_reason(draft: &AgentDraft) -> &'static str {
+    if draft.reach.packages.is_empty() {
+        NO_ENDPOINT
+    } else {
+        PACKAGE_ONLY
+    }
+}
+
+/// Whether a URL names a card document rather than a page about the agent: its path ends in
+/// `.json`, or lies under `/.well-known/`.
+fn names_a_card(raw: &str) -> bool {
+    url::Url::parse(raw).is_ok_and(|url| {
+        let path = url.path().to_ascii_lowercase();
+        path.ends_with(".json") || path.starts_with("/.well-known/")
+    })
 }
 
 /// The UTC day of `at`, as days since the epoch: the bucket uptime is counted in.
@@ -313,5 +384,90 @@ mod tests {
         assert_eq!(day_of(Timestamp::from_micros(86_400_000_000)), 1);
         assert_eq!(ProbeCount::default().ratio(), None);
         assert_eq!(ProbeCount { probes: 4, ok: 3 }.ratio(), Some(0.75));
+    }
+
+    fn draft(reach: serde_json::Value) -> AgentDraft {
+        let mut body = serde_json::json!({
+            "package_name": "com.example.thing",
+            "name": "Thing",
+            "description": "A thing.",
+        });
+        for (key, value) in reach.as_object().expect("object") {
+            body[key] = value.clone();
+        }
+        AgentDraft::parse(&body).expect("draft")
+    }
+
+    fn target(reach: serde_json::Value) -> Option<String> {
+        ProbeTarget::of(&draft(reach)).map(|target| target.url().to_owned())
+    }
+
+    #[test]
+    fn only_endpoints_are_probed() {
+        let package = serde_json::json!([{"registry_type": "npm", "identifier": "thing-mcp",
+            "transport": {"type": "stdio"}}]);
+        let repository =
+            serde_json::json!({"url": "https://github.com/acme/thing", "source": "github"});
+        assert_eq!(
+            target(serde_json::json!({"url": "https://a.example/rpc"})).as_deref(),
+            Some("https://a.example/.well-known/agent-card.json"),
+            "an A2A interface: its origin's card"
+        );
+        assert_eq!(
+            target(serde_json::json!({"url": "https://a.example/rpc",
+                "manifest_url": "https://a.example/cards/thing"}))
+            .as_deref(),
+            Some("https://a.example/cards/thing"),
+            "an A2A agent's manifest_url is its card"
+        );
+        assert_eq!(
+            target(
+                serde_json::json!({"manifest_url": "https://github.com/acme/thing",
+                "remotes": [{"type": "streamable-http", "url": "https://mcp.example/mcp"}]})
+            )
+            .as_deref(),
+            Some("https://mcp.example/mcp"),
+            "an MCP server's manifest_url is its website: the remote is probed"
+        );
+        assert_eq!(
+            target(serde_json::json!({"manifest_url": "https://cards.example/thing.json"}))
+                .as_deref(),
+            Some("https://cards.example/thing.json"),
+            "a bare manifest_url naming a card document"
+        );
+        for reach in [
+            serde_json::json!({"manifest_url": "https://github.com/acme/thing", "packages": package,
+                "repository": repository}),
+            serde_json::json!({"manifest_url": "https://docs.example/mcp"}),
+            serde_json::json!({"repository": repository}),
+            serde_json::json!({}),
+        ] {
+            assert_eq!(target(reach.clone()), None, "{reach}");
+        }
+    }
+
+    #[test]
+    fn an_agent_without_an_endpoint_shows_not_probed_with_its_reason() {
+        let package = serde_json::json!({"manifest_url": "https://github.com/acme/thing",
+            "packages": [{"registry_type": "npm", "identifier": "thing-mcp",
+                "transport": {"type": "stdio"}}]});
+        let stale = Health::after(None, &outcome(HealthStatus::Down, 1), uptime(1, 0));
+        let shown = Health::shown(&draft(package), Some(stale.clone())).expect("shown");
+        assert_eq!(shown.status, HealthStatus::NotProbed);
+        assert_eq!(shown.detail.as_deref(), Some(PACKAGE_ONLY));
+        assert_eq!(
+            shown.checked_at, None,
+            "a stale probe of a page is not shown"
+        );
+        let bare = Health::shown(&draft(serde_json::json!({})), None).expect("shown");
+        assert_eq!(bare.detail.as_deref(), Some(NO_ENDPOINT));
+        let probed = draft(serde_json::json!({"url": "https://a.example/rpc"}));
+        assert_eq!(Health::shown(&probed, Some(stale.clone())), Some(stale));
+        assert_eq!(Health::shown(&probed, None), None);
+        assert_eq!(
+            HealthStatus::NotProbed.ranking_prior(),
+            1.0,
+            "never demoted"
+        );
     }
 }

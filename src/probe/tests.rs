@@ -451,7 +451,8 @@ async fn the_prober_records_health_politely_and_search_filters_on_it() {
     let mut agents = vec![
         draft(
             "test.up",
-            json!({"manifest_url": format!("http://up.test:{port}/card")}),
+            json!({"manifest_url": format!("http://up.test:{port}/card"),
+                "url": format!("http://up.test:{port}/rpc")}),
         ),
         draft(
             "test.down",
@@ -469,7 +470,8 @@ async fn the_prober_records_health_politely_and_search_filters_on_it() {
     for n in 0..5 {
         agents.push(draft(
             &format!("test.many{n}"),
-            json!({"manifest_url": format!("http://many.test:{port}/many/{n}")}),
+            json!({"manifest_url": format!("http://many.test:{port}/many/{n}"),
+                "url": format!("http://many.test:{port}/rpc")}),
         ));
     }
     for agent in agents {
@@ -524,11 +526,13 @@ async fn the_prober_records_health_politely_and_search_filters_on_it() {
         health("test.mcp").await.expect("mcp").status,
         HealthStatus::Up
     );
+    let package = health("test.package").await.expect("shown");
     assert_eq!(
-        health("test.package").await,
-        None,
+        (package.status, package.detail.as_deref()),
+        (HealthStatus::NotProbed, Some("package only")),
         "packages are not probed"
     );
+    assert_eq!(package.checked_at, None);
     assert_eq!(
         concurrency.most.load(Ordering::SeqCst),
         1,
@@ -568,9 +572,14 @@ async fn the_prober_records_health_politely_and_search_filters_on_it() {
         Some(HealthStatus::Down)
     );
     let unknown = registry.search(&search("unknown")).await.expect("search");
+    assert_eq!(unknown.total, 0, "every endpoint was probed");
+    let not_probed = registry
+        .search(&search("not_probed"))
+        .await
+        .expect("search");
     assert_eq!(
-        unknown.total, 1,
-        "only the package-only agent was never probed"
+        not_probed.total, 1,
+        "the package-only agent has nothing to probe"
     );
     let up_or_down = registry.search(&search("up,down")).await.expect("search");
     assert_eq!(up_or_down.total, 8);
@@ -583,7 +592,8 @@ async fn the_prober_records_health_politely_and_search_filters_on_it() {
     let counts: HashMap<_, _> = registry.health_counts().into_iter().collect();
     assert_eq!(counts[&HealthStatus::Up], 7);
     assert_eq!(counts[&HealthStatus::Down], 1);
-    assert_eq!(counts[&HealthStatus::Unknown], 1);
+    assert_eq!(counts[&HealthStatus::Unknown], 0);
+    assert_eq!(counts[&HealthStatus::NotProbed], 1);
 
     // A status change is logged for other processes, never in the public feed.
     let changes = store.changes_since(0, 1000).await.expect("changes");
@@ -611,7 +621,8 @@ async fn a_changed_endpoint_is_probed_again_and_an_unpublished_agent_leaves_the_
     };
     let first = draft(
         "test.moving",
-        json!({"manifest_url": format!("http://up.test:{port}/html")}),
+        json!({"manifest_url": format!("http://up.test:{port}/html"),
+            "url": format!("http://up.test:{port}/rpc")}),
     );
     registry.import(first, "alice", live).await.expect("import");
     let config = ProbeConfig {
@@ -637,7 +648,8 @@ async fn a_changed_endpoint_is_probed_again_and_an_unpublished_agent_leaves_the_
     .await;
     let moved = draft(
         "test.moving",
-        json!({"manifest_url": format!("http://up.test:{port}/card")}),
+        json!({"manifest_url": format!("http://up.test:{port}/card"),
+            "url": format!("http://up.test:{port}/rpc")}),
     );
     registry.import(moved, "alice", live).await.expect("update");
     // The old finding no longer applies; a new probe is due at once, not an interval later.

@@ -20,6 +20,6 @@ pub struct FacetCounts {
     /// `free`, `paid`, `freemium`: as the `payment_model` filter names them. Agents that state
     /// no payment terms are not counted (no `payment_model` filter matches them either).
     pub payment_model: BTreeMap<String, usize>,
-    /// `up`, `down`, `not_conformant`, `unknown`.
+    /// `up`, `down`, `not_conformant`, `unknown`, `not_probed`.
     pub health: BTreeMap<String, usize>,
 }

@@ -443,7 +443,7 @@ pub struct FacetCounter<'a> {
     tags: Vec<u32>,
     /// In the order of `PaymentModel::ALL` and `HealthStatus::ALL`.
     payment_models: [u32; 3],
-    health: [u32; 4],
+    health: [u32; HealthStatus::ALL.len()],
 }
 
 impl FacetCounter<'_> {

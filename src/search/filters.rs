@@ -150,7 +150,7 @@ impl Filters {
                 HealthStatus::parse(&term).ok_or_else(|| SearchError::InvalidParameter {
                     parameter: "health".to_owned(),
                     message: format!(
-                        "unknown health '{}'; allowed: up, down, not_conformant, unknown",
+                        "unknown health '{}'; allowed: up, down, not_conformant, unknown, not_probed",
                         crate::domain::truncate(&term, 40)
                     ),
                 })

@@ -8,14 +8,14 @@
 
 use std::cmp::Ordering;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, LazyLock, RwLock};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::domain::{Health, HealthStatus};
+use crate::domain::{Health, HealthStatus, health};
 use crate::store::{Agent, AgentState, Store, StoredEmbedding};
 
 mod codec;
@@ -201,10 +201,28 @@ impl Doc {
             text_hash: text_hash(&text),
             group: duplicates::group_key(agent),
             rank: duplicates::Rank::of(agent, id),
-            health: agent.health.clone().map(Arc::new),
+            health: shown_health(agent),
         };
         (doc, text)
     }
+}
+
+/// The health an indexed agent shows (`Health::shown`); the two `not_probed` values are shared
+/// by every agent that has one, rather than allocated for each.
+fn shown_health(agent: &Agent) -> Option<Arc<Health>> {
+    static PACKAGE_ONLY: LazyLock<Arc<Health>> =
+        LazyLock::new(|| Arc::new(Health::not_probed(health::PACKAGE_ONLY)));
+    static NO_ENDPOINT: LazyLock<Arc<Health>> =
+        LazyLock::new(|| Arc::new(Health::not_probed(health::NO_ENDPOINT)));
+    let shown = Health::shown(&agent.draft, agent.health.clone())?;
+    if shown.status != HealthStatus::NotProbed {
+        return Some(Arc::new(shown));
+    }
+    Some(match shown.detail.as_deref() {
+        Some(health::PACKAGE_ONLY) => Arc::clone(&PACKAGE_ONLY),
+        Some(health::NO_ENDPOINT) => Arc::clone(&NO_ENDPOINT),
+        _ => Arc::new(shown),
+    })
 }
 
 /// The SHA-256 of the text an agent's vector is made from: the key of stored vectors, which
@@ -399,10 +417,12 @@ impl Catalog {
     fn update_health(&mut self, slot: u32, health: Option<Arc<Health>>, clear: bool) {
         match health {
             Some(new) => {
-                let older = self
-                    .health
-                    .get(&slot)
-                    .is_some_and(|held| held.checked_at > new.checked_at);
+                // `not_probed` is read off the record itself, never older than what is held.
+                let older = new.status != HealthStatus::NotProbed
+                    && self
+                        .health
+                        .get(&slot)
+                        .is_some_and(|held| held.checked_at > new.checked_at);
                 if !older {
                     let index = slot as usize;
                     if self.statuses.len() <= index {
@@ -3375,7 +3395,11 @@ mod tests {
             map(&[("crypto", 1), ("forecast", 2), ("radar", 1), ("stocks", 1)])
         );
         assert_eq!(facets.payment_model, map(&[("free", 2), ("paid", 2)]));
-        assert_eq!(facets.health, map(&[("unknown", 4)]));
+        assert_eq!(
+            facets.health,
+            map(&[("not_probed", 4)]),
+            "none of them lists an endpoint"
+        );
 
         let filtered = index
             .search(&search(&[

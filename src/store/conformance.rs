@@ -16,6 +16,7 @@ fn draft(package_name: &str) -> AgentDraft {
         "package_name": package_name,
         "name": "Weather Agent",
         "description": "Forecasts for any city.",
+        "url": "https://weather.example.com/a2a",
         "tags": ["forecast", "realtime"],
         "capabilities": [{"name": "get_forecast", "description": "Forecast",
                           "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}],

@@ -74,8 +74,9 @@ pub struct Agent {
     pub updated_at: Timestamp,
     pub published_at: Option<Timestamp>,
     pub draft: AgentDraft,
-    /// What the prober last found (`None`: never probed). Not part of the draft: the registry
-    /// derives it, and writing it changes neither `revision` nor `updated_at`.
+    /// What the prober last found (`None`: not probed yet), or `not_probed` when the record
+    /// lists no endpoint (`Health::shown`). Not part of the draft: the registry derives it, and
+    /// writing it changes neither `revision` nor `updated_at`.
     pub health: Option<Health>,
 }
 
@@ -95,8 +96,8 @@ impl Agent {
             created_at: at,
             updated_at: at,
             published_at: None,
+            health: Health::shown(&draft, None),
             draft,
-            health: None,
         }
     }
 

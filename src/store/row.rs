@@ -1,7 +1,7 @@
 //! Rows as the databases return them, and their conversion to the model (shared by backends).
 
 use crate::domain::Scope;
-use crate::domain::{AgentDraft, Capability, DEFAULT_VERSION, PackageName, Payment, Reach};
+use crate::domain::{AgentDraft, Capability, DEFAULT_VERSION, Health, PackageName, Payment, Reach};
 use crate::timestamp::Timestamp;
 
 use super::StoreError;
@@ -174,11 +174,12 @@ impl TryFrom<AgentRow> for Agent {
             probe_message: row.probe_message,
         }
         .into_draft()?;
-        let health = row
+        let stored = row
             .health
             .as_deref()
             .map(|text| from_json("health", text))
             .transpose()?;
+        let health = Health::shown(&draft, stored);
         Ok(Agent {
             state: AgentState::parse(&row.state).ok_or_else(|| corrupt("state", &row.state))?,
             verification_level: VerificationLevel::parse(&row.verification_level)

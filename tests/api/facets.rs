@@ -103,7 +103,11 @@ async fn counts_are_over_every_match_after_filters_and_collapsing() {
         counts(&[("free", 3), ("freemium", 1), ("paid", 2)]),
         "the reader states no payment terms and is not counted"
     );
-    assert_eq!(facets["health"], counts(&[("unknown", 7)]));
+    assert_eq!(
+        facets["health"],
+        counts(&[("not_probed", 7)]),
+        "none of them lists an endpoint to probe"
+    );
     assert_eq!(
         facets.as_object().map(|f| f.len()),
         Some(4),
@@ -119,7 +123,7 @@ async fn counts_are_over_every_match_after_filters_and_collapsing() {
     assert_eq!(every.body["facets"]["category"]["Email"], 2);
     assert_eq!(every.body["facets"]["tags"]["email"], 2);
     assert_eq!(every.body["facets"]["payment_model"]["free"], 4);
-    assert_eq!(every.body["facets"]["health"], counts(&[("unknown", 8)]));
+    assert_eq!(every.body["facets"]["health"], counts(&[("not_probed", 8)]));
 
     // Filters narrow the counts like the list.
     let finance = app
@@ -161,7 +165,11 @@ async fn counts_are_over_every_match_after_filters_and_collapsing() {
     // The hosted agents too, without the filter: still every match, whatever the page.
     let all = app.get("/public/agents?facets=true&limit=1").await;
     assert_eq!(sum(&all.body["facets"]["health"]), total(&all.body));
-    assert_eq!(all.body["facets"]["health"], counts(&[("unknown", 10)]));
+    assert_eq!(
+        all.body["facets"]["health"],
+        counts(&[("not_probed", 7), ("unknown", 3)]),
+        "the hosted agents have endpoints; the prober is off"
+    );
     let next = all.body["next_cursor"].as_str().expect("a next page");
     let second = app
         .get(&format!("/public/agents?facets=true&limit=1&cursor={next}"))

@@ -53,6 +53,14 @@ fn packages(page: &Value) -> Vec<String> {
         .collect()
 }
 
+/// An A2A agent at its own host whose card is at `card_url`.
+fn a2a_agent(package: &str, card_url: &str) -> Value {
+    let mut body = agent_body(package);
+    body["manifest_url"] = json!(card_url);
+    body["url"] = json!(format!("https://{package}/a2a"));
+    body
+}
+
 #[tokio::test]
 async fn records_and_summaries_say_unknown_until_probed_and_the_filter_is_checked() {
     let app = TestApp::spawn().await;
@@ -118,11 +126,9 @@ async fn probed_agents_show_their_health_in_every_view() {
     .await;
     let token = app.token("alice", &["agents:write"]).await;
     let card_url = fake.set_document("live-card", weather_card("https://weather.example.com/a2a"));
-    let mut live = agent_body("com.example.live");
-    live["manifest_url"] = json!(card_url);
-    app.publish_live(&token, live).await;
-    let mut broken = agent_body("com.example.broken");
-    broken["manifest_url"] = json!(fake.url("/docs/no-such-card"));
+    app.publish_live(&token, a2a_agent("com.example.live", &card_url))
+        .await;
+    let broken = a2a_agent("com.example.broken", &fake.url("/docs/no-such-card"));
     app.publish_live(&token, broken).await;
     let mut offline = agent_body("com.example.offline");
     offline["remotes"] = json!([{"type": "streamable-http", "url": "http://127.0.0.1:9/mcp"}]);
@@ -214,9 +220,7 @@ async fn processes_sharing_a_database_probe_each_agent_once_per_round() {
             &format!("shared-{n}"),
             weather_card("https://weather.example.com/a2a"),
         );
-        let mut body = agent_body(name);
-        body["manifest_url"] = json!(card);
-        app.publish_live(&token, body).await;
+        app.publish_live(&token, a2a_agent(name, &card)).await;
     }
     for name in &names {
         wait_for_status(&app, name, "up").await;
@@ -274,4 +278,102 @@ async fn the_probe_message_is_validated_and_shown_to_its_owner_only() {
         None,
         "not in the public record"
     );
+}
+
+#[tokio::test]
+async fn an_agent_without_an_endpoint_is_not_probed_and_says_why_everywhere() {
+    let fake = Fake::start().await;
+    let app = TestApp::spawn_with(|config| {
+        fake.configure(config);
+        config.probe.probe_interval_secs = 1;
+        config.probe.probe_timeout_secs = 2;
+    })
+    .await;
+    let token = app.token("alice", &["agents:write"]).await;
+    // An npm MCP server whose only URL is its repository page: nothing of its publisher's runs.
+    let mut package = agent_body("io.github.acme.translate");
+    package["manifest_url"] = json!(fake.url("/pages/acme-translate"));
+    package["repository"] = json!({"url": "https://github.com/acme/translate", "source": "github"});
+    package["packages"] = json!([{"registry_type": "npm", "identifier": "acme-translate-mcp",
+        "transport": {"type": "stdio"}}]);
+    app.publish_live(&token, package).await;
+    let mut described = agent_body("com.example.described");
+    described["manifest_url"] = json!(fake.url("/pages/described"));
+    app.publish_live(&token, described).await;
+    let card_url = fake.set_document(
+        "probed-card",
+        weather_card("https://weather.example.com/a2a"),
+    );
+    app.publish_live(&token, a2a_agent("com.example.probed", &card_url))
+        .await;
+
+    wait_for_status(&app, "com.example.probed", "up").await;
+    let record = app.get("/public/agents/io.github.acme.translate").await;
+    let health = &record.body["health"];
+    assert_eq!(health["status"], "not_probed", "{health}");
+    assert_eq!(health["detail"], "package only");
+    assert_eq!(health["checked_at"], Value::Null);
+    let described = app.get("/public/agents/com.example.described").await;
+    assert_eq!(described.body["health"]["status"], "not_probed");
+    assert_eq!(described.body["health"]["detail"], "no endpoint");
+    assert_eq!(
+        fake.hits("/pages/acme-translate") + fake.hits("/pages/described"),
+        0,
+        "a repository or listing page is never fetched as a card"
+    );
+
+    let page = app
+        .get("/public/agents?health=not_probed&sort=name&facets=true&collapse=false")
+        .await;
+    assert_eq!(
+        packages(&page.body),
+        ["com.example.described", "io.github.acme.translate"]
+    );
+    assert_eq!(page.body["agents"][1]["health"]["detail"], "package only");
+    let all = app.get("/public/agents?facets=true&collapse=false").await;
+    assert_eq!(
+        all.body["facets"]["health"]["not_probed"], 2,
+        "{}",
+        all.text
+    );
+    assert_eq!(all.body["facets"]["health"]["up"], 1);
+    let card = app
+        .get("/public/agents/resolve/io.github.acme.translate")
+        .await;
+    let extensions = card.body["capabilities"]["extensions"]
+        .as_array()
+        .expect("extensions");
+    let extension = extensions
+        .iter()
+        .find(|e| e["uri"] == "https://a2a-registry.org/extensions/health/v1")
+        .expect("health extension");
+    assert_eq!(extension["params"]["health"]["status"], "not_probed");
+    let counts = app.state.registry.health_counts();
+    assert!(
+        counts
+            .iter()
+            .any(|(status, n)| status.as_str() == "not_probed" && *n == 2)
+    );
+
+    // An endpoint added later is probed, and removed again it is not_probed at once.
+    let mut moved = a2a_agent("com.example.described", &card_url);
+    moved["manifest_url"] = json!(card_url);
+    let updated = app
+        .put("/api/agents/com.example.described", &token, moved)
+        .await;
+    assert_eq!(updated.status, StatusCode::OK, "{}", updated.text);
+    wait_for_status(&app, "com.example.described", "up").await;
+    let mut bare = agent_body("com.example.described");
+    bare["manifest_url"] = json!(fake.url("/pages/described"));
+    let updated = app
+        .put("/api/agents/com.example.described", &token, bare)
+        .await;
+    assert_eq!(updated.status, StatusCode::OK, "{}", updated.text);
+    assert_eq!(updated.body["health"]["status"], "not_probed");
+    wait_for_search(
+        &app,
+        "/public/agents?health=not_probed&sort=name&collapse=false",
+        &["com.example.described", "io.github.acme.translate"],
+    )
+    .await;
 }

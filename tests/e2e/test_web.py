@@ -398,3 +398,24 @@ def test_a_live_a2a_agent_shows_an_up_badge_once_probed(page: Page, registry: st
     expect(page.locator("#results")).to_contain_text("Probed Weather")
     expect(page.locator("#results")).not_to_contain_text("Forecasts and current conditions")
     screenshot(page, "agent-health")
+
+
+def test_a_package_only_server_says_it_is_not_probed_rather_than_down(page: Page, registry: str) -> None:
+    status, record = api(registry, "POST", "/api/agents/publish", {
+        "package_name": "io.github.example.local-files",
+        "name": "Local Files",
+        "description": "An MCP server run from npm on the user's own machine.",
+        "manifest_url": "https://github.com/example/local-files",
+        "packages": [{"registry_type": "npm", "identifier": "@example/local-files", "transport": {"type": "stdio"}}],
+    })
+    assert status == 201, record
+    status, _ = api(registry, "POST", f"/api/agents/{record['id']}/go-live")
+    assert status == 200
+
+    page.goto("/agents/io.github.example.local-files")
+    badge = page.locator("#agent-badges .badge.health")
+    expect(badge).to_have_text("○ Not probed (package only)")
+    expect(page.locator("#facts")).to_contain_text("Not probed: package only")
+    page.goto("/?q=local+files")
+    expect(page.locator(".badge.health").first).to_have_text("○ Not probed (package only)")
+    expect(page.locator('#facet-health input[data-value="not_probed"]')).to_be_visible()

@@ -87,8 +87,9 @@ function renderFacts(record) {
   document.getElementById("agent-badges").replaceChildren(...agentBadges(record));
 }
 
-/** What the liveness prober found, for the details list; null when never probed. */
+/** What the liveness prober found, for the details list; null before the first probe. */
 function healthFact(health) {
+  if (health && health.status === "not_probed") return `Not probed: ${health.detail || "no endpoint"}`;
   if (!health || health.status === "unknown" || !health.checked_at) return null;
   const status = { up: "Up", down: "Down", not_conformant: "Not conformant" }[health.status] || health.status;
   const lines = [`${status}, checked ${when(health.checked_at)}`];

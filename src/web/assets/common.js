@@ -190,9 +190,13 @@ export function percent(ratio) {
   return typeof ratio === "number" ? `${Math.round(ratio * 1000) / 10}%` : "";
 }
 
-/** The badge of what the liveness prober last found; none for an agent never probed. */
+/** The badge of what the liveness prober last found; none before the first probe. */
 export function healthBadge(health) {
   if (!health || !health.status || health.status === "unknown") return null;
+  if (health.status === "not_probed") {
+    const reason = health.detail || "no endpoint";
+    return el("span", { class: "badge health neutral", title: `Not probed: ${reason}`, "data-health": health.status }, `○ Not probed (${reason})`);
+  }
   const label = { up: "● Up", down: "● Down", not_conformant: "● Not conformant" }[health.status];
   if (!label) return null;
   const parts = [`Last checked ${when(health.checked_at)}`];

@@ -12,7 +12,7 @@ const FACETS = ["category", "tags", "payment_model", "health"];
 /** How facet values are shown, where not as sent. */
 const LABELS = {
   payment_model: { free: "Free", freemium: "Freemium", paid: "Paid" },
-  health: { up: "Up", down: "Down", not_conformant: "Not conformant", unknown: "Not probed" },
+  health: { up: "Up", down: "Down", not_conformant: "Not conformant", unknown: "Not probed yet", not_probed: "No endpoint to probe" },
 };
 
 const query = document.getElementById("q");

@@ -320,6 +320,10 @@ impl From<crate::store::StoreError> for ApiError {
                 Self::new(ErrorCode::InvalidStateTransition, detail)
             }
             StoreError::NotFound => Self::new(ErrorCode::NotFound, "not found"),
+            StoreError::IdentifierTaken(urn) => Self::new(
+                ErrorCode::Conflict,
+                format!("identifier '{urn}' is already registered"),
+            ),
             StoreError::VersionMismatch => Self::new(
                 ErrorCode::PreconditionFailed,
                 "the agent changed since the version given in If-Match",

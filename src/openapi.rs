@@ -552,6 +552,29 @@ fn publish_request() -> Value {
     );
     properties.insert("payment".to_owned(), payment());
     properties.insert(
+        "representative_queries".to_owned(),
+        json!({
+            "type": ["array", "null"],
+            "anyOf": [
+                {"type": "null"},
+                {"type": "array", "maxItems": 0},
+                {"type": "array", "minItems": MIN_REPRESENTATIVE_QUERIES, "maxItems": MAX_REPRESENTATIVE_QUERIES},
+            ],
+            "items": required_text(MAX_REPRESENTATIVE_QUERY_CHARS, "A request a user might make that the agent serves."),
+            "description": format!("{MIN_REPRESENTATIVE_QUERIES} to {MAX_REPRESENTATIVE_QUERIES} requests a user might make that the agent serves, in the user's words (`representativeQueries` is read too); repeats (ignoring ASCII case) are dropped; empty or null means none. When absent, up to {MAX_REPRESENTATIVE_QUERIES} `examples` of the card's skills are taken. Searched like the description, kept in each version, shown in the record, the card's registry extension and the ARD entry."),
+        }),
+    );
+    properties.insert(
+        "identifier".to_owned(),
+        json!({
+            "type": ["string", "null"],
+            "maxLength": crate::domain::urn::MAX_CHARS,
+            "pattern": format!("^[{WS}]*(?:[Uu][Rr][Nn]:[Aa][Ii][Rr]:{label}(?:\\.{label})*(?::[A-Za-z0-9._-]+)+)?[{WS}]*$", label = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"),
+            "examples": ["urn:air:example.com:weather"],
+            "description": "Publish only: the agent's own discovery identifier, `urn:air:<publisher-domain>:<name>[:<name>…]`, whose publisher must be the package's domain (the one domain verification proves; `com.example.weather` → `example.com`). Absent, the registry derives it from the package name. It cannot change afterwards: an update may repeat it. Unique ignoring case (409 `conflict` when taken).",
+        }),
+    );
+    properties.insert(
         "probe_message".to_owned(),
         optional_text(
             MAX_PROBE_MESSAGE_CHARS,

@@ -23,6 +23,34 @@ use crate::store::{
 use crate::task::AbortOnDrop;
 use crate::timestamp::Timestamp;
 
+/// Give agents written before identifiers existed theirs, derived from their package names as
+/// at publish (and made unique the same way). Safe to run from several processes at once.
+async fn assign_missing_identifiers(store: &dyn Store) -> RegistryResult<usize> {
+    let mut assigned = 0;
+    loop {
+        let missing = store.agents_missing_urn(500).await?;
+        let before = assigned;
+        for (id, package_name) in missing {
+            let urn = match crate::domain::PackageName::parse(&package_name) {
+                Ok(package) => crate::domain::AirUrn::of_package(&package),
+                // Not a name this program can read: left to the program that wrote it.
+                Err(_) => continue,
+            };
+            match store.set_urn(&id, urn.as_str()).await {
+                Err(StoreError::IdentifierTaken(_)) => {
+                    let suffixed = urn.with_suffix(&id.to_ascii_lowercase());
+                    store.set_urn(&id, suffixed.as_str()).await?;
+                }
+                other => other?,
+            }
+            assigned += 1;
+        }
+        if assigned == before {
+            return Ok(assigned);
+        }
+    }
+}
+
 /// Package names under this prefix belong to the registry's own agents.
 pub const RESERVED_PREFIX: &str = "registry.";
 
@@ -122,6 +150,13 @@ impl Registry {
         let mut index = SearchIndex::new(Arc::clone(&store), embedder)?;
         if let Some(dir) = snapshot_dir {
             index = index.with_snapshot_dir(dir);
+        }
+        let assigned = assign_missing_identifiers(store.as_ref()).await?;
+        if assigned > 0 {
+            tracing::info!(
+                agents = assigned,
+                "gave existing agents their discovery identifiers"
+            );
         }
         // Read the log position before the agents: a write landing in between is then
         // replayed by the follower rather than missed.
@@ -326,10 +361,26 @@ impl Registry {
     /// Create an agent in STAGE for `actor`. The `registry.` namespace is the master key's.
     pub async fn publish(&self, draft: AgentDraft, actor: &Actor) -> RegistryResult<Agent> {
         check_namespace(&draft, actor)?;
-        let agent = Agent::new(draft, &actor.owner, Timestamp::now());
-        self.store.insert_agent(&agent).await?;
+        let mut agent = Agent::new(draft, &actor.owner, Timestamp::now());
+        self.insert(&mut agent).await?;
         self.apply(&agent).await;
         Ok(agent)
+    }
+
+    /// Store a new agent. An identifier derived from the package name that another agent
+    /// holds already (two names that differ only by `_` and `-` in their domain map onto one)
+    /// gets the agent's id added to its last segment; a publisher's own identifier that is
+    /// taken is a conflict.
+    async fn insert(&self, agent: &mut Agent) -> RegistryResult<()> {
+        match self.store.insert_agent(agent).await {
+            Err(StoreError::IdentifierTaken(_))
+                if agent.urn == crate::domain::AirUrn::of_package(&agent.draft.package_name) =>
+            {
+                agent.urn = agent.urn.with_suffix(&agent.id.to_ascii_lowercase());
+                Ok(self.store.insert_agent(agent).await?)
+            }
+            other => Ok(other?),
+        }
     }
 
     /// Replace the writable fields of an agent `actor` manages; with `expected_revision`, only
@@ -392,6 +443,17 @@ impl Registry {
         current: &Agent,
         mut draft: AgentDraft,
     ) -> RegistryResult<Option<AgentDraft>> {
+        // The identifier is fixed at publish: an update may repeat it, not change it.
+        let given = draft.identifier.take();
+        if given.is_some_and(|given| given.key() != current.urn.key()) {
+            return Err(RegistryError::Invalid(vec![FieldError::new(
+                "identifier",
+                format!(
+                    "is fixed once the agent is published (this agent is '{}')",
+                    current.urn
+                ),
+            )]));
+        }
         let named = draft.version.take();
         draft.version = current.draft.version.clone();
         if draft == current.draft && named.as_deref().is_none_or(|v| v == current.version()) {
@@ -520,7 +582,7 @@ impl Registry {
                     agent.state = AgentState::Active;
                     agent.published_at = Some(now);
                 }
-                self.store.insert_agent(&agent).await?;
+                self.insert(&mut agent).await?;
                 self.apply(&agent).await;
                 self.reschedule_probe(None, &agent).await;
                 return Ok(Imported::Created);
@@ -963,5 +1025,96 @@ mod tests {
             .await
             .expect("open");
         assert_eq!(found(&serving, "tides").await, ["com.example.sea"]);
+    }
+
+    #[tokio::test]
+    async fn two_names_that_map_to_one_identifier_both_publish() {
+        let (_dir, store) = store().await;
+        let registry = Registry::offline(store);
+        let alice = Actor::owner("alice");
+        let first = registry
+            .publish(draft("com.my-company.bot", "Bots"), &alice)
+            .await
+            .expect("first");
+        let second = registry
+            .publish(draft("com.my_company.bot", "Bots"), &alice)
+            .await
+            .expect("second");
+        assert_eq!(first.urn.as_str(), "urn:air:my-company.com:bot");
+        assert_eq!(
+            second.urn.as_str(),
+            format!(
+                "urn:air:my-company.com:bot-{}",
+                second.id.to_ascii_lowercase()
+            )
+        );
+        // A publisher's own identifier that is taken is refused.
+        let mut taken = draft("com.my-company.other", "Bots");
+        taken.identifier = Some(first.urn.clone());
+        assert!(matches!(
+            registry.publish(taken, &alice).await,
+            Err(RegistryError::Store(StoreError::IdentifierTaken(_)))
+        ));
+    }
+
+    #[tokio::test]
+    async fn agents_written_without_an_identifier_get_one_at_open() {
+        let (dir, store) = store().await;
+        let registry = Registry::offline(Arc::clone(&store));
+        let agent = registry
+            .publish(
+                draft("io.github.alice.tides", "Tides"),
+                &Actor::owner("alice"),
+            )
+            .await
+            .expect("publish");
+        // As an older program left the row.
+        let url = format!("sqlite://{}", dir.path().join("registry.db").display());
+        let pool = sqlx::SqlitePool::connect(&url).await.expect("connect");
+        sqlx::query("UPDATE agents SET urn = NULL")
+            .execute(&pool)
+            .await
+            .expect("clear");
+        pool.close().await;
+        assert_eq!(
+            store.agents_missing_urn(10).await.expect("missing").len(),
+            1
+        );
+
+        let serving = Registry::open(Arc::clone(&store), None, Vectors::Wait)
+            .await
+            .expect("open");
+        assert!(
+            store
+                .agents_missing_urn(10)
+                .await
+                .expect("missing")
+                .is_empty()
+        );
+        let found = serving
+            .find("urn:air:alice.github.io:tides")
+            .await
+            .expect("find");
+        assert_eq!(found.map(|found| found.id), Some(agent.id));
+    }
+
+    #[tokio::test]
+    async fn an_agent_is_found_by_the_words_of_its_representative_queries() {
+        let (_dir, store) = store().await;
+        let registry = Registry::open(store, None, Vectors::Wait)
+            .await
+            .expect("open");
+        let alice = Actor::owner("alice");
+        let mut weather = draft("com.example.sky", "Conditions aloft for pilots.");
+        weather.representative_queries = vec![
+            "will it rain in Paris tomorrow".to_owned(),
+            "umbrella needed this weekend".to_owned(),
+        ];
+        let agent = registry.publish(weather, &alice).await.expect("publish");
+        registry
+            .transition(&agent.id, AgentState::Stage, AgentState::Active, &alice)
+            .await
+            .expect("live");
+        assert_eq!(found(&registry, "umbrella").await, ["com.example.sky"]);
     }
 }

@@ -50,6 +50,8 @@ pub struct CardInput<'a> {
     pub tags: &'a [String],
     /// Payment terms, published in the registry extension.
     pub payment: Option<&'a Payment>,
+    /// Requests a user might make that the agent serves, published in the registry extension.
+    pub representative_queries: &'a [String],
     /// Further `AgentExtension` objects, appended after the registry's own.
     pub extensions: Vec<Value>,
 }
@@ -59,8 +61,11 @@ pub struct CardInput<'a> {
 /// (so that a card read back gives the same capabilities).
 pub fn agent_card(input: &CardInput<'_>) -> Value {
     let mut extensions = Vec::new();
-    if let Some(payment) = input.payment {
-        extensions.push(payment_extension(payment));
+    if input.payment.is_some() || !input.representative_queries.is_empty() {
+        extensions.push(registry_extension(
+            input.payment,
+            input.representative_queries,
+        ));
     }
     if input
         .capabilities
@@ -153,13 +158,24 @@ fn capability_skill(capability: &Capability, tags: &[String]) -> Value {
     })
 }
 
-/// The registry extension carrying the canonical payment terms.
-fn payment_extension(payment: &Payment) -> Value {
+/// The registry extension carrying the canonical payment terms and the representative
+/// queries, each when known.
+fn registry_extension(payment: Option<&Payment>, representative_queries: &[String]) -> Value {
+    let mut params = Map::new();
+    if let Some(payment) = payment {
+        params.insert("payment".to_owned(), json!(payment));
+    }
+    if !representative_queries.is_empty() {
+        params.insert(
+            "representative_queries".to_owned(),
+            json!(representative_queries),
+        );
+    }
     json!({
         "uri": REGISTRY_EXTENSION_URI,
-        "description": "Payment terms of this agent as listed in the agent registry.",
+        "description": "This agent as listed in the agent registry: its payment terms and the requests it serves.",
         "required": false,
-        "params": {"payment": payment}
+        "params": params
     })
 }
 
@@ -374,6 +390,7 @@ mod tests {
             capabilities,
             tags: &tags,
             payment,
+            representative_queries: &[],
             extensions: Vec::new(),
         })
     }
@@ -523,6 +540,7 @@ mod tests {
             capabilities: &[],
             tags: &[],
             payment: None,
+            representative_queries: &[],
             extensions: vec![json!({"uri": "https://example.org/ext", "required": false})],
         });
         assert_eq!(card["supportedInterfaces"], json!([]));

@@ -60,6 +60,7 @@ pub fn card_of_draft(draft: &AgentDraft) -> Value {
         capabilities: &draft.capabilities,
         tags: &draft.tags,
         payment: draft.payment.as_ref(),
+        representative_queries: &draft.representative_queries,
         extensions: Vec::new(),
     });
     // Every A2A interface the publisher listed, the first being `url`.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::domain::{Capability, CardSignatureCheck, Health, Payment, Reach};
+use crate::domain::{AirUrn, Capability, CardSignatureCheck, Health, Payment, Reach};
 use crate::search::{FacetCounts, Hit, Listing, SearchPage};
 use crate::store::{Agent, AgentState, AgentVersion, VerificationLevel};
 use crate::timestamp::Timestamp;
@@ -17,6 +17,11 @@ pub struct AgentRecord {
     pub id: String,
     /// Unique reverse-domain package name, lowercase.
     pub package_name: String,
+    /// The discovery identifier other registries know the agent by (`urn:air:…`): the
+    /// publisher's own, or derived from the package name when it was published; it never
+    /// changes.
+    #[schema(value_type = String, example = "urn:air:example.com:weather")]
+    pub identifier: AirUrn,
     /// Display name.
     pub name: String,
     /// Short description.
@@ -41,6 +46,10 @@ pub struct AgentRecord {
     pub tags: Vec<String>,
     /// What the agent can do.
     pub capabilities: Vec<Capability>,
+    /// Requests a user might make that this agent serves, in the user's words (absent when
+    /// none are known).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub representative_queries: Vec<String>,
     /// Payment terms; absent when unknown.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub payment: Option<Payment>,
@@ -91,6 +100,7 @@ impl AgentRecord {
         Self {
             id: agent.id.clone(),
             package_name: agent.package_name().to_owned(),
+            identifier: agent.urn.clone(),
             name: draft.name.clone(),
             description: draft.description.clone(),
             version: agent.version().to_owned(),
@@ -100,6 +110,7 @@ impl AgentRecord {
             category: draft.category.clone(),
             tags: draft.tags.clone(),
             capabilities: draft.capabilities.clone(),
+            representative_queries: draft.representative_queries.clone(),
             payment: draft.payment.clone(),
             verification_level: agent.verification_level,
             state: agent.state,

@@ -29,6 +29,10 @@ pub mod limits {
     pub const MAX_CAPABILITY_NAME_CHARS: usize = 128;
     pub const MAX_CARD_BYTES: usize = 64 * 1024;
     pub const MAX_PROBE_MESSAGE_CHARS: usize = 500;
+    /// Representative queries: 2 to 5 when given (ARD's advice), each at most 300 characters.
+    pub const MIN_REPRESENTATIVE_QUERIES: usize = 2;
+    pub const MAX_REPRESENTATIVE_QUERIES: usize = 5;
+    pub const MAX_REPRESENTATIVE_QUERY_CHARS: usize = 300;
 }
 use limits::*;
 
@@ -84,6 +88,12 @@ pub struct AgentDraft {
     /// A message the owner chose for the liveness prober to send with `SendMessage` after the
     /// card checks out (opt-in; at most 500 characters).
     pub probe_message: Option<String>,
+    /// Requests a user might make that this agent serves, in the user's words (2 to 5 when the
+    /// publisher gives them; else up to 5 of the card's skill `examples`).
+    pub representative_queries: Vec<String>,
+    /// The discovery identifier the publisher chose (`urn:air:…`), when they chose one; the
+    /// registry otherwise derives it from the package name at publish (`domain::urn`).
+    pub identifier: Option<super::AirUrn>,
 }
 
 impl AgentDraft {
@@ -101,6 +111,7 @@ impl AgentDraft {
         let sources = Sources {
             body: object,
             card: card.as_ref().map(card_fields).unwrap_or_default(),
+            skill_examples: card.as_ref().map(skill_examples).unwrap_or_default(),
         };
         let draft = sources.draft(card, &mut errors);
         // `url` is the first interface: one mistake, reported once.
@@ -123,6 +134,8 @@ impl AgentDraft {
 struct Sources<'a> {
     body: &'a Map<String, Value>,
     card: Map<String, Value>,
+    /// The examples of the card's skills: representative queries when none are given.
+    skill_examples: Vec<String>,
 }
 
 impl Sources<'_> {
@@ -169,6 +182,12 @@ impl Sources<'_> {
                 .map_err(|payment_errors| errors.extend(payment_errors))
                 .ok()
         });
+        let representative_queries = self.representative_queries(errors);
+        let identifier = parse_identifier(
+            either(self.body, "identifier", "identifier"),
+            package_name.as_ref(),
+            errors,
+        );
         Some(AgentDraft {
             package_name: package_name?,
             name: name?,
@@ -185,8 +204,131 @@ impl Sources<'_> {
             card_signature: None,
             reach,
             probe_message,
+            representative_queries,
+            identifier,
         })
     }
+
+    /// The body's representative queries, checked; else the ones the card's registry
+    /// extension carries (a card this registry built); else up to five of its skills'
+    /// `examples`, taken as they come (a card is not the publisher's answer to our limits).
+    fn representative_queries(&self, errors: &mut Vec<FieldError>) -> Vec<String> {
+        let given = either(self.body, "representative_queries", "representativeQueries")
+            .or_else(|| present(&self.card, "representative_queries"));
+        match given {
+            Some(value) => parse_representative_queries(value, errors),
+            None => self.skill_examples.clone(),
+        }
+    }
+}
+
+/// The value of a member spelled in snake_case or camelCase, treating `null` as absent.
+fn either<'a>(object: &'a Map<String, Value>, snake: &str, camel: &str) -> Option<&'a Value> {
+    present(object, snake).or_else(|| present(object, camel))
+}
+
+/// Representative queries as a publisher gives them: 2 to 5 non-blank strings of at most 300
+/// characters, repeats dropped. An empty list is none.
+fn parse_representative_queries(value: &Value, errors: &mut Vec<FieldError>) -> Vec<String> {
+    let field = "representative_queries";
+    let Some(items) = value.as_array() else {
+        errors.push(FieldError::new(field, "must be an array of strings"));
+        return Vec::new();
+    };
+    let Some(items) = super::bounded_items(field, items, MAX_REPRESENTATIVE_QUERIES, errors) else {
+        return Vec::new();
+    };
+    let mut queries: Vec<String> = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        let item_field = format!("{field}[{index}]");
+        let Some(query) = text(&item_field, Some(item), errors) else {
+            continue;
+        };
+        if query.is_empty() {
+            errors.push(FieldError::new(item_field, "must not be empty"));
+            continue;
+        }
+        let Some(query) = within(&item_field, query, MAX_REPRESENTATIVE_QUERY_CHARS, errors) else {
+            continue;
+        };
+        // A repeat (ignoring ASCII case) adds nothing; it is dropped, as repeated tags are.
+        if !queries.iter().any(|seen| seen.eq_ignore_ascii_case(&query)) {
+            queries.push(query);
+        }
+    }
+    if !items.is_empty() && items.len() < MIN_REPRESENTATIVE_QUERIES {
+        errors.push(FieldError::new(
+            field,
+            format!(
+                "give {MIN_REPRESENTATIVE_QUERIES} to {MAX_REPRESENTATIVE_QUERIES} queries (got {})",
+                items.len()
+            ),
+        ));
+    }
+    queries
+}
+
+/// Up to five distinct examples from the card's skills, trimmed, skipping any that are not
+/// strings, blank, too long or carry NUL.
+fn skill_examples(card: &Value) -> Vec<String> {
+    let examples = card
+        .get("skills")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|skill| skill.get("examples")?.as_array())
+        .flatten()
+        .take(MAX_REPRESENTATIVE_QUERIES * super::LIST_SLACK);
+    let mut queries: Vec<String> = Vec::new();
+    for example in examples.filter_map(Value::as_str) {
+        let example = example.trim();
+        let fits = !example.is_empty()
+            && !example.contains('\0')
+            && example.chars().count() <= MAX_REPRESENTATIVE_QUERY_CHARS;
+        if fits
+            && !queries
+                .iter()
+                .any(|seen| seen.eq_ignore_ascii_case(example))
+        {
+            queries.push(example.to_owned());
+        }
+        if queries.len() == MAX_REPRESENTATIVE_QUERIES {
+            break;
+        }
+    }
+    queries
+}
+
+/// A publisher's own `urn:air:` identifier: valid, and published by the package's domain (the
+/// domain that verifying the agent proves), so that no one names an agent for a domain the
+/// package does not claim.
+fn parse_identifier(
+    value: Option<&Value>,
+    package_name: Option<&PackageName>,
+    errors: &mut Vec<FieldError>,
+) -> Option<super::AirUrn> {
+    let field = "identifier";
+    // Its length counts the characters as sent, as the OpenAPI document's `maxLength` does.
+    if let Some(Value::String(sent)) = value {
+        within(field, sent.clone(), super::urn::MAX_CHARS, errors)?;
+    }
+    let raw = text(field, value, errors).filter(|raw| !raw.is_empty())?;
+    let urn = super::AirUrn::parse(&raw)
+        .map_err(|message| errors.push(FieldError::new(field, message)))
+        .ok()?;
+    let derived = super::AirUrn::of_package(package_name?);
+    let domain = derived.publisher();
+    if urn.publisher() != domain {
+        errors.push(FieldError::new(
+            field,
+            format!(
+                "its publisher '{}' must be the package's domain '{domain}', the domain verification proves",
+                urn.publisher()
+            ),
+        ));
+        return None;
+    }
+    Some(urn)
 }
 
 /// The value under `key`, treating JSON `null` as absent.
@@ -519,10 +661,11 @@ fn card_fields(card: &Value) -> Map<String, Value> {
     if let Some(capabilities) = card_capabilities(card) {
         fields.insert("capabilities".to_owned(), capabilities);
     }
-    let payment =
-        card_extension(card, REGISTRY_EXTENSION_URI).and_then(|params| present(params, "payment"));
-    if let Some(payment) = payment {
-        fields.insert("payment".to_owned(), payment.clone());
+    let registry = card_extension(card, REGISTRY_EXTENSION_URI);
+    for key in ["payment", "representative_queries"] {
+        if let Some(value) = registry.and_then(|params| present(params, key)) {
+            fields.insert(key.to_owned(), value.clone());
+        }
     }
     fields
 }
@@ -1089,5 +1232,106 @@ mod tests {
         assert_eq!(errors[0].field, "url");
         let fits = format!("https://x.example/{}", "a".repeat(MAX_URL_CHARS - 18));
         assert!(AgentDraft::parse(&with(json!({"url": fits}))).is_ok());
+    }
+
+    #[test]
+    fn representative_queries_are_trimmed_and_repeats_dropped() {
+        let parsed = draft(with(json!({"representative_queries": [
+            "  will it rain in Paris tomorrow ", "Will it rain in Paris tomorrow", "weekend forecast"
+        ]})));
+        assert_eq!(
+            parsed.representative_queries,
+            ["will it rain in Paris tomorrow", "weekend forecast"]
+        );
+        let camel = draft(with(
+            json!({"representativeQueries": ["a forecast", "a tide table"]}),
+        ));
+        assert_eq!(camel.representative_queries.len(), 2);
+        assert!(
+            draft(with(json!({"representative_queries": []})))
+                .representative_queries
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn representative_queries_outside_two_to_five_or_malformed_are_refused() {
+        for (value, field) in [
+            (json!(["only one"]), "representative_queries"),
+            (
+                json!(["1", "2", "3", "4", "5", "6"]),
+                "representative_queries",
+            ),
+            (json!("a forecast"), "representative_queries"),
+            (json!(["a forecast", "   "]), "representative_queries[1]"),
+            (json!(["a forecast", 7]), "representative_queries[1]"),
+            (
+                json!(["a forecast", "x".repeat(301)]),
+                "representative_queries[1]",
+            ),
+        ] {
+            assert_eq!(
+                fields(with(json!({"representative_queries": value}))),
+                [field],
+                "{value}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_cards_skill_examples_fill_in_representative_queries() {
+        let mut with_examples = card();
+        with_examples["skills"][0]["examples"] = json!([
+            "forecast for Lyon",
+            " ",
+            42,
+            "forecast for Lyon",
+            "x".repeat(400)
+        ]);
+        with_examples["skills"][1]["examples"] = json!(["storm alerts near me"]);
+        let parsed = draft(with(json!({"card": with_examples})));
+        assert_eq!(
+            parsed.representative_queries,
+            ["forecast for Lyon", "storm alerts near me"]
+        );
+        // One example is taken as it comes; the publisher's own list wins over the card's.
+        with_examples["skills"] =
+            json!([{"name": "x", "description": "x", "examples": ["just one"]}]);
+        assert_eq!(
+            draft(with(json!({"card": with_examples.clone()}))).representative_queries,
+            ["just one"]
+        );
+        let own = draft(with(
+            json!({"card": with_examples, "representative_queries": ["mine", "ours"]}),
+        ));
+        assert_eq!(own.representative_queries, ["mine", "ours"]);
+    }
+
+    #[test]
+    fn a_publishers_identifier_must_name_the_packages_domain() {
+        let given = draft(with(
+            json!({"identifier": " urn:air:Example.com:tools:weather "}),
+        ));
+        assert_eq!(
+            given.identifier.map(|urn| urn.to_string()).as_deref(),
+            Some("urn:air:example.com:tools:weather")
+        );
+        let hosted = draft(json!({
+            "package_name": "io.github.alice.search", "name": "S", "description": "S",
+            "identifier": "urn:air:alice.github.io:search-v2"
+        }));
+        assert!(hosted.identifier.is_some());
+        let errors = AgentDraft::parse(&with(json!({"identifier": "urn:air:google.com:weather"})))
+            .expect_err("another domain");
+        assert_eq!(errors[0].field, "identifier");
+        assert!(
+            errors[0].message.contains("example.com"),
+            "{}",
+            errors[0].message
+        );
+        for bad in [json!("weather"), json!("urn:air:example.com"), json!(7)] {
+            assert_eq!(fields(with(json!({"identifier": bad}))), ["identifier"]);
+        }
+        assert!(draft(with(json!({"identifier": ""}))).identifier.is_none());
     }
 }

@@ -10,6 +10,7 @@ pub mod payment;
 pub mod rails;
 pub mod reach;
 pub mod server_json;
+pub mod urn;
 pub mod version;
 pub mod x402;
 
@@ -21,6 +22,7 @@ pub use health::{Health, HealthStatus};
 pub use package_name::PackageName;
 pub use payment::{Payment, PaymentFilter, Price, Rail};
 pub use reach::Reach;
+pub use urn::AirUrn;
 pub use version::DEFAULT_VERSION;
 
 /// One invalid field of a request body, reported with all others at once.

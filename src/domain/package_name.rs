@@ -50,13 +50,18 @@ impl PackageName {
         &self.0
     }
 
-    /// The DNS domain the package names, from its first two labels reversed:
-    /// `com.example.weather` → `example.com`, `io.github.owner.repo` → `github.io`.
+    /// The DNS domain the package names: its registrable domain, the first two labels
+    /// reversed (`com.example.weather` → `example.com`), or three under a suffix where anyone
+    /// can hold a name (`io.github.alice.search` → `alice.github.io`; see `domain::urn`).
     pub fn domain(&self) -> String {
-        let mut labels = self.0.split('.');
-        let tld = labels.next().unwrap_or_default();
-        let second = labels.next().unwrap_or_default();
-        format!("{second}.{tld}")
+        let labels: Vec<&str> = self.0.split('.').collect();
+        let split = super::urn::domain_labels(&labels);
+        labels[..split]
+            .iter()
+            .rev()
+            .copied()
+            .collect::<Vec<_>>()
+            .join(".")
     }
 }
 
@@ -204,7 +209,7 @@ mod tests {
     }
 
     #[test]
-    fn domain_reverses_the_first_two_labels() {
+    fn domain_reverses_the_registrable_labels() {
         assert_eq!(
             parse("com.example.weather")
                 .expect("should succeed")
@@ -215,6 +220,10 @@ mod tests {
             parse("io.github.owner.repo")
                 .expect("should succeed")
                 .domain(),
+            "owner.github.io"
+        );
+        assert_eq!(
+            parse("io.github").expect("should succeed").domain(),
             "github.io"
         );
         assert_eq!(

@@ -49,6 +49,7 @@ fn card(url: &str) -> Value {
         capabilities: &[],
         tags: &[],
         payment: None,
+        representative_queries: &[],
         extensions: Vec::new(),
     })
 }

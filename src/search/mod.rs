@@ -1989,18 +1989,22 @@ impl CatalogBuild {
 /// The searchable text of an agent, field by field.
 fn doc_text(agent: &Agent) -> DocText {
     let draft = &agent.draft;
+    // Representative queries say what the agent does in its users' words: searched (and
+    // embedded) with the capabilities, after them, so agents without any index as before.
+    let capabilities = draft
+        .capabilities
+        .iter()
+        .map(|c| format!("{} {}", c.name.replace('_', " "), c.description))
+        .chain(draft.representative_queries.iter().cloned())
+        .collect::<Vec<_>>()
+        .join("\n");
     DocText {
         name: draft.name.clone(),
         package_name: package_words(agent.package_name()),
         tags: draft.tags.join(" "),
         category: draft.category.clone().unwrap_or_default(),
         description: draft.description.clone(),
-        capabilities: draft
-            .capabilities
-            .iter()
-            .map(|c| format!("{} {}", c.name.replace('_', " "), c.description))
-            .collect::<Vec<_>>()
-            .join("\n"),
+        capabilities,
     }
 }
 

@@ -21,6 +21,7 @@ fn draft(package_name: &str) -> AgentDraft {
         "capabilities": [{"name": "get_forecast", "description": "Forecast",
                           "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}],
         "payment": {"model": "paid", "protocols": ["x402"], "rails": ["base:usdc"]},
+        "representative_queries": ["will it rain in Paris tomorrow", "weekend forecast for Oslo"],
         "card": {"name": "Weather Agent", "description": "Forecasts", "version": "1.0.0"}
     }))
     .expect("valid draft")
@@ -95,6 +96,46 @@ pub async fn a_taken_package_name_is_a_conflict(store: &dyn Store) {
     let second = Agent::new(draft("com.example.weather"), "bob", at(1));
     let result = store.insert_agent(&second).await;
     assert!(matches!(result, Err(StoreError::Conflict(_))), "{result:?}");
+}
+
+pub async fn an_agent_is_found_by_its_identifier_ignoring_case(store: &dyn Store) {
+    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
+    assert_eq!(agent.urn.as_str(), "urn:air:example.com:weather");
+    store.insert_agent(&agent).await.expect("insert");
+    let found = store
+        .find_agent("URN:AIR:Example.com:Weather")
+        .await
+        .expect("find by identifier");
+    assert_eq!(found.as_ref(), Some(&agent));
+    let unknown = store.find_agent("urn:air:example.com:nope").await;
+    assert!(matches!(unknown, Ok(None)), "{unknown:?}");
+}
+
+pub async fn a_taken_identifier_is_refused_as_such(store: &dyn Store) {
+    let first = Agent::new(draft("com.example.weather"), "alice", at(0));
+    store.insert_agent(&first).await.expect("insert");
+    let mut second = Agent::new(draft("com.example.other"), "bob", at(1));
+    second.urn = crate::domain::AirUrn::parse("urn:air:EXAMPLE.com:WEATHER").expect("urn");
+    let result = store.insert_agent(&second).await;
+    assert!(
+        matches!(&result, Err(StoreError::IdentifierTaken(urn)) if urn == "urn:air:example.com:WEATHER"),
+        "{result:?}"
+    );
+    assert_eq!(store.find_agent(&second.id).await.expect("find"), None);
+    // Giving an agent that has an identifier another one changes nothing.
+    store
+        .set_urn(&first.id, "urn:air:example.com:else")
+        .await
+        .expect("no-op");
+    let read = store.find_agent(&first.id).await.expect("find");
+    assert_eq!(read.map(|agent| agent.urn), Some(first.urn));
+    assert!(
+        store
+            .agents_missing_urn(10)
+            .await
+            .expect("missing")
+            .is_empty()
+    );
 }
 
 pub async fn updates_replace_fields_and_bump_the_revision(store: &dyn Store) {
@@ -678,6 +719,10 @@ pub async fn every_version_is_kept_with_its_fields(store: &dyn Store) {
         .expect("go live: no new version");
     let mut again = second.clone();
     again.description = "Tides and currents.".to_owned();
+    again.representative_queries = vec![
+        "when is high tide in Brest".to_owned(),
+        "tide tables for this weekend".to_owned(),
+    ];
     let latest = store
         .update_agent(&agent.id, &again, None, at(3))
         .await
@@ -1170,6 +1215,8 @@ macro_rules! conformance_suite {
         conformance_suite!(@cases $factory;
             an_inserted_agent_reads_back_identically,
             a_taken_package_name_is_a_conflict,
+            an_agent_is_found_by_its_identifier_ignoring_case,
+            a_taken_identifier_is_refused_as_such,
             lookups_with_a_nul_character_find_nothing,
             agents_are_found_by_id_in_one_call,
             updates_replace_fields_and_bump_the_revision,

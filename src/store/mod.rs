@@ -44,6 +44,9 @@ pub enum StoreError {
     VersionMismatch,
     #[error("not found")]
     NotFound,
+    /// Another agent holds this discovery identifier (compared ignoring case).
+    #[error("identifier '{0}' is already registered")]
+    IdentifierTaken(String),
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
 }
@@ -60,8 +63,18 @@ pub trait Store: Send + Sync + 'static {
     /// package name is taken.
     async fn insert_agent(&self, agent: &Agent) -> StoreResult<()>;
 
-    /// An agent by `id` or by (lowercase) package name.
+    /// An agent by `id`, by (lowercase) package name, or by discovery identifier
+    /// (`urn:air:…`, ignoring case).
     async fn find_agent(&self, identifier: &str) -> StoreResult<Option<Agent>>;
+
+    /// Agents written before they had a discovery identifier (id, package name), oldest
+    /// first, at most `limit`.
+    async fn agents_missing_urn(&self, limit: u32) -> StoreResult<Vec<(String, String)>>;
+
+    /// Give an agent without one its discovery identifier; `IdentifierTaken` when another
+    /// agent holds it. Changes neither `revision` nor `updated_at`, and nothing when the agent
+    /// has one already.
+    async fn set_urn(&self, id: &str, urn: &str) -> StoreResult<()>;
 
     /// The agents with these ids (any state), in no particular order, in one round trip per
     /// 500 ids; ids of no agent are left out.

@@ -4,7 +4,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::domain::Scope;
-use crate::domain::{AgentDraft, DEFAULT_VERSION, Health};
+use crate::domain::{AgentDraft, AirUrn, DEFAULT_VERSION, Health};
 use crate::timestamp::Timestamp;
 
 /// Lifecycle state of an agent entry.
@@ -78,6 +78,9 @@ pub struct Agent {
     /// lists no endpoint (`Health::shown`). Not part of the draft: the registry derives it, and
     /// writing it changes neither `revision` nor `updated_at`.
     pub health: Option<Health>,
+    /// The discovery identifier (`urn:air:…`): the publisher's, or derived from the package
+    /// name at publish; it never changes afterwards.
+    pub urn: AirUrn,
 }
 
 impl Agent {
@@ -86,6 +89,11 @@ impl Agent {
         draft
             .version
             .get_or_insert_with(|| DEFAULT_VERSION.to_owned());
+        // The identifier lives on the agent, not in its versions.
+        let urn = draft
+            .identifier
+            .take()
+            .unwrap_or_else(|| AirUrn::of_package(&draft.package_name));
         Self {
             id: format!("agt_{}", ulid::Ulid::new()),
             owner: owner.to_owned(),
@@ -98,6 +106,7 @@ impl Agent {
             published_at: None,
             health: Health::shown(&draft, None),
             draft,
+            urn,
         }
     }
 

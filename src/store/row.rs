@@ -1,7 +1,9 @@
 //! Rows as the databases return them, and their conversion to the model (shared by backends).
 
 use crate::domain::Scope;
-use crate::domain::{AgentDraft, Capability, DEFAULT_VERSION, Health, PackageName, Payment, Reach};
+use crate::domain::{
+    AgentDraft, AirUrn, Capability, DEFAULT_VERSION, Health, PackageName, Payment, Reach,
+};
 use crate::timestamp::Timestamp;
 
 use super::StoreError;
@@ -38,6 +40,8 @@ pub struct AgentRow {
     pub reach: Option<String>,
     pub probe_message: Option<String>,
     pub health: Option<String>,
+    pub representative_queries: Option<String>,
+    pub urn: Option<String>,
 }
 
 /// The list-valued and JSON columns of a draft, serialised once for any backend.
@@ -48,6 +52,7 @@ pub struct DraftColumns {
     pub card: Option<String>,
     pub card_signature: Option<String>,
     pub reach: Option<String>,
+    pub representative_queries: Option<String>,
 }
 
 impl DraftColumns {
@@ -60,6 +65,9 @@ impl DraftColumns {
             card_signature: draft.card_signature.as_ref().map(to_json).transpose()?,
             reach: (!draft.reach.is_empty())
                 .then(|| to_json(&draft.reach))
+                .transpose()?,
+            representative_queries: (!draft.representative_queries.is_empty())
+                .then(|| to_json(&draft.representative_queries))
                 .transpose()?,
         })
     }
@@ -100,6 +108,7 @@ struct DraftText {
     card_signature: Option<String>,
     reach: Option<String>,
     probe_message: Option<String>,
+    representative_queries: Option<String>,
 }
 
 impl DraftText {
@@ -148,6 +157,14 @@ impl DraftText {
             card_signature,
             reach,
             probe_message: self.probe_message,
+            representative_queries: self
+                .representative_queries
+                .as_deref()
+                .map(|text| from_json("representative_queries", text))
+                .transpose()?
+                .unwrap_or_default(),
+            // The agent's identifier is its own column (`Agent::urn`), not a draft field.
+            identifier: None,
         })
     }
 }
@@ -172,6 +189,7 @@ impl TryFrom<AgentRow> for Agent {
             card_signature: row.card_signature,
             reach: row.reach,
             probe_message: row.probe_message,
+            representative_queries: row.representative_queries,
         }
         .into_draft()?;
         let stored = row
@@ -180,6 +198,11 @@ impl TryFrom<AgentRow> for Agent {
             .map(|text| from_json("health", text))
             .transpose()?;
         let health = Health::shown(&draft, stored);
+        // A row an older program wrote has no identifier yet: the one it will be given.
+        let urn = match row.urn.as_deref() {
+            Some(urn) => AirUrn::parse(urn).map_err(|err| corrupt("urn", err))?,
+            None => AirUrn::of_package(&draft.package_name),
+        };
         Ok(Agent {
             state: AgentState::parse(&row.state).ok_or_else(|| corrupt("state", &row.state))?,
             verification_level: VerificationLevel::parse(&row.verification_level)
@@ -193,6 +216,7 @@ impl TryFrom<AgentRow> for Agent {
             published_at: row.published_at.map(Timestamp::from_micros),
             draft,
             health,
+            urn,
         })
     }
 }
@@ -234,6 +258,7 @@ pub struct SnapshotRow {
     pub card: Option<String>,
     pub card_signature: Option<String>,
     pub reach: Option<String>,
+    pub representative_queries: Option<String>,
 }
 
 impl TryFrom<SnapshotRow> for VersionSnapshot {
@@ -257,6 +282,7 @@ impl TryFrom<SnapshotRow> for VersionSnapshot {
             reach: row.reach,
             // Not kept per version: it is the owner's setting for the current record.
             probe_message: None,
+            representative_queries: row.representative_queries,
         }
         .into_draft()?;
         Ok(VersionSnapshot {

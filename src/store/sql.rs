@@ -84,19 +84,19 @@ pub struct SqlStore<DB: Dialect> {
 const INSERT_COLUMNS: &str = "id, package_name, owner, state, verification_level, \
     verification_token, revision, name, description, version, manifest_url, url, target, \
     category, tags, capabilities, payment, card, created_at, updated_at, published_at, \
-    card_signature, reach, probe_message";
+    card_signature, reach, probe_message, representative_queries, urn";
 
 const AGENT_COLUMNS: &str = "id, package_name, owner, state, verification_level, \
     verification_token, revision, name, description, version, manifest_url, url, target, \
     category, tags, capabilities, payment, card, created_at, updated_at, published_at, \
-    card_signature, reach, probe_message, health";
+    card_signature, reach, probe_message, health, representative_queries, urn";
 
 const CHANGE_COLUMNS: &str = "seq, agent_id, package_name, kind, at, public, version";
 
 /// The columns of `agent_versions` that hold a version's fields (`version` is the draft's).
 const SNAPSHOT_COLUMNS: &str = "v.version, v.revision, v.published_at, v.name, v.description, \
     v.manifest_url, v.url, v.target, v.category, v.tags, v.capabilities, v.payment, v.card, \
-    v.card_signature, v.reach";
+    v.card_signature, v.reach, v.representative_queries";
 
 /// Records `agent`'s draft as its current version, written at `at`: a new row of its history,
 /// or the row of that version replaced (a version that cannot be bumped changed in place).
@@ -115,15 +115,16 @@ where
     sqlx::query(
         "INSERT INTO agent_versions (agent_id, version, revision, published_at, name, \
          description, manifest_url, url, target, category, tags, capabilities, payment, card, \
-         card_signature, reach) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
+         card_signature, reach, representative_queries) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
          ON CONFLICT (agent_id, version) DO UPDATE SET revision = excluded.revision, \
          published_at = excluded.published_at, name = excluded.name, \
          description = excluded.description, manifest_url = excluded.manifest_url, \
          url = excluded.url, target = excluded.target, category = excluded.category, \
          tags = excluded.tags, capabilities = excluded.capabilities, \
          payment = excluded.payment, card = excluded.card, \
-         card_signature = excluded.card_signature, reach = excluded.reach",
+         card_signature = excluded.card_signature, reach = excluded.reach, \
+         representative_queries = excluded.representative_queries",
     )
     .bind(agent.id.as_str())
     .bind(agent.version())
@@ -141,6 +142,7 @@ where
     .bind(&columns.card)
     .bind(&columns.card_signature)
     .bind(&columns.reach)
+    .bind(&columns.representative_queries)
 }
 
 const TOKEN_COLUMNS: &str = "id, owner, scopes, secret_hash, created_at, expires_at, revoked_at";
@@ -270,6 +272,7 @@ where
     for<'r> (i64,): FromRow<'r, DB::Row>,
     for<'r> (Option<i64>,): FromRow<'r, DB::Row>,
     for<'r> (String, i64): FromRow<'r, DB::Row>,
+    for<'r> (String, String): FromRow<'r, DB::Row>,
     for<'r> (String, Option<String>): FromRow<'r, DB::Row>,
     for<'r> (String, Option<String>, Option<String>): FromRow<'r, DB::Row>,
     for<'r> (i64, i64, i64, i64): FromRow<'r, DB::Row>,
@@ -293,7 +296,7 @@ where
         let mut tx = self.writer.begin().await?;
         let sql = format!(
             "INSERT INTO agents ({INSERT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, \
-             $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)"
+             $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)"
         );
         let insert = sqlx::query(&sql)
             .bind(&agent.id)
@@ -310,6 +313,8 @@ where
             .bind(&columns.card_signature)
             .bind(&columns.reach)
             .bind(&draft.probe_message)
+            .bind(&columns.representative_queries)
+            .bind(agent.urn.as_str())
             .execute(&mut *tx)
             .await;
         match inserted {
@@ -318,10 +323,19 @@ where
             // one 409.
             Err(err) if is_unique_violation(&err) => {
                 tx.rollback().await?;
-                return Err(StoreError::Conflict(format!(
-                    "package name '{}' is already registered",
-                    agent.package_name()
-                )));
+                // Which key was taken: the name, or else the identifier.
+                let name_taken: Option<(i64,)> =
+                    sqlx::query_as("SELECT revision FROM agents WHERE package_name = $1")
+                        .bind(agent.package_name())
+                        .fetch_optional(&self.writer)
+                        .await?;
+                return Err(match name_taken {
+                    Some(_) => StoreError::Conflict(format!(
+                        "package name '{}' is already registered",
+                        agent.package_name()
+                    )),
+                    None => StoreError::IdentifierTaken(agent.urn.to_string()),
+                });
             }
             other => other?,
         };
@@ -344,13 +358,46 @@ where
         if holds_nul(identifier) {
             return Ok(None);
         }
-        let sql = format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1 OR package_name = $2");
-        let row: Option<AgentRow> = sqlx::query_as(&sql)
-            .bind(identifier)
-            .bind(identifier.to_lowercase())
-            .fetch_optional(&self.reader)
-            .await?;
+        let row: Option<AgentRow> = if crate::domain::urn::is_urn(identifier) {
+            let sql = format!("SELECT {AGENT_COLUMNS} FROM agents WHERE lower(urn) = $1");
+            sqlx::query_as(&sql)
+                .bind(identifier.to_ascii_lowercase())
+                .fetch_optional(&self.reader)
+                .await?
+        } else {
+            let sql =
+                format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id = $1 OR package_name = $2");
+            sqlx::query_as(&sql)
+                .bind(identifier)
+                .bind(identifier.to_lowercase())
+                .fetch_optional(&self.reader)
+                .await?
+        };
         row.map(Agent::try_from).transpose()
+    }
+
+    async fn agents_missing_urn(&self, limit: u32) -> StoreResult<Vec<(String, String)>> {
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT id, package_name FROM agents WHERE urn IS NULL ORDER BY created_at, id LIMIT $1",
+        )
+        .bind(i64::from(limit))
+        .fetch_all(&self.writer)
+        .await?;
+        Ok(rows)
+    }
+
+    async fn set_urn(&self, id: &str, urn: &str) -> StoreResult<()> {
+        let written = sqlx::query("UPDATE agents SET urn = $1 WHERE id = $2 AND urn IS NULL")
+            .bind(urn)
+            .bind(id)
+            .execute(&self.writer)
+            .await;
+        match written {
+            Err(err) if is_unique_violation(&err) => {
+                Err(StoreError::IdentifierTaken(urn.to_owned()))
+            }
+            other => other.map(|_| ()).map_err(StoreError::from),
+        }
     }
 
     async fn find_agents_by_id(&self, ids: &[String]) -> StoreResult<Vec<Agent>> {
@@ -391,7 +438,7 @@ where
             "UPDATE agents SET name = $1, description = $2, version = $3, manifest_url = $4, \
              url = $5, target = $6, category = $7, tags = $8, capabilities = $9, payment = $10, \
              card = $11, updated_at = $12, revision = revision + 1, card_signature = $15, reach = $16, \
-             probe_message = $17 \
+             probe_message = $17, representative_queries = $18 \
              WHERE id = $13 AND (CAST($14 AS BIGINT) IS NULL OR revision = $14) \
              RETURNING {AGENT_COLUMNS}"
         );
@@ -402,6 +449,7 @@ where
             .bind(&columns.card_signature)
             .bind(&columns.reach)
             .bind(&draft.probe_message)
+            .bind(&columns.representative_queries)
             .try_map(|row| AgentRow::from_row(&row))
             .fetch_optional(&mut *tx)
             .await?;

@@ -44,6 +44,11 @@ async fn publishing_only_a_manifest_url_fills_the_record_from_the_card() {
     assert_eq!(record["payment"]["model"], "paid");
     assert_eq!(record["payment"]["protocols"], json!(["x402"]));
     assert_eq!(record["payment"]["rails"][0]["network"], "base");
+    assert_eq!(
+        record["representative_queries"],
+        json!(["Weather in Paris tomorrow"]),
+        "the card's skill examples stand for representative queries"
+    );
     let id = record["id"].as_str().expect("id");
     app.post_empty(&format!("/api/agents/{id}/go-live"), &token)
         .await;

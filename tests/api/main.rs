@@ -15,6 +15,7 @@ mod errors;
 mod facets;
 mod health;
 mod hostile;
+mod identifiers;
 mod interop;
 mod lifecycle;
 mod mcp_registry;

@@ -9,6 +9,8 @@ The document says each of these in words; the generator cannot read words:
 - a card given with a publish body has its fields checked too, including the url of its first
   `supportedInterfaces` entry and its `skills` (the document describes only the text fields);
 - an update keeps the agent's own `package_name` (the server knows it, the schema cannot);
+- an `identifier` names the package's own domain as its publisher, and an update cannot change
+  it (valid cases send none);
 - a search `cursor` (also of the AI Catalog and the MCP server list) is an opaque token from a
   previous page, not any string;
 - an agent's versions exist only for agents that exist: half the valid cases of the version
@@ -141,6 +143,7 @@ def repair_version_case(case) -> None:
 
 
 def repair_publish_body(case, body: dict) -> None:
+    body.pop("identifier", None)
     capabilities = body.get("capabilities")
     if isinstance(capabilities, list):
         names: set = set()

@@ -19,7 +19,7 @@ const K: usize = 100;
 const MIN_SIMILARITY: f32 = 0.2;
 const BATCH: usize = 2_048;
 
-/// What the registry embeds of an agent (`embedding_text` in src/search/mod.rs).
+/// What the registry embeds of an agent (`embedding_text` in src/search/catalog.rs).
 fn embedding_text(agent: &Agent) -> String {
     let draft = &agent.draft;
     let mut parts = vec![draft.name.clone(), draft.description.clone()];

@@ -27,7 +27,7 @@ def ndcg10(ranking, grades):
 
 
 def content_text_function():
-    """The registry's conversational query analysis (src/search/query.rs), its word lists read
+    """The registry's conversational query analysis (src/search/analyse.rs), its word lists read
     from the source so that the two cannot drift apart."""
     import re
     source = open(os.path.join(HERE, "..", "..", "src", "search", "query.rs")).read()
@@ -73,7 +73,7 @@ def main():
     ap.add_argument("--table", action="append", default=[])
     ap.add_argument("--teacher", action="store_true")
     ap.add_argument("--content", action="store_true",
-                    help="embed queries without their conversational fillers (src/search/query.rs)")
+                    help="embed queries without their conversational fillers (src/search/analyse.rs)")
     args = ap.parse_args()
     agents = load_agents()
     names = [a["package_name"] for a in agents]

@@ -14,7 +14,7 @@ use crate::store::VerificationLevel;
 
 use super::Filters;
 use super::counts::{FacetCounts, TOP_TAGS};
-use super::page::Strs;
+use super::listing::Strs;
 use crate::domain::HealthStatus;
 
 /// A set of slots, one bit each.
@@ -599,7 +599,7 @@ mod tests {
     struct Described {
         facets: Facets,
         label: Option<String>,
-        tags: crate::search::page::Packed,
+        tags: crate::search::listing::Packed,
     }
 
     impl Described {
@@ -621,7 +621,7 @@ mod tests {
                 payment_model: None,
             },
             label: None,
-            tags: crate::search::page::Packed::of(tags.iter().copied()),
+            tags: crate::search::listing::Packed::of(tags.iter().copied()),
         }
     }
 
@@ -712,7 +712,7 @@ mod tests {
                 payment_model: model,
             },
             label: Some(category.to_owned()),
-            tags: crate::search::page::Packed::of(tags.iter().copied()),
+            tags: crate::search::listing::Packed::of(tags.iter().copied()),
         }
     }
 

@@ -1,12 +1,91 @@
 //! Building a `SearchRequest` from what each transport received: a query string (repeated keys
 //! joined with `,`) or a JSON object (`filters`, top-level payment keys, camelCase aliases).
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::domain::payment::PaymentFilterInput;
 
 use super::filters::join_json_value;
-use super::{Filters, RawFilters, SearchError, SearchRequest, Sort, clamp_limit};
+use super::{Filters, RawFilters};
+
+/// Why a search request cannot run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SearchError {
+    #[error("{message}")]
+    InvalidParameter { parameter: String, message: String },
+    #[error("malformed or stale cursor")]
+    InvalidCursor,
+    #[error("unknown sort '{0}'; allowed: relevance, newest, name")]
+    InvalidSort(String),
+}
+
+/// Result order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Sort {
+    /// Best match first (needs query text; without it, falls back to `Newest`).
+    Relevance,
+    /// Most recently published first.
+    Newest,
+    /// By display name, A→Z.
+    Name,
+    /// Longest published first: agents that go live join the end, so offsets into this order
+    /// stay put while the catalogue grows (the x402 resource list pages by offset). Not a
+    /// `sort` value of the search paths.
+    Oldest,
+}
+
+impl Sort {
+    pub fn parse(value: &str) -> Result<Self, SearchError> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "relevance" => Ok(Self::Relevance),
+            "newest" => Ok(Self::Newest),
+            "name" => Ok(Self::Name),
+            _ => Err(SearchError::InvalidSort(crate::domain::truncate(value, 40))),
+        }
+    }
+}
+
+/// One search, as every transport expresses it.
+#[derive(Debug, Clone)]
+pub struct SearchRequest {
+    pub text: String,
+    pub filters: Filters,
+    /// `None`: relevance with query text, else newest.
+    pub sort: Option<Sort>,
+    /// Already clamped to 1..=MAX_LIMIT by the caller's defaults.
+    pub limit: usize,
+    pub cursor: Option<String>,
+    /// Matches skipped (after the cursor, if any) before the page: offset paging, for the
+    /// paths that offer it. 0 everywhere else.
+    pub offset: usize,
+    /// Also count the matches per category, tag, payment model and health (`counts`).
+    pub facets: bool,
+}
+
+impl SearchRequest {
+    pub(super) fn has_text(&self) -> bool {
+        !self.text.trim().is_empty()
+    }
+
+    pub(super) fn effective_sort(&self) -> Sort {
+        match self.sort {
+            Some(Sort::Relevance) | None if self.has_text() => Sort::Relevance,
+            Some(Sort::Relevance) | None => Sort::Newest,
+            Some(sort) => sort,
+        }
+    }
+}
+
+/// Clamp a requested page size: absent → `default`, 0 → 1, above `max` → `max`.
+pub fn clamp_limit(requested: Option<i64>, default: usize, max: usize) -> usize {
+    match requested {
+        None => default,
+        Some(n) if n < 1 => 1,
+        Some(n) => usize::try_from(n).unwrap_or(max).min(max),
+    }
+}
 
 /// Page-size defaults of one path.
 #[derive(Debug, Clone, Copy)]

@@ -458,7 +458,7 @@ impl TextIndex {
         beside: impl FnOnce() -> A,
         then: impl FnOnce(A, Result<Matches<'_>, TextIndexError>) -> R,
     ) -> R {
-        let terms = analyze(&super::query::content_text(text));
+        let terms = analyze(&super::analyse::content_text(text));
         if terms.is_empty() {
             return then(beside(), Ok(Matches::none()));
         }

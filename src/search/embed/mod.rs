@@ -33,7 +33,7 @@ pub trait Embedder: Send + Sync {
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
 
     /// Whether a text's vector is a weighted sum of its words' (the static table). Such an
-    /// embedder is given queries without their conversational fillers (`search::query`): every
+    /// embedder is given queries without their conversational fillers (`search::analyse`): every
     /// word it sees moves the vector, while a model reads a sentence as a whole.
     fn is_bag_of_words(&self) -> bool {
         false

@@ -9,26 +9,20 @@
 use axum::Json;
 use axum::extract::State;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use utoipa::IntoParams;
 
-use crate::domain::reach::Package;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Query;
-use crate::search::{DEFAULT_VERSION, Filters, McpFilter, SearchRequest, Sort};
+use crate::search::{Filters, McpFilter, SearchRequest, Sort};
 use crate::state::AppState;
 use crate::store::Agent;
 use crate::timestamp::Timestamp;
 
-/// The `server.json` schema the answers follow.
-pub const SERVER_SCHEMA: &str =
-    "https://static.modelcontextprotocol.io/schemas/2025-09-29/server.schema.json";
+use super::wire::server_json::{self, is_mcp};
+
 /// The official registry's `_meta` key for registry-managed metadata.
 const OFFICIAL_META: &str = "io.modelcontextprotocol.registry/official";
-/// This registry's `_meta` key.
-const REGISTRY_META: &str = "io.github.agent-registry/listing";
-/// `server.json` limits its description to this many characters.
-const MAX_DESCRIPTION_CHARS: usize = 100;
 
 /// `GET /v0.1/servers`'s query string.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -189,19 +183,6 @@ pub async fn list_server_versions(
     ))
 }
 
-/// Whether an agent (at some version) is an MCP server: it lists a remote or a package.
-fn is_mcp(agent: &Agent) -> bool {
-    !agent.draft.reach.remotes.is_empty() || !agent.draft.reach.packages.is_empty()
-}
-
-/// The MCP name of a package name: the last label after `/`.
-pub fn mcp_name(package: &str) -> String {
-    match package.rsplit_once('.') {
-        Some((namespace, name)) => format!("{}/{name}", namespace.replace('_', "-")),
-        None => package.to_owned(),
-    }
-}
-
 /// The package name an MCP name stands for.
 fn package_of(name: &str) -> Option<String> {
     let (namespace, short) = name.trim().split_once('/')?;
@@ -220,7 +201,7 @@ fn server_entry(agent: &Agent, is_latest: bool) -> Value {
         agent.updated_at
     };
     json!({
-        "server": server_json(agent),
+        "server": server_json::document(agent),
         "_meta": {
             OFFICIAL_META: {
                 "status": "active",
@@ -232,131 +213,17 @@ fn server_entry(agent: &Agent, is_latest: bool) -> Value {
     })
 }
 
-/// An agent as a `server.json` document, within the published schema's rules: a one-slash
-/// name, a description of at most 100 characters (the full one is in `_meta`), a version, and
-/// only packages that name a version (the schema requires one; the others are listed in
-/// `_meta`).
-pub fn server_json(agent: &Agent) -> Value {
-    let draft = &agent.draft;
-    let reach = &draft.reach;
-    let mut server = Map::new();
-    server.insert("$schema".to_owned(), json!(SERVER_SCHEMA));
-    server.insert("name".to_owned(), json!(mcp_name(agent.package_name())));
-    server.insert("title".to_owned(), json!(draft.name));
-    server.insert(
-        "description".to_owned(),
-        json!(short_description(&draft.description)),
-    );
-    server.insert(
-        "version".to_owned(),
-        json!(draft.version.as_deref().unwrap_or(DEFAULT_VERSION)),
-    );
-    if let Some(repository) = &reach.repository {
-        server.insert(
-            "repository".to_owned(),
-            json!({"url": repository.url, "source": repository.source.as_deref().unwrap_or("unknown")}),
-        );
-    }
-    let (versioned, unversioned): (Vec<&Package>, Vec<&Package>) = reach
-        .packages
-        .iter()
-        .partition(|package| package.version.as_deref().is_some_and(|v| v != "latest"));
-    if !versioned.is_empty() {
-        server.insert(
-            "packages".to_owned(),
-            Value::Array(versioned.into_iter().map(package_json).collect()),
-        );
-    }
-    if !reach.remotes.is_empty() {
-        let remotes: Vec<Value> = reach
-            .remotes
-            .iter()
-            .map(|remote| json!({"type": remote.kind, "url": remote.url}))
-            .collect();
-        server.insert("remotes".to_owned(), Value::Array(remotes));
-    }
-    let mut listing = json!({
-        "id": agent.id,
-        "package_name": agent.package_name(),
-        "description": draft.description,
-        "verification_level": agent.verification_level,
-    });
-    if !unversioned.is_empty() {
-        listing["unversioned_packages"] =
-            Value::Array(unversioned.into_iter().map(package_json).collect());
-    }
-    server.insert(
-        "_meta".to_owned(),
-        json!({"io.modelcontextprotocol.registry/publisher-provided": {REGISTRY_META: listing}}),
-    );
-    Value::Object(server)
-}
-
-fn package_json(package: &Package) -> Value {
-    let mut out = json!({
-        "registryType": package.registry_type,
-        "identifier": package.identifier,
-        "transport": {"type": package.transport.kind},
-    });
-    if let Some(version) = &package.version {
-        out["version"] = json!(version);
-    }
-    if let Some(hint) = &package.runtime_hint {
-        out["runtimeHint"] = json!(hint);
-    }
-    if !package.environment_variables.is_empty() {
-        let variables: Vec<Value> = package
-            .environment_variables
-            .iter()
-            .map(|variable| {
-                let mut out = json!({
-                    "name": variable.name,
-                    "isRequired": variable.is_required,
-                    "isSecret": variable.is_secret,
-                });
-                if let Some(description) = &variable.description {
-                    out["description"] = json!(description);
-                }
-                out
-            })
-            .collect();
-        out["environmentVariables"] = Value::Array(variables);
-    }
-    out
-}
-
-/// At most 100 characters, cut at a word with `…` when longer.
-fn short_description(text: &str) -> String {
-    let text = text.trim();
-    if text.chars().count() <= MAX_DESCRIPTION_CHARS {
-        return text.to_owned();
-    }
-    let cut: String = text.chars().take(MAX_DESCRIPTION_CHARS - 1).collect();
-    let at_word = cut.rsplit_once(' ').map_or(cut.as_str(), |(head, _)| head);
-    format!("{}…", at_word.trim_end())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn mcp_names_and_package_names_map_both_ways() {
-        assert_eq!(mcp_name("io.github.acme.weather"), "io.github.acme/weather");
+    fn mcp_names_map_back_to_package_names() {
         assert_eq!(
             package_of("io.github.acme/weather").as_deref(),
             Some("io.github.acme.weather")
         );
         assert_eq!(package_of("no-slash"), None);
         assert_eq!(package_of("a/b/c"), None);
-    }
-
-    #[test]
-    fn long_descriptions_are_cut_at_a_word() {
-        let long = "word ".repeat(40);
-        let short = short_description(&long);
-        assert!(short.chars().count() <= MAX_DESCRIPTION_CHARS, "{short}");
-        assert!(short.ends_with("word…"), "{short}");
-        assert_eq!(short_description(" tidy "), "tidy");
     }
 }

@@ -10,6 +10,8 @@ use crate::search::{FacetCounts, Hit, Listing, SearchPage};
 use crate::store::{Agent, AgentState, AgentVersion, VerificationLevel};
 use crate::timestamp::Timestamp;
 
+pub mod server_json;
+
 /// The full record of one agent.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct AgentRecord {

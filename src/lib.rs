@@ -10,6 +10,7 @@ pub mod error;
 pub mod extract;
 pub mod follow;
 pub mod hosted;
+pub mod mcp;
 pub mod middleware;
 pub mod openapi;
 pub mod outbound;
@@ -76,6 +77,9 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
     )?);
     let hosted = hosted::HostedAgents::new(&config.upstreams, &base_url, Arc::clone(&outbound))?;
     hosted::register_all(&hosted, &registry, &base_url).await?;
+    let entry = a2a::card::registry_entry(&base_url)
+        .map_err(|errors| anyhow::anyhow!("the registry's own entry is invalid: {errors:?}"))?;
+    registry.ensure_system_agent(entry).await?;
     tracing::info!(
         agents = registry.indexed(),
         embedder = registry.embedder_id().unwrap_or("none"),

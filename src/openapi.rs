@@ -101,6 +101,21 @@ hand_written_schema!(
     json_rpc_error_response
 );
 hand_written_schema!(
+    /// One MCP JSON-RPC message (`POST /mcp`).
+    McpMessage,
+    mcp_message
+);
+hand_written_schema!(
+    /// The answer to one MCP request: a result or an error.
+    McpResponse,
+    mcp_response
+);
+hand_written_schema!(
+    /// An MCP JSON-RPC error response.
+    McpErrorResponse,
+    mcp_error_response
+);
+hand_written_schema!(
     /// An A2A agent card (or the registry's own shape of its card).
     AgentCard,
     agent_card
@@ -159,6 +174,9 @@ fn hand_written() -> Vec<(&'static str, Value)> {
         ("JsonRpcRequest", json_rpc_request()),
         ("JsonRpcResponse", json_rpc_response()),
         ("JsonRpcErrorResponse", json_rpc_error_response()),
+        ("McpMessage", mcp_message()),
+        ("McpResponse", mcp_response()),
+        ("McpErrorResponse", mcp_error_response()),
         ("AgentCard", agent_card()),
         ("DiscoverAnswer", discover_answer()),
         ("PlaygroundDiscoverAnswer", playground_discover_answer()),
@@ -902,6 +920,64 @@ fn json_rpc_error_response() -> Value {
     })
 }
 
+fn mcp_message() -> Value {
+    json!({
+        "type": "object",
+        "description": "One JSON-RPC 2.0 message (no batches): a request (with `id`), a notification, or a response. Methods: `initialize`, `server/discover`, `ping`, `tools/list`, `tools/call`, `resources/list`, `resources/templates/list`, `resources/read`.",
+        "required": ["jsonrpc"],
+        "properties": {
+            "jsonrpc": {"const": "2.0"},
+            "id": {"type": ["string", "integer"]},
+            "method": {"type": "string", "examples": ["tools/list"]},
+            "params": {"type": "object"},
+            "result": {"type": "object"},
+            "error": {"type": "object"},
+        },
+        "anyOf": [{"required": ["method"]}, {"required": ["result"]}, {"required": ["error"]}],
+        "examples": [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "example", "version": "1.0.0"}}}],
+    })
+}
+
+fn mcp_error_object() -> Value {
+    json!({
+        "type": "object",
+        "required": ["code", "message"],
+        "properties": {
+            "code": {"type": "integer"},
+            "message": {"type": "string"},
+            "data": {"description": "Details: `supported` and `requested` versions (-32022), the `uri` of an unknown resource, or the registry's error `code`."},
+        },
+    })
+}
+
+fn mcp_response() -> Value {
+    json!({
+        "type": "object",
+        "required": ["jsonrpc", "id"],
+        "properties": {
+            "jsonrpc": {"const": "2.0"},
+            "id": {"type": ["string", "number", "null"]},
+            "result": {"type": "object"},
+            "error": mcp_error_object(),
+        },
+        "oneOf": [{"required": ["result"]}, {"required": ["error"]}],
+    })
+}
+
+fn mcp_error_response() -> Value {
+    json!({
+        "type": "object",
+        "required": ["jsonrpc", "id", "error"],
+        "properties": {
+            "jsonrpc": {"const": "2.0"},
+            "id": {"type": ["string", "number", "null"]},
+            "error": mcp_error_object(),
+        },
+    })
+}
+
 fn agent_card() -> Value {
     json!({
         "type": "object",
@@ -1155,6 +1231,10 @@ fn finish_operation(path: &str, operation: &mut Value) {
                 .any(|parameter| matches!(parameter["in"].as_str(), Some("path" | "query")))
         });
     let has_body = operation.get("requestBody").is_some();
+    // The MCP endpoint documents every answer itself, as JSON-RPC errors (`mcp::http`).
+    if path == crate::mcp::ENDPOINT {
+        return;
+    }
     let Some(responses) = operation
         .get_mut("responses")
         .and_then(Value::as_object_mut)

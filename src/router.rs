@@ -15,7 +15,7 @@ use utoipa_swagger_ui::SwaggerUi;
 use crate::api::{agents, bazaar, catalog, changes, mcp_registry, ops, playground, public, tokens};
 use crate::middleware::{self, RateLimit};
 use crate::state::AppState;
-use crate::{a2a, error, web};
+use crate::{a2a, auth, error, mcp, web};
 
 /// Request bodies above this are refused with 413.
 pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
@@ -32,6 +32,7 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
         a2a::registry_card, a2a::jwks, a2a::utility_card, catalog::ai_catalog,
         a2a::jsonrpc::handle, a2a::legacy::discover, a2a::legacy::message,
         a2a::utility::invoke, a2a::utility::handle,
+        mcp::http::post, mcp::http::get, mcp::http::delete,
         agents::publish_agent, agents::update_agent, agents::go_live, agents::unpublish,
         agents::verify_agent,
         agents::delete_agent, agents::list_own_agents, agents::get_own_agent,
@@ -48,6 +49,7 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
         (name = "management", description = "Owner-authenticated agent lifecycle (scope agents:write)"),
         (name = "tokens", description = "API tokens"),
         (name = "a2a", description = "Agent cards and A2A endpoints"),
+        (name = "mcp", description = "The registry as an MCP server (Streamable HTTP): tools that search and read agents, resources for records and cards"),
         (name = "playground", description = "Sessions that discover and execute agents (scope playground)"),
         (name = "operations", description = "Health, readiness, metrics"),
     )
@@ -81,6 +83,29 @@ pub fn starting() -> Router {
     Router::new()
         .route("/healthz", get(ops::healthz))
         .fallback(not_yet)
+}
+
+/// What `/mcp` uses of the application: the registry and signer behind its tools, its
+/// sessions, and the REST API's token check.
+fn mcp_endpoint(state: &AppState) -> Arc<mcp::http::McpHttp> {
+    let source = mcp::source::Local {
+        registry: Arc::clone(&state.registry),
+        signer: Arc::clone(&state.signer),
+        base_url: Arc::clone(&state.base_url),
+    };
+    let config = &state.config.mcp;
+    let for_tokens = state.clone();
+    let authenticate: mcp::http::Authenticate = Arc::new(move |secret: String| {
+        let state = for_tokens.clone();
+        Box::pin(async move { auth::authenticate(&state, &secret).await })
+    });
+    Arc::new(mcp::http::McpHttp::new(
+        mcp::McpServer::new(Arc::new(source)),
+        mcp::session::Sessions::new(config.max_sessions(), config.session_idle()),
+        &state.base_url,
+        &config.mcp_allowed_origins,
+        authenticate,
+    ))
 }
 
 /// The whole HTTP surface.
@@ -124,6 +149,13 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/a2a/utility/{name}/.well-known/agent-card.json",
             get(a2a::utility_card),
+        )
+        .route(
+            "/mcp",
+            post(mcp::http::post)
+                .get(mcp::http::get)
+                .delete(mcp::http::delete)
+                .with_state(mcp_endpoint(&state)),
         )
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&rate_limit),

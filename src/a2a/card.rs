@@ -3,7 +3,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::domain::agent::{CAPABILITIES_EXTENSION_URI, REGISTRY_EXTENSION_URI};
-use crate::domain::{Capability, Health, Payment};
+use crate::domain::{AgentDraft, Capability, FieldError, Health, Payment};
 
 /// URI of the card extension carrying the agent's health as the registry last probed it.
 pub const HEALTH_EXTENSION_URI: &str = "https://a2a-registry.org/extensions/health/v1";
@@ -14,6 +14,9 @@ pub const PROTOCOL_VERSION: &str = "1.0";
 pub const PROTOCOL_BINDING: &str = "JSONRPC";
 /// The registry's own `agent_id`.
 pub const REGISTRY_AGENT_ID: &str = "registry";
+/// The package name of the registry's own entry in its catalogue (MCP name
+/// `registry/agent-registry`).
+pub const REGISTRY_PACKAGE: &str = "registry.agent-registry";
 /// The registry's display name.
 pub const REGISTRY_NAME: &str = "Agent Registry";
 /// The registry's description, shared by both card formats.
@@ -304,9 +307,21 @@ pub fn registry_card(site_url: &str, base_url: &str, version: &str) -> Value {
         "required": false,
         "params": {"agent_id": REGISTRY_AGENT_ID, "capabilities": registry_capabilities()}
     });
+    let mcp = json!({
+        "uri": format!("{site_url}/extensions/mcp-server/v1"),
+        "description": "The registry is also an MCP server (Streamable HTTP): the tools \
+    search_agents, get_agent, get_agent_card and list_categories, and its agents' records and cards \
+    as resources.",
+        "required": false,
+        "params": {
+            "url": format!("{base_url}{}", crate::mcp::ENDPOINT),
+            "transport": "streamable-http",
+            "protocolVersions": crate::mcp::protocol::Revision::supported(),
+        }
+    });
     card.insert(
         "capabilities".to_owned(),
-        capabilities_object(vec![extension]),
+        capabilities_object(vec![extension, mcp]),
     );
     card.insert(
         "skills".to_owned(),
@@ -318,6 +333,29 @@ pub fn registry_card(site_url: &str, base_url: &str, version: &str) -> Value {
         json!(format!("{base_url}/docs")),
     );
     Value::Object(card)
+}
+
+/// The registry's own entry in its catalogue, as a publish body would describe it: ACTIVE from
+/// start-up like the hosted agents, with its A2A endpoint and its MCP endpoint (a
+/// `streamable-http` remote, so `/v0.1/servers` lists it for MCP aggregators), and its own card.
+pub fn registry_entry(base_url: &str) -> Result<AgentDraft, Vec<FieldError>> {
+    let base_url = base_url.trim_end_matches('/');
+    let card = registry_card(base_url, base_url, env!("CARGO_PKG_VERSION"));
+    AgentDraft::parse(&json!({
+        "package_name": REGISTRY_PACKAGE,
+        "name": REGISTRY_NAME,
+        "description": REGISTRY_DESCRIPTION,
+        "version": env!("CARGO_PKG_VERSION"),
+        "manifest_url": format!("{base_url}/.well-known/agent-card.json"),
+        "url": format!("{base_url}/a2a/v1"),
+        "remotes": [{"type": "streamable-http", "url": format!("{base_url}{}", crate::mcp::ENDPOINT)}],
+        "target": "Developers",
+        "category": "Discovery",
+        "tags": ["registry", "discovery", "search", "a2a", "mcp"],
+        "capabilities": registry_capabilities(),
+        "payment": {"model": "free"},
+        "card": card,
+    }))
 }
 
 /// The registry's card in its own shape, served with `?format=registry`:
@@ -337,7 +375,6 @@ pub fn registry_card_legacy(_site_url: &str, _base_url: &str, _version: &str) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::AgentDraft;
 
     const REQUIRED_KEYS: [&str; 8] = [
         "name",
@@ -424,6 +461,37 @@ mod tests {
     #[test]
     fn the_registry_card_snapshot() {
         insta::assert_json_snapshot!(registry_card(SITE, BASE, "0.1.0"));
+    }
+
+    #[test]
+    fn the_registry_card_names_its_mcp_endpoint() {
+        let card = registry_card(SITE, BASE, "0.1.0");
+        let mcp = card["capabilities"]["extensions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|extension| extension["params"]["transport"] == "streamable-http")
+            .expect("an MCP extension");
+        assert_eq!(mcp["params"]["url"], "https://api.registry.example.com/mcp");
+        assert_eq!(mcp["required"], false);
+    }
+
+    #[test]
+    fn the_registry_entry_lists_its_a2a_and_mcp_endpoints_and_carries_its_card() {
+        let draft = registry_entry("http://registry.test/").expect("a valid entry");
+        assert_eq!(draft.package_name.as_str(), REGISTRY_PACKAGE);
+        assert_eq!(draft.url.as_deref(), Some("http://registry.test/a2a/v1"));
+        assert_eq!(draft.reach.remotes.len(), 1);
+        assert_eq!(draft.reach.remotes[0].kind, "streamable-http");
+        assert_eq!(draft.reach.remotes[0].url, "http://registry.test/mcp");
+        assert_eq!(
+            draft.card,
+            Some(registry_card(
+                "http://registry.test",
+                "http://registry.test",
+                env!("CARGO_PKG_VERSION")
+            ))
+        );
     }
 
     #[test]

@@ -664,7 +664,8 @@ fn is_text_media_type(media_type: &str) -> bool {
     essence(media_type).starts_with("text/")
 }
 
-fn is_json_media_type(media_type: &str) -> bool {
+/// Whether a `Content-Type` is JSON (`application/json` or `…+json`, parameters ignored).
+pub fn is_json_media_type(media_type: &str) -> bool {
     let essence = essence(media_type);
     essence == "application/json" || essence.ends_with("+json")
 }

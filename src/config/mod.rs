@@ -7,10 +7,12 @@ use clap::Args;
 use url::Url;
 
 mod embedder;
+mod mcp;
 mod probe;
 mod upstream;
 
 pub use embedder::{EmbedderConfig, EmbedderKind};
+pub use mcp::McpConfig;
 pub use probe::ProbeConfig;
 pub use upstream::UpstreamConfig;
 
@@ -56,6 +58,9 @@ pub struct Config {
 
     #[command(flatten)]
     pub probe: ProbeConfig,
+
+    #[command(flatten)]
+    pub mcp: McpConfig,
 
     /// A bearer secret accepted with every scope, for operators. Unset: only CLI-made tokens exist.
     #[arg(long, env = "REGISTRY_MASTER_KEY", hide_env_values = true)]

@@ -162,13 +162,13 @@ async fn counts_are_over_every_match_after_filters_and_collapsing() {
         json!({"category": {}, "tags": {}, "payment_model": {}, "health": {}})
     );
 
-    // The hosted agents too, without the filter: still every match, whatever the page.
+    // The registry's own agents too, without the filter: still every match, whatever the page.
     let all = app.get("/public/agents?facets=true&limit=1").await;
     assert_eq!(sum(&all.body["facets"]["health"]), total(&all.body));
     assert_eq!(
         all.body["facets"]["health"],
-        counts(&[("not_probed", 7), ("unknown", 3)]),
-        "the hosted agents have endpoints; the prober is off"
+        counts(&[("not_probed", 7), ("unknown", 4)]),
+        "the registry's own agents have endpoints; the prober is off"
     );
     let next = all.body["next_cursor"].as_str().expect("a next page");
     let second = app

@@ -18,6 +18,7 @@ mod hostile;
 mod identifiers;
 mod interop;
 mod lifecycle;
+mod mcp;
 mod mcp_registry;
 mod ops;
 mod ownership;

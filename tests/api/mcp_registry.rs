@@ -127,10 +127,14 @@ async fn the_server_list_serves_mcp_servers_as_server_json() {
         .collect();
     assert_eq!(
         names,
-        ["io.github.acme/notes", "io.github.acme/weather"],
-        "MCP servers only, by name"
+        [
+            "io.github.acme/notes",
+            "io.github.acme/weather",
+            "registry/agent-registry"
+        ],
+        "MCP servers only (the registry itself is one), by name"
     );
-    assert_eq!(response.body["metadata"]["count"], 2);
+    assert_eq!(response.body["metadata"]["count"], 3);
     for entry in servers {
         assert_server_json(&entry["server"]);
         let official = &entry["_meta"]["io.modelcontextprotocol.registry/official"];
@@ -165,7 +169,7 @@ async fn the_server_list_serves_mcp_servers_as_server_json() {
         .iter()
         .map(|entry| entry["server"]["name"].as_str().expect("name"))
         .collect();
-    assert_eq!(found, ["io.github.acme/weather"]);
+    assert_eq!(found.first(), Some(&"io.github.acme/weather"), "{found:?}");
 
     let paged = app.get("/v0.1/servers?limit=1").await;
     let next = paged.body["metadata"]["nextCursor"]
@@ -178,7 +182,17 @@ async fn the_server_list_serves_mcp_servers_as_server_json() {
         rest.body["servers"][0]["server"]["name"],
         "io.github.acme/weather"
     );
-    assert!(rest.body["metadata"].get("nextCursor").is_none());
+    let next = rest.body["metadata"]["nextCursor"]
+        .as_str()
+        .expect("the registry itself comes last");
+    let last = app
+        .get(&format!("/v0.1/servers?limit=1&cursor={next}"))
+        .await;
+    assert_eq!(
+        last.body["servers"][0]["server"]["name"],
+        "registry/agent-registry"
+    );
+    assert!(last.body["metadata"].get("nextCursor").is_none());
 
     let future = app
         .get("/v0.1/servers?updated_since=2999-01-01T00:00:00Z")
@@ -187,7 +201,7 @@ async fn the_server_list_serves_mcp_servers_as_server_json() {
     let older = app
         .get("/v0.1/servers?updated_since=2000-01-01T00:00:00Z&version=latest")
         .await;
-    assert_eq!(older.body["metadata"]["count"], 2);
+    assert_eq!(older.body["metadata"]["count"], 3);
     let exact = app.get("/v0.1/servers?version=2.1.0").await;
     assert_eq!(exact.body["metadata"]["count"], 1);
     app.get("/v0.1/servers?updated_since=yesterday")

@@ -64,10 +64,13 @@ async fn readyz_says_ready_once_storage_and_index_are_up() {
 
     assert_eq!(response.status, 200, "{}", response.text);
     assert_eq!(response.body["status"], "ready");
-    assert_eq!(response.body["indexed_agents"], 3, "the hosted agents");
-    assert_eq!(response.body["total"], 3);
+    assert_eq!(
+        response.body["indexed_agents"], 4,
+        "the registry itself and its hosted agents"
+    );
+    assert_eq!(response.body["total"], 4);
     match response.body["vectors"].as_str() {
-        Some("ready") => assert_eq!(response.body["embedded"], 3),
+        Some("ready") => assert_eq!(response.body["embedded"], 4),
         Some("none") => assert_eq!(response.body["embedded"], 0),
         other => panic!("a built app has its vectors: {other:?}"),
     }
@@ -245,7 +248,21 @@ async fn openapi_errors_are_problem_json_except_json_rpc_errors() {
             let types: Vec<&str> = content.keys().map(String::as_str).collect();
             let json_rpc_error = JSON_RPC_PATHS.contains(&path.as_str())
                 && ["400", "401", "403", "413", "415", "429"].contains(&status.as_str());
-            if json_rpc_error {
+            if path == "/mcp" {
+                // MCP's own refusals are JSON-RPC errors; the limits every public path shares
+                // (a declared body over 1 MiB, the per-IP rate) answer before it, as problems.
+                for (media, schema) in content {
+                    let expected = match media.as_str() {
+                        "application/json" => "#/components/schemas/McpErrorResponse",
+                        "application/problem+json" => "#/components/schemas/Problem",
+                        other => panic!("{method} {path} {status}: {other}"),
+                    };
+                    assert_eq!(
+                        schema["schema"]["$ref"], expected,
+                        "{method} {path} {status}"
+                    );
+                }
+            } else if json_rpc_error {
                 assert_eq!(types, ["application/json"], "{method} {path} {status}");
                 assert_eq!(
                     content["application/json"]["schema"]["$ref"],

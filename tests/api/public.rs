@@ -6,7 +6,9 @@ use serde_json::{Value, json};
 
 use crate::helpers::{TestApp, agent_body, package_names, str_at};
 
-const HOSTED: [&str; 3] = [
+/// The registry's own agents, there from the start: itself and its hosted agents.
+const HOSTED: [&str; 4] = [
+    "registry.agent-registry",
     "registry.utility.finance",
     "registry.utility.reader",
     "registry.utility.wiki",
@@ -85,7 +87,7 @@ async fn the_list_shows_only_active_agents_as_summaries() {
     expected.extend(HOSTED.map(str::to_owned));
     expected.sort();
     assert_eq!(listed, expected);
-    assert_eq!(response.body["total"], 8);
+    assert_eq!(response.body["total"], 9);
     assert_eq!(response.body["limit"], 20);
     assert_eq!(response.body["next_cursor"], Value::Null);
     let summary = response.body["agents"]
@@ -490,7 +492,7 @@ async fn limits_are_defaulted_and_clamped() {
     assert_eq!(page(&app.get("/public/agents").await), (20, 20));
     assert_eq!(page(&app.get("/public/agents?limit=0").await), (1, 1));
     assert_eq!(page(&app.get("/public/agents?limit=-5").await), (1, 1));
-    assert_eq!(page(&app.get("/public/agents?limit=1000").await), (100, 28));
+    assert_eq!(page(&app.get("/public/agents?limit=1000").await), (100, 29));
     let search = |body: Value| {
         let app = &app;
         async move {
@@ -502,7 +504,7 @@ async fn limits_are_defaulted_and_clamped() {
     assert_eq!(search(json!({})).await, (5, 5));
     assert_eq!(search(json!({"query": "agent"})).await, (5, 5));
     assert_eq!(search(json!({"limit": 0})).await, (1, 1));
-    assert_eq!(search(json!({"limit": 1000})).await, (100, 28));
+    assert_eq!(search(json!({"limit": 1000})).await, (100, 29));
     app.get("/public/agents?limit=many")
         .await
         .assert_problem(400, "invalid_parameter");
@@ -618,7 +620,7 @@ async fn an_empty_search_lists_by_filters_alone() {
     }
     let no_criteria = app.post("/public/agents/search", None, json!({})).await;
     assert_eq!(no_criteria.status, 200, "{}", no_criteria.text);
-    assert_eq!(no_criteria.body["total"], 8);
+    assert_eq!(no_criteria.body["total"], 9);
 }
 
 #[tokio::test]

@@ -60,6 +60,7 @@ async fn agents_and_their_states_survive_a_restart() {
         listed,
         [
             "com.example.live",
+            "registry.agent-registry",
             "registry.utility.finance",
             "registry.utility.reader",
             "registry.utility.wiki"

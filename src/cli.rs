@@ -1,4 +1,4 @@
-//! The command line: `serve` (the default), `token`, `import`, `export`.
+//! The command line: `serve` (the default), `token`, `import`, `export`, `mcp`.
 
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::PathBuf;
@@ -40,6 +40,9 @@ pub enum Command {
     Import(ImportArgs),
     /// Write every agent as JSON Lines (publish body plus id, owner, state).
     Export(ExportArgs),
+    /// Serve MCP on standard input and output, answering from a registry over HTTP (for hosts
+    /// that launch their MCP servers as processes).
+    Mcp(McpArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -105,6 +108,17 @@ pub struct ExportArgs {
     pub storage: StorageConfig,
 }
 
+#[derive(clap::Args, Debug)]
+pub struct McpArgs {
+    /// The registry to answer from: its public URL, e.g. https://registry.example.com.
+    #[arg(long, env = "REGISTRY_URL")]
+    pub registry: url::Url,
+    /// Seconds one request to the registry may take.
+    #[arg(long, env = "REGISTRY_MCP_TIMEOUT_SECS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub timeout_secs: u64,
+}
+
 fn parse_scope(value: &str) -> Result<Scope, String> {
     Scope::parse(value).ok_or_else(|| "expected agents:write, a2a or playground".to_owned())
 }
@@ -116,6 +130,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Token(command) => run_token(command).await,
         Command::Import(args) => import(args).await,
         Command::Export(args) => export(args).await,
+        Command::Mcp(args) => mcp_stdio(args).await,
     }
 }
 
@@ -176,6 +191,17 @@ async fn run_token(command: TokenCommand) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+async fn mcp_stdio(args: McpArgs) -> anyhow::Result<()> {
+    let source = crate::mcp::source::Remote::new(
+        &args.registry,
+        std::time::Duration::from_secs(args.timeout_secs),
+    )?;
+    let server = crate::mcp::McpServer::new(std::sync::Arc::new(source));
+    tracing::info!(registry = %args.registry, "serving MCP on standard input and output");
+    let input = tokio::io::BufReader::new(tokio::io::stdin());
+    crate::mcp::stdio::serve(&server, input, tokio::io::stdout()).await
 }
 
 fn scope_list(scopes: &[Scope]) -> String {

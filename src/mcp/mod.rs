@@ -15,7 +15,7 @@ pub mod protocol;
 pub mod resources;
 pub mod session;
 pub mod source;
-
+pub mod stdio;
 pub mod tools;
 
 use protocol::{Revision, RpcError};

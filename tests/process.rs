@@ -947,11 +947,11 @@ async fn the_server_answers_healthz_at_once_and_readyz_reports_the_vectors() {
                 assert_eq!(body["code"], "unavailable", "{body}");
             } else {
                 assert_eq!(status, 200, "{body}");
-                assert_eq!(body["total"], 3_003, "{body}");
+                assert_eq!(body["total"], 3_004, "{body}");
                 let vectors = body["vectors"].as_str().unwrap_or_default().to_owned();
                 assert!(["loading", "ready"].contains(&vectors.as_str()), "{body}");
                 if vectors == "ready" {
-                    assert_eq!(body["embedded"], 3_003);
+                    assert_eq!(body["embedded"], 3_004);
                     break;
                 }
             }

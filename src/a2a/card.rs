@@ -25,6 +25,14 @@ natural-language intent, filtered by target, category, tags, verification level 
 (model, protocol, rail, direction), and resolves package names such as com.example.weather to \
 their agent cards.";
 
+/// The description of the registry's own entry in its catalogue: what it does, without the
+/// card's example package name, so that it is found for what it is (a directory of agents) and
+/// not for a topic such as the weather.
+const REGISTRY_ENTRY_DESCRIPTION: &str = "This agent registry itself: finds A2A agents and MCP \
+servers for a task from natural-language intent, filtered by category, tags, verification level \
+and payment terms, and resolves package names to agent cards. It speaks A2A at /a2a/v1 and MCP \
+at /mcp.";
+
 /// Media types of agent cards built for published agents.
 const DEFAULT_MODES: [&str; 2] = ["application/json", "text/plain"];
 /// Media types of skills built from capabilities, whose input is a JSON object.
@@ -229,8 +237,9 @@ tags, verification_level, payment_model, payment_protocol, payment_rail and paym
     RegistrySkill {
         id: "resolve_package",
         name: "Resolve package",
-        description: "Returns the agent card of a published agent from its package name, such \
-as com.example.weather. Send the package name as text or as a data part {package_name}.",
+        description: "Returns the agent card of a published agent from its package name, a \
+reverse-domain name such as com.example.agent. Send the package name as text or as a data part \
+{package_name}.",
         tags: &["resolve", "agent-card", "package", "registry"],
         examples: &["com.example.weather"],
         input_schema: no_schema,
@@ -344,7 +353,7 @@ pub fn registry_entry(base_url: &str) -> Result<AgentDraft, Vec<FieldError>> {
     AgentDraft::parse(&json!({
         "package_name": REGISTRY_PACKAGE,
         "name": REGISTRY_NAME,
-        "description": REGISTRY_DESCRIPTION,
+        "description": REGISTRY_ENTRY_DESCRIPTION,
         "version": env!("CARGO_PKG_VERSION"),
         "manifest_url": format!("{base_url}/.well-known/agent-card.json"),
         "url": format!("{base_url}/a2a/v1"),

@@ -169,6 +169,7 @@ async fn the_server_list_serves_mcp_servers_as_server_json() {
         .iter()
         .map(|entry| entry["server"]["name"].as_str().expect("name"))
         .collect();
+    // Ranked by the one search (keywords and intent): the forecasting server first.
     assert_eq!(found.first(), Some(&"io.github.acme/weather"), "{found:?}");
 
     let paged = app.get("/v0.1/servers?limit=1").await;

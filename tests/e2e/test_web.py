@@ -27,9 +27,9 @@ def facet(page: Page, name: str, value: str) -> Locator:
 def test_search_with_a_filter_narrows_the_results_and_keeps_them_in_the_address(page: Page) -> None:
     page.goto("/")
     results = page.locator("#results > li")
-    expect(results).to_have_count(3)  # the three hosted agents
-    expect(page.locator("#results-status")).to_have_text("3 agents")
-    expect(facet(page, "payment_model", "Free")).to_have_accessible_name("Free 3")
+    expect(results).to_have_count(4)  # the registry itself and the three hosted agents
+    expect(page.locator("#results-status")).to_have_text("4 agents")
+    expect(facet(page, "payment_model", "Free")).to_have_accessible_name("Free 4")
 
     page.get_by_label("Search agents").fill("price")
     facet(page, "tags", "finance").check()

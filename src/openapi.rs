@@ -888,6 +888,11 @@ fn json_rpc_error_object() -> Value {
 }
 
 fn json_rpc_single_response() -> Value {
+    response_with(json_rpc_error_object())
+}
+
+/// A JSON-RPC response whose errors are `error`.
+fn response_with(error: Value) -> Value {
     json!({
         "type": "object",
         "required": ["jsonrpc", "id"],
@@ -895,7 +900,7 @@ fn json_rpc_single_response() -> Value {
             "jsonrpc": {"const": "2.0"},
             "id": {"type": ["string", "number", "null"]},
             "result": {"type": "object"},
-            "error": json_rpc_error_object(),
+            "error": error,
         },
         "oneOf": [{"required": ["result"]}, {"required": ["error"]}],
     })
@@ -953,17 +958,7 @@ fn mcp_error_object() -> Value {
 }
 
 fn mcp_response() -> Value {
-    json!({
-        "type": "object",
-        "required": ["jsonrpc", "id"],
-        "properties": {
-            "jsonrpc": {"const": "2.0"},
-            "id": {"type": ["string", "number", "null"]},
-            "result": {"type": "object"},
-            "error": mcp_error_object(),
-        },
-        "oneOf": [{"required": ["result"]}, {"required": ["error"]}],
-    })
+    response_with(mcp_error_object())
 }
 
 fn mcp_error_response() -> Value {

@@ -268,6 +268,18 @@ impl Message {
     }
 }
 
+/// The string `params[key]` of a `method` request; -32602 naming it when it is missing.
+pub fn required_param<'a>(
+    params: Option<&'a Value>,
+    method: &str,
+    key: &str,
+) -> Result<&'a str, RpcError> {
+    params
+        .and_then(|params| params.get(key))
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::invalid_params(format!("{method} needs params.{key}, a string")))
+}
+
 /// The `_meta` of a request's params, when it is an object.
 pub fn request_meta(params: Option<&Value>) -> Option<&Map<String, Value>> {
     params?.get("_meta")?.as_object()

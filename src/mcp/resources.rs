@@ -54,10 +54,7 @@ pub async fn read(
     params: Option<&Value>,
     revision: Revision,
 ) -> Result<Value, RpcError> {
-    let uri = params
-        .and_then(|params| params.get("uri"))
-        .and_then(Value::as_str)
-        .ok_or_else(|| RpcError::invalid_params("resources/read needs params.uri, a string"))?;
+    let uri = super::protocol::required_param(params, "resources/read", "uri")?;
     let not_found = |err: ApiError| not_found(uri, err, revision);
     let document = if uri == REGISTRY_CARD_URI {
         source.registry_card().await.map_err(not_found)?

@@ -203,29 +203,49 @@ fn nullable(kind: &str) -> Value {
     json!({"type": [kind, "null"]})
 }
 
+/// What every answer says of an agent: who it is and where its card and endpoint are.
+fn agent_properties() -> Map<String, Value> {
+    let mut properties = Map::new();
+    for key in [
+        "id",
+        "package_name",
+        "name",
+        "description",
+        "version",
+        "verification_level",
+    ] {
+        properties.insert(key.to_owned(), json!({"type": "string"}));
+    }
+    properties.insert(
+        "manifest_url".to_owned(),
+        json!({"type": "string", "description": "Where the agent's card is."}),
+    );
+    properties.insert(
+        "url".to_owned(),
+        json!({"type": "string", "description": "The agent's (first) A2A endpoint."}),
+    );
+    properties.insert("tags".to_owned(), strings("Lowercase tags."));
+    properties.insert("health".to_owned(), json!({"type": "object"}));
+    properties
+}
+
 fn page_output() -> Value {
+    let mut hit = agent_properties();
+    for key in ["target", "category"] {
+        hit.insert(key.to_owned(), nullable("string"));
+    }
+    hit.insert("payment".to_owned(), nullable("object"));
+    hit.insert("capabilities".to_owned(), strings("Capability names."));
+    hit.insert(
+        "score".to_owned(),
+        json!({"type": "number", "description": "Relevance, higher is better, within this answer."}),
+    );
     json!({
         "type": "object",
         "properties": {
             "agents": {"type": "array", "items": {
                 "type": "object",
-                "properties": {
-                    "id": {"type": "string"},
-                    "package_name": {"type": "string"},
-                    "name": {"type": "string"},
-                    "description": {"type": "string"},
-                    "version": {"type": "string"},
-                    "verification_level": {"type": "string"},
-                    "manifest_url": {"type": "string", "description": "Where the agent's card is."},
-                    "url": {"type": "string", "description": "The agent's A2A endpoint."},
-                    "target": nullable("string"),
-                    "category": nullable("string"),
-                    "tags": {"type": "array", "items": {"type": "string"}},
-                    "payment": nullable("object"),
-                    "capabilities": {"type": "array", "items": {"type": "string"}},
-                    "health": {"type": "object"},
-                    "score": {"type": "number", "description": "Relevance, higher is better, within this answer."},
-                },
+                "properties": hit,
                 "required": ["id", "package_name", "name", "description", "manifest_url"],
             }},
             "total": {"type": "integer", "description": "Matches over all pages."},
@@ -237,28 +257,35 @@ fn page_output() -> Value {
 }
 
 fn record_output() -> Value {
+    let mut record = agent_properties();
+    for (key, value) in [
+        ("category", json!({"type": "string"})),
+        ("target", json!({"type": "string"})),
+        ("payment", json!({"type": "object"})),
+        (
+            "capabilities",
+            json!({"type": "array", "items": {"type": "object"},
+                                "description": "Name, description and input schema of each."}),
+        ),
+        (
+            "interfaces",
+            json!({"type": "array", "items": {"type": "object"}, "description": "A2A endpoints."}),
+        ),
+        (
+            "remotes",
+            json!({"type": "array", "items": {"type": "object"}, "description": "MCP servers over the network."}),
+        ),
+        (
+            "packages",
+            json!({"type": "array", "items": {"type": "object"}, "description": "MCP servers to run locally."}),
+        ),
+        ("repository", json!({"type": "object"})),
+    ] {
+        record.insert(key.to_owned(), value);
+    }
     json!({
         "type": "object",
-        "properties": {
-            "id": {"type": "string"},
-            "package_name": {"type": "string"},
-            "name": {"type": "string"},
-            "description": {"type": "string"},
-            "version": {"type": "string"},
-            "url": {"type": "string", "description": "The first A2A endpoint."},
-            "manifest_url": {"type": "string"},
-            "category": {"type": "string"},
-            "target": {"type": "string"},
-            "tags": {"type": "array", "items": {"type": "string"}},
-            "capabilities": {"type": "array", "items": {"type": "object"}},
-            "payment": {"type": "object"},
-            "verification_level": {"type": "string"},
-            "interfaces": {"type": "array", "items": {"type": "object"}, "description": "A2A endpoints."},
-            "remotes": {"type": "array", "items": {"type": "object"}, "description": "MCP servers over the network."},
-            "packages": {"type": "array", "items": {"type": "object"}, "description": "MCP servers to run locally."},
-            "repository": {"type": "object"},
-            "health": {"type": "object"},
-        },
+        "properties": record,
         "required": ["id", "package_name", "name", "description", "version", "tags", "capabilities", "verification_level"],
     })
 }
@@ -317,10 +344,7 @@ pub async fn call(
     params: Option<&Value>,
     revision: Revision,
 ) -> Result<Value, RpcError> {
-    let name = params
-        .and_then(|params| params.get("name"))
-        .and_then(Value::as_str)
-        .ok_or_else(|| RpcError::invalid_params("tools/call needs params.name, a string"))?;
+    let name = super::protocol::required_param(params, "tools/call", "name")?;
     let arguments = params.and_then(|params| params.get("arguments"));
     let outcome = match name {
         SEARCH_AGENTS => search_agents(source, arguments).await,

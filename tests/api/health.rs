@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use crate::fakes::{Fake, weather_card};
-use crate::helpers::{TestApp, agent_body};
+use crate::helpers::{TestApp, agent_body, packages_in};
 
 async fn wait_for_status(app: &TestApp, package: &str, status: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -32,25 +32,16 @@ async fn wait_for_search(app: &TestApp, path: &str, expected: &[&str]) -> Value 
     loop {
         let page = app.get(path).await;
         assert_eq!(page.status, StatusCode::OK, "{}", page.text);
-        if packages(&page.body) == expected {
+        if packages_in(&page.body) == expected {
             return page.body;
         }
         assert!(
             Instant::now() < deadline,
             "{path} never listed {expected:?}: {:?}",
-            packages(&page.body)
+            packages_in(&page.body)
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-}
-
-fn packages(page: &Value) -> Vec<String> {
-    page["agents"]
-        .as_array()
-        .expect("agents")
-        .iter()
-        .map(|agent| agent["package_name"].as_str().expect("name").to_owned())
-        .collect()
 }
 
 /// An A2A agent at its own host whose card is at `card_url`.
@@ -77,7 +68,7 @@ async fn records_and_summaries_say_unknown_until_probed_and_the_filter_is_checke
     let listed = app.get("/public/agents?q=quiet").await;
     assert_eq!(listed.body["agents"][0]["health"]["status"], "unknown");
     let unknown = app.get("/public/agents?health=unknown").await;
-    assert!(packages(&unknown.body).contains(&"com.example.quiet".to_owned()));
+    assert!(packages_in(&unknown.body).contains(&"com.example.quiet".to_owned()));
     let up = app.get("/public/agents?health=UP,%20down").await;
     assert_eq!(up.status, StatusCode::OK, "{}", up.text);
     assert_eq!(up.body["total"], 0);
@@ -326,7 +317,7 @@ async fn an_agent_without_an_endpoint_is_not_probed_and_says_why_everywhere() {
         .get("/public/agents?health=not_probed&sort=name&facets=true&collapse=false")
         .await;
     assert_eq!(
-        packages(&page.body),
+        packages_in(&page.body),
         ["com.example.described", "io.github.acme.translate"]
     );
     assert_eq!(page.body["agents"][1]["health"]["detail"], "package only");

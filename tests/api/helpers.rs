@@ -301,6 +301,21 @@ impl TestApp {
     }
 }
 
+/// The `package_name` of every agent of a page (`{agents: [...]}`), in order.
+pub fn packages_in(page: &Value) -> Vec<String> {
+    page["agents"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no agents array: {page}"))
+        .iter()
+        .map(|agent| {
+            agent["package_name"]
+                .as_str()
+                .expect("package_name")
+                .to_owned()
+        })
+        .collect()
+}
+
 /// The `package_name` of every agent in a list or search response, in order.
 pub fn package_names(response: &TestResponse) -> Vec<String> {
     response.body["agents"]

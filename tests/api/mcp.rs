@@ -8,7 +8,7 @@ use axum::extract::ConnectInfo;
 use axum::http::{Method, Request, header};
 use serde_json::{Value, json};
 
-use crate::helpers::{MASTER_KEY, TestApp, TestResponse, agent_body, package_names};
+use crate::helpers::{MASTER_KEY, TestApp, TestResponse, agent_body, package_names, packages_in};
 
 const MODERN: &str = "2026-07-28";
 
@@ -169,15 +169,6 @@ fn tool_names(list: &Value) -> Vec<&str> {
         .expect("tools")
         .iter()
         .map(|tool| tool["name"].as_str().expect("name"))
-        .collect()
-}
-
-fn packages_in(page: &Value) -> Vec<String> {
-    page["agents"]
-        .as_array()
-        .expect("agents")
-        .iter()
-        .map(|agent| agent["package_name"].as_str().expect("package").to_owned())
         .collect()
 }
 

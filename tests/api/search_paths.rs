@@ -5,7 +5,7 @@
 use axum::http::{Method, StatusCode};
 use serde_json::{Map, Value, json};
 
-use crate::helpers::{MASTER_KEY, TestApp};
+use crate::helpers::{MASTER_KEY, TestApp, packages_in};
 
 /// A small but varied catalogue: payment terms, tags, categories, targets.
 async fn catalogue(app: &TestApp) {
@@ -365,22 +365,13 @@ async fn publish_duplicates(app: &TestApp) -> String {
     alice
 }
 
-fn packages(body: &Value) -> Vec<String> {
-    body["agents"]
-        .as_array()
-        .expect("agents")
-        .iter()
-        .map(|agent| agent["package_name"].as_str().expect("package").to_owned())
-        .collect()
-}
-
 #[tokio::test]
 async fn duplicates_collapse_to_their_best_member_on_every_search_path_unless_asked() {
     let app = TestApp::spawn().await;
     let alice = publish_duplicates(&app).await;
 
     let collapsed = app.get("/public/agents?q=send%20email").await;
-    let found = packages(&collapsed.body);
+    let found = packages_in(&collapsed.body);
     assert_eq!(
         found.iter().filter(|p| p.contains("mail")).count(),
         1,
@@ -435,7 +426,7 @@ async fn duplicates_collapse_to_their_best_member_on_every_search_path_unless_as
     let mut path = "/public/agents?limit=1&sort=name".to_owned();
     loop {
         let page = app.get(&path).await;
-        seen.extend(packages(&page.body));
+        seen.extend(packages_in(&page.body));
         match page.body["next_cursor"].as_str() {
             Some(cursor) => path = format!("/public/agents?limit=1&sort=name&cursor={cursor}"),
             None => break,
@@ -453,8 +444,8 @@ async fn duplicates_collapse_to_their_best_member_on_every_search_path_unless_as
         .await;
     let after = app.get("/public/agents?q=send%20email").await;
     assert!(
-        packages(&after.body).contains(&"com.aggregator.acme-mail".to_owned()),
+        packages_in(&after.body).contains(&"com.aggregator.acme-mail".to_owned()),
         "{:?}",
-        packages(&after.body)
+        packages_in(&after.body)
     );
 }

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,7 +24,7 @@ from a2a.types import AgentCard, Role, SendMessageRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
-from fakes import ADA_SEARCH, ADA_SUMMARY, JsonHandler, free_port, serve, wait_until_ready  # noqa: E402
+from fakes import ADA_SEARCH, ADA_SUMMARY, JsonHandler, running_registry, serve  # noqa: E402
 
 MASTER_KEY = "interop-master-key"
 
@@ -59,30 +57,15 @@ def upstreams() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def registry(upstreams: str) -> Iterator[str]:
     binary = Path(os.environ.get("REGISTRY_BIN", ROOT / "target" / "debug" / "agent-registry"))
-    assert binary.exists(), f"build the registry first: {binary} is missing"
-    port = free_port()
-    base_url = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryDirectory() as data_dir:
-        env = {
-            **os.environ,
-            "REGISTRY_BIND": f"127.0.0.1:{port}",
-            "REGISTRY_DATA_DIR": data_dir,
-            "REGISTRY_MASTER_KEY": MASTER_KEY,
-            "REGISTRY_PUBLIC_URL": base_url,
-            "REGISTRY_WIKI_API_URL": upstreams,
-            "REGISTRY_FINANCE_CRYPTO_API_URL": upstreams,
-            "REGISTRY_FINANCE_STOCK_API_URL": upstreams,
-            "REGISTRY_UPSTREAM_TIMEOUT_SECS": "5",
-        }
-        log = open(Path(data_dir) / "registry.log", "w")  # noqa: SIM115 (closed below)
-        process = subprocess.Popen([str(binary), "serve"], env=env, stdout=log, stderr=log)
-        try:
-            wait_until_ready(base_url, process, Path(data_dir) / "registry.log")
-            yield base_url
-        finally:
-            process.terminate()
-            process.wait(timeout=20)
-            log.close()
+    env = {
+        "REGISTRY_MASTER_KEY": MASTER_KEY,
+        "REGISTRY_WIKI_API_URL": upstreams,
+        "REGISTRY_FINANCE_CRYPTO_API_URL": upstreams,
+        "REGISTRY_FINANCE_STOCK_API_URL": upstreams,
+        "REGISTRY_UPSTREAM_TIMEOUT_SECS": "5",
+    }
+    with running_registry(binary, env) as base_url:
+        yield base_url
 
 
 def authorised_client() -> httpx.AsyncClient:

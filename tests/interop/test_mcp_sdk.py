@@ -18,9 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,7 +32,7 @@ from mcp.shared.exceptions import MCPError
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
-from fakes import free_port, wait_until_ready  # noqa: E402
+from fakes import running_registry  # noqa: E402
 
 MASTER_KEY = "interop-mcp-master-key"
 BINARY = Path(os.environ.get("REGISTRY_BIN", ROOT / "target" / "debug" / "agent-registry"))
@@ -65,36 +63,15 @@ AGENTS = [
 
 @pytest.fixture(scope="module")
 def registry() -> Iterator[str]:
-    assert BINARY.exists(), f"build the registry first: {BINARY} is missing"
-    port = free_port()
-    base_url = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryDirectory() as data_dir:
-        env = {
-            **os.environ,
-            "REGISTRY_BIND": f"127.0.0.1:{port}",
-            "REGISTRY_DATA_DIR": data_dir,
-            "REGISTRY_MASTER_KEY": MASTER_KEY,
-            "REGISTRY_PUBLIC_URL": base_url,
-            "REGISTRY_PROBE_INTERVAL_SECS": "0",
-        }
-        log_path = Path(data_dir) / "registry.log"
-        log = open(log_path, "w")  # noqa: SIM115 (closed below)
-        process = subprocess.Popen([str(BINARY), "serve"], env=env, stdout=log, stderr=log)
-        try:
-            wait_until_ready(base_url, process, log_path)
-            headers = {"Authorization": f"Bearer {MASTER_KEY}"}
-            for agent in AGENTS:
-                published = httpx.post(f"{base_url}/api/agents/publish", json=agent, headers=headers, timeout=30)
-                assert published.status_code == 201, published.text
-                live = httpx.post(
-                    f"{base_url}/api/agents/{agent['package_name']}/go-live", headers=headers, timeout=30
-                )
-                assert live.status_code == 200, live.text
-            yield base_url
-        finally:
-            process.terminate()
-            process.wait(timeout=20)
-            log.close()
+    env = {"REGISTRY_MASTER_KEY": MASTER_KEY, "REGISTRY_PROBE_INTERVAL_SECS": "0"}
+    with running_registry(BINARY, env) as base_url:
+        headers = {"Authorization": f"Bearer {MASTER_KEY}"}
+        for agent in AGENTS:
+            published = httpx.post(f"{base_url}/api/agents/publish", json=agent, headers=headers, timeout=30)
+            assert published.status_code == 201, published.text
+            live = httpx.post(f"{base_url}/api/agents/{agent['package_name']}/go-live", headers=headers, timeout=30)
+            assert live.status_code == 200, live.text
+        yield base_url
 
 
 def over_stdio(registry: str) -> StdioServerParameters:

@@ -7,11 +7,15 @@ Standard library only; each suite puts this directory on `sys.path`.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -81,3 +85,29 @@ def wait_until_ready(base_url: str, process: subprocess.Popen, log: Path, second
             pass
         time.sleep(0.2)
     raise AssertionError(f"the registry did not become ready:\n{log.read_text()}")
+
+
+@contextmanager
+def running_registry(binary: Path, env: dict[str, str]) -> Iterator[str]:
+    """`binary serve` on a free loopback port with a fresh data directory, `env` over the
+    environment: its base URL (also its public URL) once it is ready; stopped afterwards."""
+    assert binary.exists(), f"build the registry first: {binary} is missing"
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryDirectory() as data_dir:
+        env = {
+            **os.environ,
+            "REGISTRY_BIND": f"127.0.0.1:{port}",
+            "REGISTRY_DATA_DIR": data_dir,
+            "REGISTRY_PUBLIC_URL": base_url,
+            **env,
+        }
+        log_path = Path(data_dir) / "registry.log"
+        with open(log_path, "w") as log:
+            process = subprocess.Popen([str(binary), "serve"], env=env, stdout=log, stderr=log)
+            try:
+                wait_until_ready(base_url, process, log_path)
+                yield base_url
+            finally:
+                process.terminate()
+                process.wait(timeout=20)

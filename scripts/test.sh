@@ -5,7 +5,8 @@
 #   3. cargo test: unit, store conformance on both backends, API through the router, the real
 #      binary (including several servers on one PostgreSQL)
 #   4. the API suite again with every TestApp on PostgreSQL
-#   5. interop: the official Python a2a-sdk against the real binary
+#   5. interop: the official Python a2a-sdk and mcp SDKs against the real binary (and its stdio
+#      MCP server)
 #   6. fuzz: Schemathesis against the real binary's OpenAPI document (docs/openapi.md)
 #   7. e2e: the web interface in headless Chromium (installs Debian's chromium when missing)
 set -euo pipefail

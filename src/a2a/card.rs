@@ -362,6 +362,13 @@ pub fn registry_entry(base_url: &str) -> Result<AgentDraft, Vec<FieldError>> {
         "category": "Discovery",
         "tags": ["registry", "discovery", "search", "a2a", "mcp"],
         "capabilities": registry_capabilities(),
+        // Not the card's skill examples (a bitcoin price, a weather forecast): those are what the
+        // registry finds, not what it is.
+        "representative_queries": [
+            "find an agent that can do a task",
+            "search a directory of AI agents and MCP servers",
+            "resolve a package name to its agent card",
+        ],
         "payment": {"model": "free"},
         "card": card,
     }))
@@ -493,6 +500,14 @@ mod tests {
         assert_eq!(draft.reach.remotes.len(), 1);
         assert_eq!(draft.reach.remotes[0].kind, "streamable-http");
         assert_eq!(draft.reach.remotes[0].url, "http://registry.test/mcp");
+        assert!(
+            draft
+                .representative_queries
+                .iter()
+                .all(|query| !query.contains("weather") && !query.contains("bitcoin")),
+            "{:?}",
+            draft.representative_queries
+        );
         assert_eq!(
             draft.card,
             Some(registry_card(

@@ -876,13 +876,20 @@ fn json_rpc_request() -> Value {
 }
 
 fn json_rpc_error_object() -> Value {
+    error_object(
+        json!({"type": "array", "items": {"type": "object"}, "description": "A `google.rpc.ErrorInfo` whose metadata `code` is the registry's error code, and a `google.rpc.BadRequest` for invalid fields."}),
+    )
+}
+
+/// A JSON-RPC error object whose `data` is `data`.
+fn error_object(data: Value) -> Value {
     json!({
         "type": "object",
         "required": ["code", "message"],
         "properties": {
             "code": {"type": "integer"},
             "message": {"type": "string"},
-            "data": {"type": "array", "items": {"type": "object"}, "description": "A `google.rpc.ErrorInfo` whose metadata `code` is the registry's error code, and a `google.rpc.BadRequest` for invalid fields."},
+            "data": data,
         },
     })
 }
@@ -946,15 +953,9 @@ fn mcp_message() -> Value {
 }
 
 fn mcp_error_object() -> Value {
-    json!({
-        "type": "object",
-        "required": ["code", "message"],
-        "properties": {
-            "code": {"type": "integer"},
-            "message": {"type": "string"},
-            "data": {"description": "Details: `supported` and `requested` versions (-32022), the `uri` of an unknown resource, or the registry's error `code`."},
-        },
-    })
+    error_object(
+        json!({"description": "Details: `supported` and `requested` versions (-32022), the `uri` of an unknown resource, or the registry's error `code`."}),
+    )
 }
 
 fn mcp_response() -> Value {

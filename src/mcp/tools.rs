@@ -631,13 +631,7 @@ fn render_record(record: &Value) -> String {
     if let Some(url) = record.get("url").and_then(Value::as_str) {
         lines.push(format!("A2A endpoint: {url}"));
     }
-    for remote in list_of(record, "remotes") {
-        lines.push(format!(
-            "MCP remote ({}): {}",
-            str_of(remote, "type"),
-            str_of(remote, "url")
-        ));
-    }
+    lines.extend(list_of(record, "remotes").iter().map(remote_line));
     for package in list_of(record, "packages") {
         lines.push(format!(
             "MCP package ({}): {}",
@@ -646,6 +640,14 @@ fn render_record(record: &Value) -> String {
         ));
     }
     lines.join("\n")
+}
+
+fn remote_line(remote: &Value) -> String {
+    format!(
+        "MCP remote ({}): {}",
+        str_of(remote, "type"),
+        str_of(remote, "url")
+    )
 }
 
 fn render_connect(answer: &Value) -> String {
@@ -664,13 +666,7 @@ fn render_connect(answer: &Value) -> String {
             str_of(interface, "url")
         ));
     }
-    for remote in list_of(connect, "mcp_remotes") {
-        lines.push(format!(
-            "MCP remote ({}): {}",
-            str_of(remote, "type"),
-            str_of(remote, "url")
-        ));
-    }
+    lines.extend(list_of(connect, "mcp_remotes").iter().map(remote_line));
     for package in list_of(connect, "mcp_packages") {
         let run = match package.get("command").and_then(Value::as_str) {
             Some(command) => {

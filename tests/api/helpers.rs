@@ -318,17 +318,7 @@ pub fn packages_in(page: &Value) -> Vec<String> {
 
 /// The `package_name` of every agent in a list or search response, in order.
 pub fn package_names(response: &TestResponse) -> Vec<String> {
-    response.body["agents"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no agents array: {}", response.text))
-        .iter()
-        .map(|agent| {
-            agent["package_name"]
-                .as_str()
-                .expect("package_name")
-                .to_owned()
-        })
-        .collect()
+    packages_in(&response.body)
 }
 
 /// The string at `pointer` (e.g. `/id`) of a JSON value.

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +15,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
-from fakes import ADA_SEARCH, ADA_SUMMARY, JsonHandler, free_port, serve, wait_until_ready  # noqa: E402
+from fakes import ADA_SEARCH, ADA_SUMMARY, JsonHandler, running_registry, serve  # noqa: E402
 
 ARTIFACTS = Path(os.environ.get("E2E_ARTIFACTS", ROOT / "target" / "e2e-artifacts"))
 MASTER_KEY = "e2e-master-key"
@@ -95,35 +93,20 @@ def upstreams() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def registry(upstreams: str) -> Iterator[str]:
     binary = Path(os.environ.get("REGISTRY_BIN", ROOT / "target" / "debug" / "agent-registry"))
-    assert binary.exists(), f"build the registry first: {binary} is missing"
-    port = free_port()
-    base_url = f"http://127.0.0.1:{port}"
-    with tempfile.TemporaryDirectory() as data_dir:
-        env = {
-            **os.environ,
-            "REGISTRY_BIND": f"127.0.0.1:{port}",
-            "REGISTRY_DATA_DIR": data_dir,
-            "REGISTRY_MASTER_KEY": MASTER_KEY,
-            "REGISTRY_PUBLIC_URL": base_url,
-            "REGISTRY_WIKI_API_URL": upstreams,
-            "REGISTRY_FINANCE_CRYPTO_API_URL": upstreams,
-            "REGISTRY_FINANCE_STOCK_API_URL": upstreams,
-            "REGISTRY_UPSTREAM_TIMEOUT_SECS": "5",
-            # The console test publishes from a card served by the local fake, which the
-            # liveness prober (every second here) also reaches.
-            "REGISTRY_OUTBOUND_ALLOW_PRIVATE": "true",
-            "REGISTRY_PROBE_INTERVAL_SECS": "1",
-            "REGISTRY_PROBE_TIMEOUT_SECS": "2",
-        }
-        log_path = Path(data_dir) / "registry.log"
-        with open(log_path, "w") as log:
-            process = subprocess.Popen([str(binary), "serve"], env=env, stdout=log, stderr=log)
-            try:
-                wait_until_ready(base_url, process, log_path)
-                yield base_url
-            finally:
-                process.terminate()
-                process.wait(timeout=20)
+    env = {
+        "REGISTRY_MASTER_KEY": MASTER_KEY,
+        "REGISTRY_WIKI_API_URL": upstreams,
+        "REGISTRY_FINANCE_CRYPTO_API_URL": upstreams,
+        "REGISTRY_FINANCE_STOCK_API_URL": upstreams,
+        "REGISTRY_UPSTREAM_TIMEOUT_SECS": "5",
+        # The console test publishes from a card served by the local fake, which the
+        # liveness prober (every second here) also reaches.
+        "REGISTRY_OUTBOUND_ALLOW_PRIVATE": "true",
+        "REGISTRY_PROBE_INTERVAL_SECS": "1",
+        "REGISTRY_PROBE_TIMEOUT_SECS": "2",
+    }
+    with running_registry(binary, env) as base_url:
+        yield base_url
 
 
 def api(base_url: str, method: str, path: str, body: dict | None = None, token: str = MASTER_KEY) -> tuple[int, dict]:

@@ -16,7 +16,7 @@ use crate::domain::version::{self, VersionConflict};
 use crate::domain::{AgentDraft, FieldError, Health, HealthStatus};
 use crate::search::embed::Embedder;
 use crate::search::text::TextStats;
-use crate::search::{SearchError, SearchIndex, SearchPage, SearchRequest, VectorProgress};
+use crate::search::{Hit, SearchError, SearchIndex, SearchPage, SearchRequest, VectorProgress};
 use crate::store::{
     Agent, AgentState, AgentVersion, Change, ChangeKind, Store, StoreError, VerificationLevel,
 };
@@ -352,6 +352,15 @@ impl Registry {
     pub async fn search(&self, request: &SearchRequest) -> RegistryResult<SearchPage> {
         match &self.index {
             Some(index) => Ok(index.search(request).await?),
+            None => Err(RegistryError::Offline),
+        }
+    }
+
+    /// Every match of a search, in order (an aggregation's input: see
+    /// `SearchIndex::all_matches`).
+    pub async fn all_matches(&self, request: &SearchRequest) -> RegistryResult<Vec<Hit>> {
+        match &self.index {
+            Some(index) => Ok(index.all_matches(request).await),
             None => Err(RegistryError::Offline),
         }
     }

@@ -47,6 +47,19 @@ pub struct Filters {
     pub collapse_duplicates: bool,
     /// Only agents whose last probe found one of these (an agent never probed is `unknown`).
     pub health: Vec<HealthStatus>,
+    /// A test on each listed agent that a transport compiled from its own filter language (the
+    /// ARD API's term paths). No query string or body of the search paths sets it.
+    pub listing: Option<ListingFilter>,
+}
+
+/// A per-agent test on the listing, applied with the other per-agent filters.
+#[derive(Clone)]
+pub struct ListingFilter(pub std::sync::Arc<dyn Fn(&super::Listing) -> bool + Send + Sync>);
+
+impl std::fmt::Debug for ListingFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ListingFilter(..)")
+    }
 }
 
 /// Which MCP servers the MCP Registry read API lists.
@@ -82,17 +95,22 @@ impl Filters {
             && self.x402.is_none()
             && self.mcp.is_none()
             && self.health.is_empty()
+            && self.listing.is_none()
     }
 
     /// Whether some filter is tested agent by agent (the rest are set operations of the index).
     pub fn per_agent(&self) -> bool {
-        !self.payment.is_empty() || self.x402.is_some() || self.mcp.is_some()
+        !self.payment.is_empty()
+            || self.x402.is_some()
+            || self.mcp.is_some()
+            || self.listing.is_some()
     }
 
     /// Whether a listed agent passes the per-agent filters.
     pub fn listing_matches(&self, listing: &super::Listing) -> bool {
         self.payment_matches(listing.payment.as_deref())
             && self.mcp.as_ref().is_none_or(|mcp| mcp.matches(listing))
+            && self.listing.as_ref().is_none_or(|test| (test.0)(listing))
     }
 
     /// Whether an agent with these payment terms passes the per-agent filters (payment and
@@ -166,6 +184,7 @@ impl Filters {
             mcp: None,
             collapse_duplicates: raw.collapse.unwrap_or(true),
             health,
+            listing: None,
         })
     }
 }

@@ -17,8 +17,12 @@ pub struct Listing {
     text: Packed,
     /// Which of the optional fields are present, a bit each.
     present: u16,
-    /// How many of the strings after the fields are tags.
+    /// How many of the strings after the fields are tags, and how many after those are
+    /// capability names (the representative queries follow them).
     tags: u32,
+    capabilities: u32,
+    /// What kind of artifact the agent is.
+    pub kind: AgentKind,
     pub verification_level: VerificationLevel,
     /// Whether it lists an MCP remote or package.
     pub mcp: bool,
@@ -39,7 +43,31 @@ const MANIFEST_URL: usize = 5;
 const URL: usize = 6;
 const TARGET: usize = 7;
 const CATEGORY: usize = 8;
-const FIELDS: usize = 9;
+const URN: usize = 9;
+const FIELDS: usize = 10;
+
+/// What kind of artifact an agent is: what its discovery entry's `type` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AgentKind {
+    /// An A2A agent: it has a card or an A2A endpoint.
+    A2a,
+    /// An MCP server, reached only through MCP remotes or packages.
+    Mcp,
+    /// Neither: a record with no way to call it stated.
+    Listed,
+}
+
+impl AgentKind {
+    pub fn of(draft: &crate::domain::AgentDraft) -> Self {
+        if draft.card.is_some() || draft.url.is_some() || !draft.reach.interfaces.is_empty() {
+            Self::A2a
+        } else if !draft.reach.remotes.is_empty() || !draft.reach.packages.is_empty() {
+            Self::Mcp
+        } else {
+            Self::Listed
+        }
+    }
+}
 
 impl Listing {
     pub fn of(agent: &Agent) -> Self {
@@ -71,11 +99,15 @@ impl Listing {
         Self {
             text: Packed::of(
                 fields
+                    .chain(std::iter::once(agent.urn.as_str()))
                     .chain(draft.tags.iter().map(String::as_str))
-                    .chain(capabilities),
+                    .chain(capabilities)
+                    .chain(draft.representative_queries.iter().map(String::as_str)),
             ),
             present,
             tags: u32::try_from(draft.tags.len()).unwrap_or(u32::MAX),
+            capabilities: u32::try_from(draft.capabilities.len()).unwrap_or(u32::MAX),
+            kind: AgentKind::of(draft),
             verification_level: agent.verification_level,
             mcp: !draft.reach.remotes.is_empty() || !draft.reach.packages.is_empty(),
             payment: draft.payment.clone().map(Box::new),
@@ -131,8 +163,28 @@ impl Listing {
 
     /// Names of the agent's capabilities.
     pub fn capabilities(&self) -> Strs<'_> {
-        self.text
-            .range(FIELDS + self.tags as usize, self.text.len())
+        let start = FIELDS + self.tags as usize;
+        self.text.range(start, start + self.capabilities as usize)
+    }
+
+    /// Requests a user might make that the agent serves.
+    pub fn representative_queries(&self) -> Strs<'_> {
+        let start = FIELDS + self.tags as usize + self.capabilities as usize;
+        self.text.range(start, self.text.len())
+    }
+
+    /// The discovery identifier (`urn:air:…`).
+    pub fn urn(&self) -> &str {
+        self.text.get(URN)
+    }
+
+    /// The identifier's publisher domain.
+    pub fn publisher(&self) -> &str {
+        let rest = self
+            .urn()
+            .strip_prefix(crate::domain::urn::PREFIX)
+            .unwrap_or_default();
+        rest.split(':').next().unwrap_or_default()
     }
 }
 
@@ -155,6 +207,8 @@ impl std::fmt::Debug for Listing {
             .field("published_at", &self.published_at)
             .field("updated_at", &self.updated_at)
             .field("mcp", &self.mcp)
+            .field("urn", &self.urn())
+            .field("kind", &self.kind)
             .finish()
     }
 }

@@ -41,12 +41,12 @@ pub mod vectors;
 mod write;
 
 pub use counts::FacetCounts;
-pub use filters::{Filters, McpFilter, RawFilters};
+pub use filters::{Filters, ListingFilter, McpFilter, RawFilters};
 pub use load::{LoadCounts, SHUTDOWN_MERGE_WAIT, STARTUP_MERGE_WAIT};
 pub use request::{SearchError, SearchRequest, Sort, clamp_limit};
 
 pub use crate::domain::DEFAULT_VERSION;
-pub use listing::Listing;
+pub use listing::{AgentKind, Listing, Strs};
 pub use page::{Hit, SearchPage};
 
 use catalog::{Catalog, Doc};
@@ -223,12 +223,32 @@ impl SearchIndex {
 
     /// Run one search: embed the query (when there is text and an embedder), then rank.
     pub async fn search(&self, request: &SearchRequest) -> Result<SearchPage, SearchError> {
+        let query_vector = self.query_vector(request).await;
+        self.search_with_vector(request, query_vector.as_deref())
+    }
+
+    /// Every match of `request` in its order (its cursor, offset and limit ignored): what an
+    /// aggregation over the whole matched set reads, with the very cut-off a page has.
+    pub async fn all_matches(&self, request: &SearchRequest) -> Vec<Hit> {
+        let query_vector = self.query_vector(request).await;
+        let sort = request.effective_sort();
+        let catalog = self.read_catalog();
+        let mut bounds = Reach::new(sort, None, 0, 1);
+        bounds.depth = usize::MAX;
+        bounds.keep = usize::MAX;
+        let found = self.matches(&catalog, request, query_vector.as_deref(), &bounds);
+        let page = found.into_page(sort, 0, usize::MAX, &catalog);
+        page.hits
+    }
+
+    /// The query's embedding, when this search ranks by meaning too.
+    async fn query_vector(&self, request: &SearchRequest) -> Option<Vec<f32>> {
         let wants_vector = self.mode != Mode::Keyword
             && request.has_text()
             && self
                 .vectors_ready
                 .load(std::sync::atomic::Ordering::Relaxed);
-        let query_vector = match (&self.embedder, wants_vector) {
+        match (&self.embedder, wants_vector) {
             (Some(embedder), true) => {
                 let text = if embedder.is_bag_of_words() {
                     analyse::content_text(&request.text).into_owned()
@@ -244,8 +264,7 @@ impl SearchIndex {
                 }
             }
             _ => None,
-        };
-        self.search_with_vector(request, query_vector.as_deref())
+        }
     }
 
     /// Rank with an already embedded query (`None`: keyword ranking only).

@@ -2,7 +2,9 @@
 
 pub mod a2a;
 pub mod api;
+pub mod ard;
 pub mod auth;
+pub mod cached;
 pub mod cli;
 pub mod config;
 pub mod domain;
@@ -13,6 +15,7 @@ pub mod hosted;
 pub mod mcp;
 pub mod middleware;
 pub mod openapi;
+pub mod openapi_ard;
 pub mod outbound;
 pub mod playground;
 pub mod probe;
@@ -91,6 +94,15 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
         config.token_rate_limit_burst,
     ));
     auth::TokenRateLimit::prune_periodically(&token_limit);
+    let ard = Arc::new(ard::Ard::new(
+        Arc::clone(&registry),
+        Arc::clone(&base_url),
+        &config.ard,
+        Arc::new(outbound::Outbound::new(
+            outbound::OutboundSettings::for_configured_apis(&config.upstreams, &base_url),
+        )?),
+        usize::try_from(config.ai_catalog_page_size).unwrap_or(1000),
+    ));
     let prober = probe::Prober::spawn(Arc::clone(&registry), Arc::clone(&outbound), &config.probe)
         .map(Arc::new);
     let state = AppState::new(state::Shared {
@@ -109,6 +121,7 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
         started_at: timestamp::Timestamp::now(),
         token_limit,
         signer,
+        ard,
         _prober: prober,
     });
     let router = router::router(state.clone());

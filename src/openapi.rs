@@ -61,6 +61,41 @@ hand_written_schema!(
     search_request
 );
 hand_written_schema!(
+    /// `POST /ard/search`.
+    ArdSearchRequest,
+    crate::openapi_ard::search_request
+);
+hand_written_schema!(
+    /// `POST /ard/explore`.
+    ArdExploreRequest,
+    crate::openapi_ard::explore_request
+);
+hand_written_schema!(
+    /// An ARD entry.
+    ArdEntry,
+    crate::openapi_ard::entry
+);
+hand_written_schema!(
+    /// `/.well-known/ard.json`.
+    ArdManifest,
+    crate::openapi_ard::manifest
+);
+hand_written_schema!(
+    /// The answer of `POST /ard/search`.
+    ArdSearchResponse,
+    crate::openapi_ard::search_response
+);
+hand_written_schema!(
+    /// The answer of `POST /ard/explore`.
+    ArdExploreResponse,
+    crate::openapi_ard::explore_response
+);
+hand_written_schema!(
+    /// The answer of `GET /ard/agents`.
+    ArdListResponse,
+    crate::openapi_ard::list_response
+);
+hand_written_schema!(
     /// `POST /api/tokens`.
     CreateTokenRequest,
     create_token_request
@@ -166,6 +201,13 @@ fn hand_written() -> Vec<(&'static str, Value)> {
     vec![
         ("PublishRequest", publish_request()),
         ("SearchRequest", search_request()),
+        ("ArdSearchRequest", crate::openapi_ard::search_request()),
+        ("ArdExploreRequest", crate::openapi_ard::explore_request()),
+        ("ArdEntry", crate::openapi_ard::entry()),
+        ("ArdManifest", crate::openapi_ard::manifest()),
+        ("ArdSearchResponse", crate::openapi_ard::search_response()),
+        ("ArdExploreResponse", crate::openapi_ard::explore_response()),
+        ("ArdListResponse", crate::openapi_ard::list_response()),
         ("CreateTokenRequest", create_token_request()),
         ("CreateSessionRequest", create_session_request()),
         ("ExecuteRequest", execute_request()),
@@ -192,7 +234,7 @@ fn hand_written() -> Vec<(&'static str, Value)> {
 // ----- pattern building blocks -----
 
 /// A character that is neither trimmed whitespace nor NUL.
-fn solid() -> String {
+pub fn solid() -> String {
     format!(r"[^{WS}\u0000]")
 }
 
@@ -1116,6 +1158,11 @@ pub const RATE_LIMITED_PATHS: &[&str] = &[
     "/.well-known/agent-card.json",
     "/.well-known/jwks.json",
     "/.well-known/ai-catalog.json",
+    "/.well-known/ard.json",
+    "/ard/search",
+    "/ard/explore",
+    "/ard/agents",
+    "/ard/agents/{identifier}",
     "/v0.1/servers",
     "/v0.1/servers/{name}/versions",
     "/v0.1/servers/{name}/versions/{version}",
@@ -1237,6 +1284,34 @@ fn finish_operation(path: &str, operation: &mut Value) {
     else {
         return;
     };
+    if crate::ard::error::is_ard_path(path) {
+        // ARD's own error shape, for the errors raised before a handler too (`ard::error`).
+        let mut add = |status: &str, description: &str| {
+            responses
+                .entry(status.to_owned())
+                .or_insert_with(|| crate::openapi_ard::error(description));
+        };
+        if has_parameters || has_body {
+            add(
+                "400",
+                "`INVALID_ARGUMENT`: a parameter or the body cannot be read.",
+            );
+        }
+        if has_body {
+            add("413", "`PAYLOAD_TOO_LARGE`: the body is larger than 1 MiB.");
+            add(
+                "415",
+                "`UNSUPPORTED_MEDIA_TYPE`: the body is not declared as JSON.",
+            );
+        }
+        let mut limited = crate::openapi_ard::error(
+            "`RATE_LIMIT_EXCEEDED`: too many requests from this client; retry after `Retry-After` seconds.",
+        );
+        limited["headers"] = json!({"Retry-After": {"description": "Seconds to wait.", "required": true,
+            "schema": {"type": "integer"}}});
+        responses.entry("429".to_owned()).or_insert(limited);
+        return;
+    }
     // Errors the operation documents itself: problem+json on REST paths, and wherever the
     // body is a `Problem` (a JSON-RPC endpoint's unknown hosted agent).
     for (status, response) in responses.iter_mut() {

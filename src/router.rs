@@ -12,10 +12,10 @@ use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa_swagger_ui::SwaggerUi;
 
-use crate::api::{agents, bazaar, catalog, changes, mcp_registry, ops, playground, public, tokens};
+use crate::api::{agents, bazaar, changes, mcp_registry, ops, playground, public, tokens};
 use crate::middleware::{self, RateLimit};
 use crate::state::AppState;
-use crate::{a2a, auth, error, mcp, web};
+use crate::{a2a, ard, auth, error, mcp, web};
 
 /// Request bodies above this are refused with 413.
 pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
@@ -29,7 +29,9 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
         changes::list_changes,
         bazaar::list_resources, bazaar::search_resources,
         mcp_registry::list_servers, mcp_registry::list_server_versions, mcp_registry::get_server,
-        a2a::registry_card, a2a::jwks, a2a::utility_card, catalog::ai_catalog,
+        a2a::registry_card, a2a::jwks, a2a::utility_card,
+        ard::handlers::manifest, ard::handlers::ai_catalog, ard::handlers::search,
+        ard::handlers::explore, ard::handlers::list, ard::handlers::lookup,
         a2a::jsonrpc::handle, a2a::legacy::discover, a2a::legacy::message,
         a2a::utility::invoke, a2a::utility::handle,
         mcp::http::post, mcp::http::get, mcp::http::delete,
@@ -45,7 +47,7 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
     modifiers(&BearerAuth),
     tags(
         (name = "public", description = "Unauthenticated reads and search"),
-        (name = "discovery", description = "x402 Bazaar discovery: agents that take x402 payments, as paid resources"),
+        (name = "discovery", description = "Discovery standards: ARD (the manifest and the ARD registry API at /ard, with federation), x402 Bazaar (agents that take x402 payments, as paid resources), the MCP Registry read API"),
         (name = "management", description = "Owner-authenticated agent lifecycle (scope agents:write)"),
         (name = "tokens", description = "API tokens"),
         (name = "a2a", description = "Agent cards and A2A endpoints"),
@@ -135,7 +137,6 @@ pub fn router(state: AppState) -> Router {
         .route("/discovery/search", get(bazaar::search_resources))
         .route("/.well-known/agent-card.json", get(a2a::registry_card))
         .route("/.well-known/jwks.json", get(a2a::jwks))
-        .route("/.well-known/ai-catalog.json", get(catalog::ai_catalog))
         .route("/v0.1/servers", get(mcp_registry::list_servers))
         .route(
             "/v0.1/servers/{name}/versions",
@@ -157,6 +158,23 @@ pub fn router(state: AppState) -> Router {
                 .delete(mcp::http::delete)
                 .with_state(mcp_endpoint(&state)),
         )
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&rate_limit),
+            middleware::rate_limit,
+        ));
+
+    // ARD: the manifest at both well-known paths and the registry API, over their own state.
+    let discovery = Router::new()
+        .route("/.well-known/ard.json", get(ard::handlers::manifest))
+        .route(
+            "/.well-known/ai-catalog.json",
+            get(ard::handlers::ai_catalog),
+        )
+        .route("/ard/search", post(ard::handlers::search))
+        .route("/ard/explore", post(ard::handlers::explore))
+        .route("/ard/agents", get(ard::handlers::list))
+        .route("/ard/agents/{identifier}", get(ard::handlers::lookup))
+        .with_state(Arc::clone(&state.ard))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&rate_limit),
             middleware::rate_limit,
@@ -222,6 +240,7 @@ pub fn router(state: AppState) -> Router {
 
     Router::new()
         .merge(public)
+        .merge(discovery)
         .merge(authenticated)
         .merge(operations)
         .merge(pages)
@@ -241,6 +260,7 @@ pub fn router(state: AppState) -> Router {
             BODY_LIMIT_BYTES,
             middleware::early_limits,
         ))
+        .layer(axum::middleware::from_fn(ard::error::in_ard_shape))
         .layer(axum::middleware::from_fn(middleware::track_metrics))
         .layer(CorsLayer::permissive())
         .layer(TraceLayer::new_for_http())

@@ -49,6 +49,8 @@ pub struct Shared {
     /// When this process started: the last time the registry's and hosted agents' cards, which
     /// are built from the binary and its configuration, can have changed.
     pub started_at: Timestamp,
+    /// The ARD manifest, registry API and federation.
+    pub ard: Arc<crate::ard::Ard>,
     /// Signs every card the registry serves; publishes the keys.
     pub signer: Arc<crate::signing::CardSigner>,
     /// Requests per token on authenticated paths.

@@ -707,6 +707,9 @@ async fn send_message(state: &AppState, params: Option<&Value>) -> Result<Value,
         .as_deref()
         .unwrap_or(skills::SEARCH_AGENTS)
     {
+        skills::SEARCH_AGENTS if skills::asks_for_ard(&incoming.data) => {
+            skills::ard_search(state, incoming.data.clone(), &incoming.text).await?
+        }
         skills::SEARCH_AGENTS => {
             let mut body = incoming.data.clone();
             if !incoming.text.is_empty() {

@@ -82,6 +82,13 @@ pub async fn message(
     }
     let action = action.ok_or_else(|| ApiError::invalid_parameter("action is required"))?;
     match action {
+        "search" | skills::SEARCH_AGENTS
+            if params.as_object().is_some_and(skills::asks_for_ard) =>
+        {
+            let params = params.as_object().cloned().unwrap_or_default();
+            let (answer, _) = skills::ard_search(&state, params, "").await?;
+            Ok(Json(answer))
+        }
         "search" | skills::SEARCH_AGENTS => {
             let request = request::from_json(&params, SEARCH_LIMITS)?;
             let page = skills::search(&state, &request).await?;

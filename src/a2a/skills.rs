@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::api::wire::AgentPage;
-use crate::error::ApiResult;
+use crate::error::{ApiError, ApiResult};
 use crate::search::SearchRequest;
 use crate::state::AppState;
 
@@ -30,6 +30,32 @@ pub fn found_summary(shown: usize, total: usize, query: &str) -> String {
 pub async fn search(state: &AppState, request: &SearchRequest) -> ApiResult<AgentPage> {
     let page = state.registry.search(request).await?;
     Ok(AgentPage::of(&page, &state.base_url))
+}
+
+/// Whether a `search_agents` request asks for ARD's answer: its `query` is ARD's query object
+/// (`{"text", "filter", "@context"}`) rather than text.
+pub fn asks_for_ard(data: &serde_json::Map<String, Value>) -> bool {
+    data.get("query").is_some_and(Value::is_object)
+}
+
+/// An ARD search request answered as `POST /ard/search` answers it (ARD's entry model,
+/// federation included). Text sent beside the data fills `query.text` when it has none.
+pub async fn ard_search(
+    state: &AppState,
+    mut body: serde_json::Map<String, Value>,
+    text: &str,
+) -> ApiResult<(Value, String)> {
+    if let Some(query) = body.get_mut("query").and_then(Value::as_object_mut) {
+        if !text.trim().is_empty() && query.get("text").is_none_or(Value::is_null) {
+            query.insert("text".to_owned(), Value::String(text.to_owned()));
+        }
+    }
+    let answer = crate::ard::search::run(&state.ard, &Value::Object(body), None)
+        .await
+        .map_err(ApiError::from)?;
+    let count = answer["results"].as_array().map_or(0, Vec::len);
+    let noun = if count == 1 { "entry" } else { "entries" };
+    Ok((answer, format!("{count} ARD {noun}.")))
 }
 
 /// A page as a JSON object: `{agents, total, limit, next_cursor}`.

@@ -1,125 +1,22 @@
-//! The AI Catalog (`/.well-known/ai-catalog.json`): every ACTIVE agent as a catalogue entry that
-//! points at its A2A card, so one document lists what `agent-card.json` (one agent per host)
-//! cannot. A large catalogue is split the way the format allows: each page is itself a
-//! catalogue whose last entry is a nested catalogue, the next page. And the other way in:
-//! publishing from a URL that holds a catalogue publishes each of its A2A card entries.
+//! Publishing from an AI Catalog or ARD manifest: publishing from a URL that holds one publishes
+//! each of its A2A card entries. (The registry's own manifest is served by `ard`.)
 
-use axum::extract::State;
-use axum::http::HeaderMap;
-use axum::response::Response;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Value, json};
-use utoipa::{IntoParams, ToSchema};
+use utoipa::ToSchema;
 
 use crate::auth::Caller;
 use crate::domain::{A2aCard, FieldError, PackageName};
 use crate::error::{ApiError, ApiResult};
-use crate::extract::Query;
 use crate::store::Agent;
 
 use super::wire::AgentRecord;
-use crate::search::{Filters, Listing, SearchRequest, Sort};
 use crate::state::AppState;
 
-/// The catalogue format version served.
-pub const SPEC_VERSION: &str = "1.0";
 /// Media type of an entry that is an A2A agent card.
 pub const A2A_CARD_TYPE: &str = "application/a2a-agent-card+json";
 /// Media type of an entry that is a nested catalogue.
 pub const CATALOG_TYPE: &str = "application/ai-catalog+json";
-
-/// Which page of the catalogue.
-#[derive(Debug, Deserialize, IntoParams)]
-#[into_params(parameter_in = Query)]
-pub struct CatalogQuery {
-    /// Where a page starts: the `url` of the previous page's nested `next` entry carries it.
-    pub cursor: Option<String>,
-}
-
-/// The registry's catalogue of ACTIVE agents.
-#[utoipa::path(get, path = "/.well-known/ai-catalog.json", tag = "public",
-    params(CatalogQuery,
-           ("If-None-Match" = Option<String>, Header, description = "ETags already held; a match is 304")),
-    responses((status = 200, description = "An AI Catalog: `{specVersion, host, entries: [{identifier, type, url, description, tags, version, updatedAt, metadata}]}`, agents by name; with more than one page of agents, the last entry is the next page as a nested catalogue", body = Object,
-                headers(("ETag" = String, description = "Of the page's content"), ("Cache-Control" = String))),
-              (status = 304, description = "Not modified"),
-              (status = 400, body = crate::error::Problem, description = "`invalid_parameter`: a malformed cursor")))]
-pub async fn ai_catalog(
-    State(state): State<AppState>,
-    Query(query): Query<CatalogQuery>,
-    headers: HeaderMap,
-) -> ApiResult<Response> {
-    let base = &state.base_url;
-    let page_size = usize::try_from(state.config.ai_catalog_page_size).unwrap_or(1000);
-    let mut entries = Vec::new();
-    let mut cursor = query.cursor.filter(|cursor| !cursor.is_empty());
-    let mut next = None;
-    // The search function pages by at most 100: gather one catalogue page from several.
-    while entries.len() < page_size {
-        let request = SearchRequest {
-            text: String::new(),
-            filters: Filters::default(),
-            sort: Some(Sort::Name),
-            limit: (page_size - entries.len()).min(crate::search::MAX_LIMIT),
-            cursor: cursor.take(),
-            offset: 0,
-            facets: false,
-        };
-        let page = state.registry.search(&request).await?;
-        entries.extend(page.hits.iter().map(|hit| entry(&hit.listing, base)));
-        match page.next_cursor {
-            Some(after) if entries.len() < page_size => cursor = Some(after),
-            Some(after) => next = Some(after),
-            None => break,
-        }
-    }
-    if let Some(after) = next {
-        let mut url = url::Url::parse(&format!("{base}/.well-known/ai-catalog.json"))
-            .map_err(|_| ApiError::internal("the public URL is not a URL"))?;
-        url.query_pairs_mut().append_pair("cursor", &after);
-        entries.push(json!({
-            "identifier": format!("{base}/.well-known/ai-catalog.json#next"),
-            "type": CATALOG_TYPE,
-            "url": url.as_str(),
-            "displayName": "More agents",
-            "description": "The next page of this registry's agents, by name.",
-        }));
-    }
-    let catalog = json!({
-        "specVersion": SPEC_VERSION,
-        "host": {
-            "displayName": "Agent Registry",
-            "identifier": base.as_ref(),
-            "documentationUrl": format!("{base}/docs"),
-        },
-        "entries": entries,
-    });
-    Ok(crate::a2a::card_response(None, &headers, &catalog, None))
-}
-
-/// One agent as a catalogue entry: its package name, its card by URL, and what a crawler
-/// filters on.
-fn entry(listing: &Listing, base: &str) -> Value {
-    let mut entry = json!({
-        "identifier": listing.package_name(),
-        "type": A2A_CARD_TYPE,
-        "url": format!("{base}/public/agents/resolve/{}", listing.package_name()),
-        "description": listing.description(),
-        "updatedAt": listing.updated_at,
-        "metadata": {
-            "registry.id": listing.id(),
-            "registry.record": format!("{base}/public/agents/{}", listing.package_name()),
-            "registry.verification_level": listing.verification_level,
-        },
-    });
-    if listing.tags().len() > 0 {
-        entry["tags"] = json!(listing.tags().collect::<Vec<_>>());
-    }
-    if let Some(version) = listing.version() {
-        entry["version"] = json!(version);
-    }
-    entry
-}
 
 /// Most catalogue entries published by one request; the rest are reported as skipped.
 pub const MAX_PUBLISHED_ENTRIES: usize = 100;
@@ -269,6 +166,10 @@ async fn publish_entry(
         }
     };
     let mut body = json!({"package_name": package_name, "card": card.into_value()});
+    // An entry named by its discovery identifier keeps it.
+    if crate::domain::urn::is_urn(identifier) {
+        body["identifier"] = json!(identifier);
+    }
     if let Some(manifest_url) = manifest_url {
         body["manifest_url"] = json!(manifest_url);
     }
@@ -276,18 +177,14 @@ async fn publish_entry(
     Ok(state.registry.publish(draft, &caller.actor()).await?)
 }
 
-/// The package name an entry identifier gives.
+/// The package name an entry identifier gives: a package name as it is, an `urn:air:`
+/// identifier by the registry's one mapping (`domain::urn`).
 fn package_name_of(identifier: &str) -> Option<String> {
     if let Ok(name) = PackageName::parse(identifier) {
         return Some(name.as_str().to_owned());
     }
-    let rest = identifier.strip_prefix("urn:air:")?;
-    let mut parts = rest.split(':');
-    let domain = parts.next()?;
-    let name = parts.next_back()?;
-    let reversed: Vec<&str> = domain.split('.').rev().collect();
-    let candidate = format!("{}.{name}", reversed.join("."));
-    PackageName::parse(&candidate)
+    let urn = crate::domain::AirUrn::parse(identifier).ok()?;
+    urn.to_package_name()
         .ok()
         .map(|name| name.as_str().to_owned())
 }
@@ -304,7 +201,7 @@ mod tests {
         );
         assert_eq!(
             package_name_of("urn:air:acme-corp.com:a2a:finance").as_deref(),
-            Some("com.acme-corp.finance")
+            Some("com.acme-corp.a2a.finance")
         );
         assert_eq!(package_name_of("finance-agent"), None);
         assert_eq!(package_name_of("urn:air:"), None);

@@ -6,11 +6,13 @@ use std::path::PathBuf;
 use clap::Args;
 use url::Url;
 
+mod ard;
 mod embedder;
 mod mcp;
 mod probe;
 mod upstream;
 
+pub use ard::ArdConfig;
 pub use embedder::{EmbedderConfig, EmbedderKind};
 pub use mcp::McpConfig;
 pub use probe::ProbeConfig;
@@ -61,6 +63,9 @@ pub struct Config {
 
     #[command(flatten)]
     pub mcp: McpConfig,
+
+    #[command(flatten)]
+    pub ard: ArdConfig,
 
     /// A bearer secret accepted with every scope, for operators. Unset: only CLI-made tokens exist.
     #[arg(long, env = "REGISTRY_MASTER_KEY", hide_env_values = true)]

@@ -28,8 +28,10 @@ pub const ROUTES: &[&str] = &[
 ];
 
 /// `GET /`: search with filters and instant results.
+///
+/// Its `Link` header names the registry's ARD manifest, for clients that read headers only.
 pub async fn search_page() -> Response {
-    page(
+    let mut response = page(
         StatusCode::OK,
         html::Page {
             title: "Find an agent",
@@ -37,7 +39,14 @@ pub async fn search_page() -> Response {
             script: "search.js",
             body: include_str!("assets/search.html").to_owned(),
         },
-    )
+    );
+    response.headers_mut().insert(
+        axum::http::header::LINK,
+        axum::http::HeaderValue::from_static(
+            "</.well-known/ard.json>; rel=\"ard\"; type=\"application/json\"",
+        ),
+    );
+    response
 }
 
 /// `GET /agents/{package_name}`: one ACTIVE agent; its name and package are rendered here, the

@@ -1,5 +1,5 @@
-//! The AI Catalog: every ACTIVE agent as an entry pointing at its card, paged by nested
-//! catalogues, cacheable.
+//! The AI Catalog path: the registry's ARD manifest (every ACTIVE agent as an entry, paged by
+//! nested catalogues, cacheable), and publishing from a catalogue.
 
 use agent_registry::registry::ImportMode;
 use axum::body::Body;
@@ -10,13 +10,15 @@ use crate::helpers::{TestApp, agent_body};
 
 const PATH: &str = "/.well-known/ai-catalog.json";
 
+/// The package names of the agents a page lists (the registry's own entry and the next page's
+/// have none).
 fn identifiers(catalog: &Value) -> Vec<String> {
     catalog["entries"]
         .as_array()
         .expect("entries")
         .iter()
-        .filter(|entry| entry["type"] == "application/a2a-agent-card+json")
-        .map(|entry| entry["identifier"].as_str().expect("identifier").to_owned())
+        .filter_map(|entry| entry["metadata"]["packageName"].as_str())
+        .map(str::to_owned)
         .collect()
 }
 
@@ -24,8 +26,9 @@ fn identifiers(catalog: &Value) -> Vec<String> {
 async fn the_catalogue_lists_each_active_agent_by_package_name_with_its_card() {
     let app = TestApp::spawn().await;
     let alice = app.token("alice", &[]).await;
-    app.publish_live(&alice, agent_body("com.example.weather"))
-        .await;
+    let mut weather = agent_body("com.example.weather");
+    weather["url"] = json!("https://weather.example.com/a2a");
+    app.publish_live(&alice, weather).await;
     app.publish(&alice, agent_body("com.example.staged")).await;
 
     let response = app.get(PATH).await;
@@ -50,16 +53,21 @@ async fn the_catalogue_lists_each_active_agent_by_package_name_with_its_card() {
     );
     let mut sorted = listed.clone();
     sorted.sort();
+    // The agents, and the registry's own entry first.
     assert_eq!(
         catalog["entries"].as_array().map(Vec::len),
-        Some(listed.len())
+        Some(listed.len() + 1)
+    );
+    assert_eq!(
+        catalog["entries"][0]["type"],
+        "application/ai-registry+json"
     );
 
     let weather = catalog["entries"]
         .as_array()
         .expect("entries")
         .iter()
-        .find(|entry| entry["identifier"] == "com.example.weather")
+        .find(|entry| entry["identifier"] == "urn:air:example.com:weather")
         .expect("the weather agent");
     assert_eq!(
         weather["url"],
@@ -224,7 +232,14 @@ async fn publishing_from_a_catalogue_publishes_each_card_entry_and_reports_each_
     let results = body["results"].as_array().expect("results");
     assert_eq!(results[0]["agent"]["state"], "STAGE");
     assert_eq!(results[0]["agent"]["name"], "Remote Weather");
-    assert_eq!(results[1]["agent"]["package_name"], "com.acme-corp.finance");
+    assert_eq!(
+        results[1]["agent"]["package_name"],
+        "com.acme-corp.a2a.finance"
+    );
+    assert_eq!(
+        results[1]["agent"]["identifier"],
+        "urn:air:acme-corp.com:a2a:finance"
+    );
     assert_eq!(results[2]["errors"][0]["field"], "identifier");
     assert!(
         results[3]["errors"][0]["message"].is_string(),

@@ -6,6 +6,7 @@ mod helpers;
 mod pg_schema;
 
 mod a2a_conformance;
+mod ard;
 mod bazaar;
 mod card_fetch;
 pub mod cards;

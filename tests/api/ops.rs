@@ -262,6 +262,14 @@ async fn openapi_errors_are_problem_json_except_json_rpc_errors() {
                         "{method} {path} {status}"
                     );
                 }
+            } else if agent_registry::ard::error::is_ard_path(&path) {
+                // The ARD API answers in ARD's error shape (`{errorCode, message}`).
+                assert_eq!(types, ["application/json"], "{method} {path} {status}");
+                assert_eq!(
+                    content["application/json"]["schema"]["$ref"],
+                    "#/components/schemas/ArdErrorBody",
+                    "{method} {path} {status}"
+                );
             } else if json_rpc_error {
                 assert_eq!(types, ["application/json"], "{method} {path} {status}");
                 assert_eq!(
@@ -349,9 +357,14 @@ async fn openapi_documents_429_on_exactly_the_rate_limited_paths() {
         .nth(1)
         .and_then(|rest| rest.split(".layer(").next())
         .expect("the public group of the route table");
-    let limited: BTreeSet<String> = public_group
-        .split(".route(")
-        .skip(1)
+    let discovery_group = source
+        .split("let discovery = Router::new()")
+        .nth(1)
+        .and_then(|rest| rest.split(".layer(").next())
+        .expect("the discovery group of the route table");
+    let limited: BTreeSet<String> = [public_group, discovery_group]
+        .into_iter()
+        .flat_map(|group| group.split(".route(").skip(1))
         .map(|chunk| chunk.split('"').nth(1).expect("a quoted path").to_owned())
         .collect();
     assert!(limited.contains("/public/agents"), "{limited:?}");

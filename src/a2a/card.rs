@@ -341,6 +341,12 @@ pub fn registry_card(site_url: &str, base_url: &str, version: &str) -> Value {
         "documentationUrl".to_owned(),
         json!(format!("{base_url}/docs")),
     );
+    // The registry's JSON-RPC endpoint wants a token with scope `a2a`. Naming it keeps the
+    // requirement in the card as served signed, which leaves out empty lists.
+    card.insert(
+        "securityRequirements".to_owned(),
+        json!([{"schemes": {"bearer": {"list": ["a2a"]}}}]),
+    );
     Value::Object(card)
 }
 

@@ -7,6 +7,8 @@
 //! fields are absent, as the official SDK applies it), in the JSON Canonicalization Scheme
 //! (`jcs`). The JWS is detached: a card carries
 //! `signatures: [{protected, signature}]` and the verifier rebuilds the payload from the card.
+//! The registry serves the cards it signs in exactly that form, so a verifier that
+//! canonicalises the card as served, without dropping anything, checks the same bytes.
 
 pub mod jcs;
 pub mod keys;
@@ -17,8 +19,12 @@ use serde_json::{Map, Value, json};
 
 pub use keys::{Jwk, SigningKey};
 
-/// The payload a card's signatures cover, in canonical form.
-pub fn card_payload(card: &Value) -> Result<String, jcs::JcsError> {
+/// The card as its signatures cover it, and as the registry serves it signed: without
+/// `signatures`, without empty strings, arrays, objects and nulls, and without an extension's
+/// `required: false`. Serving this form makes both readings of the signing rule verify: a
+/// verifier that drops the empty and default members first (the official SDK) and one that
+/// canonicalises the card exactly as served (RFC 8785 read literally).
+pub fn signed_form(card: &Value) -> Value {
     let mut card = card.clone();
     if let Value::Object(members) = &mut card {
         members.remove("signatures");
@@ -35,8 +41,12 @@ pub fn card_payload(card: &Value) -> Result<String, jcs::JcsError> {
             }
         }
     }
-    let cleaned = without_empty(card).unwrap_or(Value::Object(Map::new()));
-    jcs::canonicalize(&cleaned)
+    without_empty(card).unwrap_or(Value::Object(Map::new()))
+}
+
+/// The payload a card's signatures cover, in canonical form.
+pub fn card_payload(card: &Value) -> Result<String, jcs::JcsError> {
+    jcs::canonicalize(&signed_form(card))
 }
 
 /// `value` without empty strings, arrays and objects (recursively); `None` when nothing is left.
@@ -124,11 +134,13 @@ impl CardSigner {
         self.current.kid()
     }
 
-    /// `card` with the registry's signature as its only entry in `signatures` (a publisher's
-    /// own signatures would not cover the card as served). A card without a canonical form
-    /// (nesting deeper than JCS reads) is served unsigned.
+    /// `card` in its signed form (`signed_form`) with the registry's signature as its only
+    /// entry in `signatures` (a publisher's own signatures would not cover the card as served).
+    /// A card without a canonical form (nesting deeper than JCS reads) is served unsigned, as
+    /// given.
     pub fn sign(&self, card: &Value) -> Value {
-        let Ok(payload) = card_payload(card) else {
+        let form = signed_form(card);
+        let Ok(payload) = jcs::canonicalize(&form) else {
             return card.clone();
         };
         let header = json!({
@@ -140,7 +152,7 @@ impl CardSigner {
         let protected = URL_SAFE_NO_PAD.encode(header.to_string());
         let input = format!("{protected}.{}", URL_SAFE_NO_PAD.encode(payload));
         let signature = URL_SAFE_NO_PAD.encode(self.current.sign(input.as_bytes()));
-        let mut signed = card.clone();
+        let mut signed = form;
         if let Value::Object(members) = &mut signed {
             members.insert(
                 "signatures".to_owned(),
@@ -342,6 +354,28 @@ mod tests {
                 }
             );
         }
+    }
+
+    #[test]
+    fn a_signed_card_is_served_as_its_signature_covers_it() {
+        let signer = signer();
+        let card = json!({
+            "name": "A", "description": "", "tags": [], "provider": {"url": null},
+            "capabilities": {"extensions": [{"uri": "u", "required": false}]},
+        });
+        let signed = signer.sign(&card);
+        // What a verifier that drops nothing canonicalises: the card as served, minus
+        // `signatures`, is exactly the signed payload.
+        let mut served = signed.clone();
+        served.as_object_mut().expect("object").remove("signatures");
+        assert_eq!(
+            jcs::canonicalize(&served).expect("canonical"),
+            card_payload(&card).expect("payload")
+        );
+        assert_eq!(
+            served,
+            json!({"name": "A", "capabilities": {"extensions": [{"uri": "u"}]}})
+        );
     }
 
     #[test]

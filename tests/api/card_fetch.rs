@@ -55,7 +55,7 @@ async fn publishing_only_a_manifest_url_fills_the_record_from_the_card() {
     let card = app.get("/public/agents/resolve/com.example.remote").await;
     assert_eq!(
         crate::cards::verified(&app, &card.body).await,
-        weather_card("https://weather.example.com/a2a/v1"),
+        agent_registry::signing::signed_form(&weather_card("https://weather.example.com/a2a/v1")),
         "the fetched card is served as published"
     );
 }

@@ -11,6 +11,7 @@ Run through `scripts/interop.sh`, which builds the binary and the virtualenv.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -292,3 +293,59 @@ def test_the_sdk_verifies_the_registrys_signature_on_every_card_it_serves(regist
                 verify(ParseDict(tampered, AgentCard(), ignore_unknown_fields=True))
 
     asyncio.run(scenario())
+
+
+def jcs(value: object) -> bytes:
+    """RFC 8785 for what cards hold (strings, integers, booleans, arrays, objects): sorted keys,
+    no whitespace, UTF-8. Nothing is dropped: the card as served."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def verifies_as_served(card: dict, jwks: dict) -> bool:
+    """Check a card's JWS over the card exactly as served (minus `signatures`), the A2A signing
+    text read literally, without the SDK's dropping of empty and default members."""
+    import base64
+
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
+    from jwt import PyJWK
+
+    def b64decode(text: str) -> bytes:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+    payload = {name: member for name, member in card.items() if name != "signatures"}
+    encoded = base64.urlsafe_b64encode(jcs(payload)).rstrip(b"=").decode()
+    [signature] = card["signatures"]
+    header = json.loads(b64decode(signature["protected"]))
+    [key] = [key for key in jwks["keys"] if key["kid"] == header["kid"]]
+    public = PyJWK(key).key
+    signing_input = f"{signature['protected']}.{encoded}".encode()
+    raw = b64decode(signature["signature"])
+    try:
+        if header["alg"] == "ES256":
+            der = encode_dss_signature(int.from_bytes(raw[:32], "big"), int.from_bytes(raw[32:], "big"))
+            public.verify(der, signing_input, ec.ECDSA(hashes.SHA256()))
+        else:
+            public.verify(raw, signing_input)
+    except InvalidSignature:
+        return False
+    return True
+
+
+def test_every_signed_card_verifies_as_served_without_dropping_members(registry: str) -> None:
+    paths = [
+        "/.well-known/agent-card.json",
+        "/a2a/utility/wiki/.well-known/agent-card.json",
+        "/a2a/utility/finance/.well-known/agent-card.json",
+        "/a2a/utility/reader/.well-known/agent-card.json",
+        "/public/agents/resolve/registry.utility.wiki",
+    ]
+    with httpx.Client(timeout=30) as http:
+        jwks = http.get(f"{registry}/.well-known/jwks.json").json()
+        for path in paths:
+            card = http.get(f"{registry}{path}").json()
+            assert verifies_as_served(card, jwks), path
+            tampered = dict(card, description=card["description"] + " (changed)")
+            assert not verifies_as_served(tampered, jwks), path

@@ -131,7 +131,11 @@ pub async fn serve(
                 router.oneshot(request.map(axum::body::Body::new))
             },
         ));
-        let io = TokioIo::new(GuardedIo::new(stream, limits.idle_timeout));
+        let io = TokioIo::new(GuardedIo::new(
+            stream,
+            limits.idle_timeout,
+            limits.max_header_bytes,
+        ));
         let connection = builder.serve_connection(io, service);
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
@@ -159,21 +163,42 @@ struct GuardedIo<T> {
     idle: Pin<Box<Sleep>>,
     /// A replacement answer still to be written, and how far it is.
     pending: Option<(Vec<u8>, usize)>,
+    /// How long the request line of the request being read is so far, and whether it ended:
+    /// hyper answers 431 when the head outgrows its limit, which is a 414 when the request line
+    /// alone did.
+    line_bytes: usize,
+    line_done: bool,
+    /// The head's size limit.
+    max_head: usize,
 }
 
 impl<T> GuardedIo<T> {
-    fn new(inner: T, idle_timeout: Duration) -> Self {
+    fn new(inner: T, idle_timeout: Duration, max_head: usize) -> Self {
         Self {
             inner,
             idle_timeout,
             idle: Box::pin(tokio::time::sleep(idle_timeout)),
             pending: None,
+            line_bytes: 0,
+            line_done: false,
+            max_head,
         }
     }
 
     fn touch(&mut self) {
         let deadline = Instant::now() + self.idle_timeout;
         self.idle.as_mut().reset(deadline);
+    }
+
+    /// An answer is being written: what is read next starts a new request.
+    fn next_request(&mut self) {
+        self.line_bytes = 0;
+        self.line_done = false;
+    }
+
+    /// Whether the request line alone is as long as the whole head may be.
+    fn target_too_long(&self) -> bool {
+        self.line_bytes >= self.max_head
     }
 }
 
@@ -218,9 +243,20 @@ impl<T: AsyncRead + Unpin> AsyncRead for GuardedIo<T> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        let before = buf.filled().len();
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(result) => {
                 this.touch();
+                if !this.line_done {
+                    let read = &buf.filled()[before..];
+                    match read.iter().position(|byte| *byte == b'\n') {
+                        Some(end) => {
+                            this.line_bytes += end;
+                            this.line_done = true;
+                        }
+                        None => this.line_bytes += read.len(),
+                    }
+                }
                 Poll::Ready(result)
             }
             Poll::Pending => match this.idle.as_mut().poll(cx) {
@@ -242,11 +278,12 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for GuardedIo<T> {
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
         ready!(this.drain(cx))?;
-        if let Some(answer) = automatic_error_answer(buf) {
+        if let Some(answer) = automatic_error_answer(buf, this.target_too_long()) {
             return this.answer_instead(cx, answer, buf.len());
         }
         let n = ready!(Pin::new(&mut this.inner).poll_write(cx, buf))?;
         this.touch();
+        this.next_request();
         Poll::Ready(Ok(n))
     }
 
@@ -259,12 +296,13 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for GuardedIo<T> {
         ready!(this.drain(cx))?;
         let non_empty: Vec<&io::IoSlice<'_>> = bufs.iter().filter(|b| !b.is_empty()).collect();
         if let [only] = non_empty.as_slice() {
-            if let Some(answer) = automatic_error_answer(only) {
+            if let Some(answer) = automatic_error_answer(only, this.target_too_long()) {
                 return this.answer_instead(cx, answer, only.len());
             }
         }
         let n = ready!(Pin::new(&mut this.inner).poll_write_vectored(cx, bufs))?;
         this.touch();
+        this.next_request();
         Poll::Ready(Ok(n))
     }
 
@@ -286,8 +324,9 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for GuardedIo<T> {
 /// hyper answers a request it cannot parse by itself, with an empty body: `HTTP/1.1 400`, `414`
 /// or `431` and `content-length: 0`, the whole answer in one write. The handlers never answer
 /// these statuses without a body, so such a write is hyper's; it becomes the same status with a
-/// problem+json body (and the connection closes, as hyper closes it).
-fn automatic_error_answer(buf: &[u8]) -> Option<Vec<u8>> {
+/// problem+json body (and the connection closes, as hyper closes it). A 431 for a head whose
+/// request line alone filled the limit (`target_too_long`) is the request target's: 414.
+fn automatic_error_answer(buf: &[u8], target_too_long: bool) -> Option<Vec<u8>> {
     if buf.len() > 256 || !buf.ends_with(b"\r\n\r\n") {
         return None;
     }
@@ -305,6 +344,9 @@ fn automatic_error_answer(buf: &[u8]) -> Option<Vec<u8>> {
             "the request is not valid HTTP/1.1 (request line or a header is malformed)",
         ),
         "414 " => ApiError::new(ErrorCode::UriTooLong, "the request target is too long"),
+        "431 " if target_too_long => {
+            ApiError::new(ErrorCode::UriTooLong, "the request target is too long")
+        }
         "431 " => ApiError::new(
             ErrorCode::HeadersTooLarge,
             "the request has too many header fields, or they are too large",
@@ -331,24 +373,26 @@ mod tests {
 
     #[test]
     fn hypers_empty_error_answers_get_problem_bodies() {
-        for (head, status, code) in [
+        let too_large =
+            "HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\ndate: x\r\n\r\n";
+        for (head, line_open, status, code) in [
             (
                 "HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\ndate: Tue, 24 Nov 2026 05:00:00 GMT\r\n\r\n",
+                false,
                 "400",
                 "malformed_request",
             ),
             (
                 "HTTP/1.1 414 URI Too Long\r\ncontent-length: 0\r\ndate: x\r\n\r\n",
+                false,
                 "414",
                 "uri_too_long",
             ),
-            (
-                "HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\ndate: x\r\n\r\n",
-                "431",
-                "headers_too_large",
-            ),
+            (too_large, false, "431", "headers_too_large"),
+            // The head outgrew the buffer before its request line ended: the target did.
+            (too_large, true, "414", "uri_too_long"),
         ] {
-            let answer = automatic_error_answer(head.as_bytes()).expect("replaced");
+            let answer = automatic_error_answer(head.as_bytes(), line_open).expect("replaced");
             let text = String::from_utf8(answer).expect("utf-8");
             assert!(text.starts_with(&format!("HTTP/1.1 {status} ")), "{text}");
             assert!(text.contains("content-type: application/problem+json\r\n"));
@@ -368,7 +412,10 @@ mod tests {
             "HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n",
             "{\"a\": \"HTTP/1.1 400 \"}",
         ] {
-            assert!(automatic_error_answer(head.as_bytes()).is_none(), "{head}");
+            assert!(
+                automatic_error_answer(head.as_bytes(), true).is_none(),
+                "{head}"
+            );
         }
     }
 

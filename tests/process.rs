@@ -888,6 +888,14 @@ async fn requests_hyper_refuses_get_problem_bodies_too() {
     );
     let answer = raw_exchange(&server.base, long.as_bytes(), wait).await;
     assert_problem_answer(&answer, 414, "uri_too_long");
+
+    // A target longer than the whole head may be: still the URI that is too long.
+    let longer = format!(
+        "GET /public/agents?q={} HTTP/1.1\r\nHost: x\r\n\r\n",
+        "a".repeat(100_000)
+    );
+    let answer = raw_exchange(&server.base, longer.as_bytes(), wait).await;
+    assert_problem_answer(&answer, 414, "uri_too_long");
 }
 
 #[tokio::test]

@@ -43,7 +43,9 @@ impl<S: Send + Sync> FromRequest<S> for JsonBody {
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(Self(Value::Null));
         }
-        serde_json::from_slice(&bytes).map(Self).map_err(json_error)
+        serde_json::from_slice(&bytes)
+            .map(Self)
+            .map_err(|err| json_error_in(err, &bytes))
     }
 }
 
@@ -53,9 +55,15 @@ pub const MAX_JSON_DEPTH: usize = 128;
 /// A body that does not parse: invalid JSON is 400, JSON that nests deeper than the reader goes
 /// is 422 (it may be valid JSON; it is more than the registry reads).
 pub fn json_error(err: serde_json::Error) -> ApiError {
+    json_error_in(err, b"")
+}
+
+/// `json_error` for the body `bytes`, whose too deep member is named as a field
+/// (`capabilities[0].input_schema`).
+pub fn json_error_in(err: serde_json::Error, bytes: &[u8]) -> ApiError {
     if err.to_string().starts_with("recursion limit exceeded") {
         return ApiError::validation(vec![crate::domain::FieldError::new(
-            "",
+            too_deep_field(bytes),
             format!(
                 "arrays and objects nest more than {MAX_JSON_DEPTH} levels deep (line {}, column \
                  {}); at most {MAX_JSON_DEPTH} are read",
@@ -68,6 +76,76 @@ pub fn json_error(err: serde_json::Error) -> ApiError {
         ErrorCode::InvalidJson,
         format!("the request body is not valid JSON: {err}"),
     )
+}
+
+/// Most path segments (keys and indices) a too-deep field is named by: enough to say which
+/// member of the body holds the nesting (`capabilities[0].input_schema`), not the nesting itself.
+const DEEP_FIELD_SEGMENTS: usize = 3;
+
+/// The member of a JSON text where arrays and objects pass `MAX_JSON_DEPTH` levels, as a field
+/// path of its first segments; empty when the body itself is the nesting (or it never passes).
+pub fn too_deep_field(bytes: &[u8]) -> String {
+    enum Level {
+        Object(Option<String>),
+        Array(usize),
+    }
+    let mut stack: Vec<Level> = Vec::new();
+    let mut expect_key = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                let start = i + 1;
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                if expect_key {
+                    let raw = bytes.get(start..i.min(bytes.len())).unwrap_or_default();
+                    let key = serde_json::from_slice::<String>(&[b"\"", raw, b"\""].concat())
+                        .unwrap_or_else(|_| String::from_utf8_lossy(raw).into_owned());
+                    if let Some(Level::Object(current)) = stack.last_mut() {
+                        *current = Some(key);
+                    }
+                    expect_key = false;
+                }
+            }
+            open @ (b'{' | b'[') => {
+                if stack.len() >= MAX_JSON_DEPTH {
+                    let mut path = String::new();
+                    for level in stack.iter().take(DEEP_FIELD_SEGMENTS) {
+                        match level {
+                            Level::Object(Some(key)) if path.is_empty() => path.push_str(key),
+                            Level::Object(Some(key)) => {
+                                path.push('.');
+                                path.push_str(key);
+                            }
+                            Level::Object(None) => break,
+                            Level::Array(index) => path.push_str(&format!("[{index}]")),
+                        }
+                    }
+                    return path;
+                }
+                stack.push(if open == b'{' {
+                    expect_key = true;
+                    Level::Object(None)
+                } else {
+                    Level::Array(0)
+                });
+            }
+            b'}' | b']' => {
+                stack.pop();
+            }
+            b',' => match stack.last_mut() {
+                Some(Level::Array(index)) => *index += 1,
+                Some(Level::Object(_)) => expect_key = true,
+                None => {}
+            },
+            _ => {}
+        }
+        i += 1;
+    }
+    String::new()
 }
 
 fn is_json(content_type: &str) -> bool {
@@ -192,4 +270,32 @@ pub fn integer<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Opti
         .parse()
         .map(Some)
         .map_err(|_| serde::de::Error::custom("must be an integer"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::too_deep_field;
+
+    #[test]
+    fn the_too_deep_member_is_named_by_its_first_segments() {
+        let deep = |prefix: &str, suffix: &str| {
+            format!("{prefix}{}{}{suffix}", "[".repeat(200), "]".repeat(200))
+        };
+        assert_eq!(
+            too_deep_field(
+                deep(
+                    r#"{"capabilities": [{"name": "a\"b", "input_schema": "#,
+                    "}]}"
+                )
+                .as_bytes()
+            ),
+            "capabilities[0].input_schema"
+        );
+        assert_eq!(
+            too_deep_field(deep(r#"{"a": 1, "b": [1, 2, "#, "]}").as_bytes()),
+            "b[2][0]"
+        );
+        assert_eq!(too_deep_field(deep("", "").as_bytes()), "[0][0][0]");
+        assert_eq!(too_deep_field(br#"{"a": [[1]]}"#), "");
+    }
 }

@@ -690,6 +690,36 @@ async fn json_nested_deeper_than_the_reader_goes_is_unprocessable_and_says_why()
 }
 
 #[tokio::test]
+async fn a_too_deep_input_schema_is_named_as_the_field() {
+    let app = TestApp::spawn().await;
+    let alice = app.token("alice", &[]).await;
+    let schema = format!(
+        "{}{}",
+        "{\"type\":\"object\",\"properties\":{\"x\":".repeat(80),
+        "{}".to_owned() + &"}}".repeat(80)
+    );
+    let body = format!(
+        r#"{{"package_name": "com.example.deep", "name": "Deep", "description": "Too deep.",
+            "capabilities": [{{"name": "ok", "description": "fine"}}, {{"name": "deep", "input_schema": {schema}}}]}}"#
+    );
+    let response = app
+        .raw(
+            Method::POST,
+            "/api/agents/publish",
+            Some(&alice),
+            Some("application/json"),
+            body,
+        )
+        .await;
+    response.assert_problem(422, "validation_failed");
+    assert_eq!(
+        response.body["errors"][0]["field"], "capabilities[1].input_schema",
+        "{}",
+        response.text
+    );
+}
+
+#[tokio::test]
 async fn hostile_values_in_any_publish_field_are_answered_without_crashing() {
     // Thousands of requests with one token: more than its rate limit allows.
     let app = TestApp::spawn_with(|config| config.token_rate_limit_per_minute = 0).await;

@@ -1,6 +1,8 @@
 //! Bearer authentication: tokens and the master key, scopes, and ownership checks.
 
-use axum::extract::FromRequestParts;
+use std::sync::Arc;
+
+use axum::extract::{FromRef, FromRequestParts};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use subtle::ConstantTimeEq;
@@ -9,7 +11,6 @@ pub use crate::domain::access::{
     Actor, MASTER_OWNER, SYSTEM_OWNER, Scope, hash_secret, parse_owner, random_secret,
 };
 use crate::error::{ApiError, ApiResult};
-use crate::state::AppState;
 use crate::store::{Store, StoreResult, TokenRecord};
 use crate::timestamp::Timestamp;
 
@@ -98,34 +99,63 @@ pub fn bearer_secret(parts: &Parts) -> ApiResult<&str> {
     Ok(secret.trim())
 }
 
-/// Resolve a bearer secret to a caller: the master key, or a live token from the store.
-pub async fn authenticate(state: &AppState, secret: &str) -> ApiResult<Caller> {
-    let hash = hash_secret(secret);
-    if let Some(master_hash) = &state.master_key_hash {
-        if bool::from(hash.as_bytes().ct_eq(master_hash.as_bytes())) {
-            return Ok(Caller {
-                owner: MASTER_OWNER.to_owned(),
-                scopes: Scope::ALL.to_vec(),
-                is_master: true,
-            });
+/// What checks bearer secrets: the tokens in the store, the master key, and the per-token rate
+/// limit. Handlers reach it through the application state (`FromRef`), so this module needs
+/// nothing of that state.
+pub struct Authenticator {
+    store: Arc<dyn Store>,
+    /// SHA-256 (hex) of the master key, when one is configured.
+    master_key_hash: Option<String>,
+    token_limit: Arc<TokenRateLimit>,
+}
+
+impl Authenticator {
+    pub fn new(
+        store: Arc<dyn Store>,
+        master_key: Option<&str>,
+        token_limit: Arc<TokenRateLimit>,
+    ) -> Self {
+        Self {
+            store,
+            master_key_hash: master_key.filter(|key| !key.is_empty()).map(hash_secret),
+            token_limit,
         }
     }
-    // The lookup is by hash, so timing reveals nothing about the secret itself.
-    let token = state.store.find_token_by_hash(&hash).await?;
-    match token {
-        Some(token) if token.is_live(Timestamp::now()) => {
-            state.token_limit.check(&token.id)?;
-            Ok(Caller {
-                owner: token.owner,
-                scopes: token.scopes,
-                is_master: false,
-            })
+
+    /// Whether a master key is configured.
+    pub fn has_master_key(&self) -> bool {
+        self.master_key_hash.is_some()
+    }
+
+    /// Resolve a bearer secret to a caller: the master key, or a live token from the store.
+    pub async fn authenticate(&self, secret: &str) -> ApiResult<Caller> {
+        let hash = hash_secret(secret);
+        if let Some(master_hash) = &self.master_key_hash {
+            if bool::from(hash.as_bytes().ct_eq(master_hash.as_bytes())) {
+                return Ok(Caller {
+                    owner: MASTER_OWNER.to_owned(),
+                    scopes: Scope::ALL.to_vec(),
+                    is_master: true,
+                });
+            }
         }
-        Some(token) if token.revoked_at.is_some() => {
-            Err(ApiError::unauthorized("this token has been revoked"))
+        // The lookup is by hash, so timing reveals nothing about the secret itself.
+        let token = self.store.find_token_by_hash(&hash).await?;
+        match token {
+            Some(token) if token.is_live(Timestamp::now()) => {
+                self.token_limit.check(&token.id)?;
+                Ok(Caller {
+                    owner: token.owner,
+                    scopes: token.scopes,
+                    is_master: false,
+                })
+            }
+            Some(token) if token.revoked_at.is_some() => {
+                Err(ApiError::unauthorized("this token has been revoked"))
+            }
+            Some(_) => Err(ApiError::unauthorized("this token has expired")),
+            None => Err(ApiError::unauthorized("unknown token")),
         }
-        Some(_) => Err(ApiError::unauthorized("this token has expired")),
-        None => Err(ApiError::unauthorized("unknown token")),
     }
 }
 
@@ -169,12 +199,18 @@ impl TokenRateLimit {
     }
 }
 
-impl FromRequestParts<AppState> for Caller {
+impl<S> FromRequestParts<S> for Caller
+where
+    S: Send + Sync,
+    Arc<Authenticator>: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
         let secret = bearer_secret(parts)?.to_owned();
-        authenticate(state, &secret).await
+        Arc::<Authenticator>::from_ref(state)
+            .authenticate(&secret)
+            .await
     }
 }
 

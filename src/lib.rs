@@ -15,7 +15,6 @@ pub mod hosted;
 pub mod mcp;
 pub mod middleware;
 pub mod openapi;
-pub mod openapi_ard;
 pub mod outbound;
 pub mod playground;
 pub mod probe;
@@ -105,12 +104,13 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
     ));
     let prober = probe::Prober::spawn(Arc::clone(&registry), Arc::clone(&outbound), &config.probe)
         .map(Arc::new);
+    let auth = Arc::new(auth::Authenticator::new(
+        Arc::clone(&store),
+        config.master_key.as_deref(),
+        token_limit,
+    ));
     let state = AppState::new(state::Shared {
-        master_key_hash: config
-            .master_key
-            .as_deref()
-            .filter(|key| !key.is_empty())
-            .map(auth::hash_secret),
+        auth,
         config: Arc::new(config),
         registry,
         store,
@@ -119,7 +119,6 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
         outbound,
         hosted,
         started_at: timestamp::Timestamp::now(),
-        token_limit,
         signer,
         ard,
         _prober: prober,
@@ -170,7 +169,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
 /// from the first start. Only its hash is stored; `agent-registry token create` makes more.
 async fn first_run_token(state: &AppState) -> anyhow::Result<()> {
     let config = &state.config;
-    let local_only = config.bind.ip().is_loopback() && state.master_key_hash.is_none();
+    let local_only = config.bind.ip().is_loopback() && !state.auth.has_master_key();
     if !config.first_run_token || !local_only || !state.store.list_tokens(None).await?.is_empty() {
         return Ok(());
     }

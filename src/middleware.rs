@@ -226,10 +226,8 @@ pub async fn timeout(State(limit): State<Duration>, request: Request, next: Next
     }
 }
 
-pub async fn not_found(request: Request) -> Response {
-    if request.method() == axum::http::Method::GET && crate::web::wants_html(request.headers()) {
-        return crate::web::not_found_page();
-    }
+/// A path no route has, as an API error (`web::not_found` answers browsers with a page).
+pub fn not_found(request: &Request) -> Response {
     ApiError::new(
         ErrorCode::NotFound,
         format!(

@@ -21,6 +21,8 @@ use utoipa::openapi::{OpenApi, RefOr};
 use crate::domain::agent::limits as agent_limits;
 use crate::domain::payment as payment_limits;
 
+pub mod ard;
+
 /// The JSON-RPC endpoints: their errors are JSON-RPC bodies, not problem+json.
 pub const JSON_RPC_PATHS: [&str; 2] = ["/a2a/v1", "/a2a/utility/{name}/v1"];
 
@@ -63,37 +65,37 @@ hand_written_schema!(
 hand_written_schema!(
     /// `POST /ard/search`.
     ArdSearchRequest,
-    crate::openapi_ard::search_request
+    crate::openapi::ard::search_request
 );
 hand_written_schema!(
     /// `POST /ard/explore`.
     ArdExploreRequest,
-    crate::openapi_ard::explore_request
+    crate::openapi::ard::explore_request
 );
 hand_written_schema!(
     /// An ARD entry.
     ArdEntry,
-    crate::openapi_ard::entry
+    crate::openapi::ard::entry
 );
 hand_written_schema!(
     /// `/.well-known/ard.json`.
     ArdManifest,
-    crate::openapi_ard::manifest
+    crate::openapi::ard::manifest
 );
 hand_written_schema!(
     /// The answer of `POST /ard/search`.
     ArdSearchResponse,
-    crate::openapi_ard::search_response
+    crate::openapi::ard::search_response
 );
 hand_written_schema!(
     /// The answer of `POST /ard/explore`.
     ArdExploreResponse,
-    crate::openapi_ard::explore_response
+    crate::openapi::ard::explore_response
 );
 hand_written_schema!(
     /// The answer of `GET /ard/agents`.
     ArdListResponse,
-    crate::openapi_ard::list_response
+    crate::openapi::ard::list_response
 );
 hand_written_schema!(
     /// `POST /api/tokens`.
@@ -201,13 +203,16 @@ fn hand_written() -> Vec<(&'static str, Value)> {
     vec![
         ("PublishRequest", publish_request()),
         ("SearchRequest", search_request()),
-        ("ArdSearchRequest", crate::openapi_ard::search_request()),
-        ("ArdExploreRequest", crate::openapi_ard::explore_request()),
-        ("ArdEntry", crate::openapi_ard::entry()),
-        ("ArdManifest", crate::openapi_ard::manifest()),
-        ("ArdSearchResponse", crate::openapi_ard::search_response()),
-        ("ArdExploreResponse", crate::openapi_ard::explore_response()),
-        ("ArdListResponse", crate::openapi_ard::list_response()),
+        ("ArdSearchRequest", crate::openapi::ard::search_request()),
+        ("ArdExploreRequest", crate::openapi::ard::explore_request()),
+        ("ArdEntry", crate::openapi::ard::entry()),
+        ("ArdManifest", crate::openapi::ard::manifest()),
+        ("ArdSearchResponse", crate::openapi::ard::search_response()),
+        (
+            "ArdExploreResponse",
+            crate::openapi::ard::explore_response(),
+        ),
+        ("ArdListResponse", crate::openapi::ard::list_response()),
         ("CreateTokenRequest", create_token_request()),
         ("CreateSessionRequest", create_session_request()),
         ("ExecuteRequest", execute_request()),
@@ -1289,7 +1294,7 @@ fn finish_operation(path: &str, operation: &mut Value) {
         let mut add = |status: &str, description: &str| {
             responses
                 .entry(status.to_owned())
-                .or_insert_with(|| crate::openapi_ard::error(description));
+                .or_insert_with(|| crate::openapi::ard::error(description));
         };
         if has_parameters || has_body {
             add(
@@ -1304,7 +1309,7 @@ fn finish_operation(path: &str, operation: &mut Value) {
                 "`UNSUPPORTED_MEDIA_TYPE`: the body is not declared as JSON.",
             );
         }
-        let mut limited = crate::openapi_ard::error(
+        let mut limited = crate::openapi::ard::error(
             "`RATE_LIMIT_EXCEEDED`: too many requests from this client; retry after `Retry-After` seconds.",
         );
         limited["headers"] = json!({"Retry-After": {"description": "Seconds to wait.", "required": true,

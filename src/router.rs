@@ -12,10 +12,11 @@ use utoipa::OpenApi;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa_swagger_ui::SwaggerUi;
 
+use crate::api::ard as ard_api;
 use crate::api::{agents, bazaar, changes, mcp_registry, ops, playground, public, tokens};
 use crate::middleware::{self, RateLimit};
 use crate::state::AppState;
-use crate::{a2a, ard, auth, error, mcp, web};
+use crate::{a2a, ard, error, mcp, web};
 
 /// Request bodies above this are refused with 413.
 pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
@@ -30,8 +31,8 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
         bazaar::list_resources, bazaar::search_resources,
         mcp_registry::list_servers, mcp_registry::list_server_versions, mcp_registry::get_server,
         a2a::registry_card, a2a::jwks, a2a::utility_card,
-        ard::handlers::manifest, ard::handlers::ai_catalog, ard::handlers::search,
-        ard::handlers::explore, ard::handlers::list, ard::handlers::lookup,
+        ard_api::manifest, ard_api::ai_catalog, ard_api::search,
+        ard_api::explore, ard_api::list, ard_api::lookup,
         a2a::jsonrpc::handle, a2a::legacy::discover, a2a::legacy::message,
         a2a::utility::invoke, a2a::utility::handle,
         mcp::http::post, mcp::http::get, mcp::http::delete,
@@ -96,10 +97,10 @@ fn mcp_endpoint(state: &AppState) -> Arc<mcp::http::McpHttp> {
         base_url: Arc::clone(&state.base_url),
     };
     let config = &state.config.mcp;
-    let for_tokens = state.clone();
+    let tokens = Arc::clone(&state.auth);
     let authenticate: mcp::http::Authenticate = Arc::new(move |secret: String| {
-        let state = for_tokens.clone();
-        Box::pin(async move { auth::authenticate(&state, &secret).await })
+        let tokens = Arc::clone(&tokens);
+        Box::pin(async move { tokens.authenticate(&secret).await })
     });
     Arc::new(mcp::http::McpHttp::new(
         mcp::McpServer::new(Arc::new(source)),
@@ -165,15 +166,12 @@ pub fn router(state: AppState) -> Router {
 
     // ARD: the manifest at both well-known paths and the registry API, over their own state.
     let discovery = Router::new()
-        .route("/.well-known/ard.json", get(ard::handlers::manifest))
-        .route(
-            "/.well-known/ai-catalog.json",
-            get(ard::handlers::ai_catalog),
-        )
-        .route("/ard/search", post(ard::handlers::search))
-        .route("/ard/explore", post(ard::handlers::explore))
-        .route("/ard/agents", get(ard::handlers::list))
-        .route("/ard/agents/{identifier}", get(ard::handlers::lookup))
+        .route("/.well-known/ard.json", get(ard_api::manifest))
+        .route("/.well-known/ai-catalog.json", get(ard_api::ai_catalog))
+        .route("/ard/search", post(ard_api::search))
+        .route("/ard/explore", post(ard_api::explore))
+        .route("/ard/agents", get(ard_api::list))
+        .route("/ard/agents/{identifier}", get(ard_api::lookup))
         .with_state(Arc::clone(&state.ard))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&rate_limit),
@@ -248,7 +246,7 @@ pub fn router(state: AppState) -> Router {
             "/openapi.json",
             crate::openapi::document(&ApiDoc::openapi()),
         ))
-        .fallback(middleware::not_found)
+        .fallback(web::not_found)
         .method_not_allowed_fallback(middleware::method_not_allowed)
         .with_state(state)
         .layer(DefaultBodyLimit::max(BODY_LIMIT_BYTES))

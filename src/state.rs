@@ -39,8 +39,8 @@ pub struct Shared {
     pub store: Arc<dyn Store>,
     /// Public root URL without a trailing slash (`{base_url}` and `{site_url}`).
     pub base_url: Arc<str>,
-    /// SHA-256 (hex) of the master key, when one is configured.
-    pub master_key_hash: Option<String>,
+    /// Checks bearer secrets (tokens and the master key) for every authenticated path.
+    pub auth: Arc<crate::auth::Authenticator>,
     pub metrics: PrometheusHandle,
     /// Fetches user-supplied URLs (cards, verification files) behind the SSRF guard.
     pub outbound: Arc<Outbound>,
@@ -53,9 +53,19 @@ pub struct Shared {
     pub ard: Arc<crate::ard::Ard>,
     /// Signs every card the registry serves; publishes the keys.
     pub signer: Arc<crate::signing::CardSigner>,
-    /// Requests per token on authenticated paths.
-    pub token_limit: Arc<crate::auth::TokenRateLimit>,
     /// The liveness prober, stopped when the last copy of the state is dropped; `None` when
     /// probing is off.
     pub _prober: Option<Arc<crate::task::AbortOnDrop>>,
+}
+
+impl axum::extract::FromRef<AppState> for Arc<crate::auth::Authenticator> {
+    fn from_ref(state: &AppState) -> Self {
+        Arc::clone(&state.auth)
+    }
+}
+
+impl axum::extract::FromRef<AppState> for Arc<Registry> {
+    fn from_ref(state: &AppState) -> Self {
+        Arc::clone(&state.registry)
+    }
 }

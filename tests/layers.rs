@@ -237,3 +237,39 @@ fn the_checks_see_what_they_look_for() {
             .any(|(file, module, _)| file.ends_with("registry.rs") && module == "registry")
     );
 }
+
+/// The application state is built from the modules it holds, so none of them may reach back to
+/// it: `state` is in no cycle of top-level modules (the handlers that take `AppState` sit
+/// above it, and what it holds below).
+#[test]
+fn the_application_state_is_in_no_module_cycle() {
+    let mut names: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
+    for (_, module, text) in sources() {
+        let named = names.entry(module.clone()).or_default();
+        for (_, line) in production_lines(&text) {
+            named.extend(
+                named_modules(line)
+                    .into_iter()
+                    .filter(|name| *name != module),
+            );
+        }
+    }
+    // Every module `state` reaches, and the path it took.
+    let mut reached: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    let mut queue = vec![vec!["state".to_owned()]];
+    while let Some(path) = queue.pop() {
+        let last = path.last().expect("a path").clone();
+        for next in names.get(&last).into_iter().flatten() {
+            if next == "state" {
+                panic!("state reaches itself: {} → state", path.join(" → "));
+            }
+            if !reached.contains_key(next) {
+                let mut longer = path.clone();
+                longer.push(next.clone());
+                reached.insert(next.clone(), longer.clone());
+                queue.push(longer);
+            }
+        }
+    }
+    assert!(reached.contains_key("registry"), "{reached:?}");
+}

@@ -474,9 +474,9 @@ mod tests {
             card["securitySchemes"],
             json!({"bearer": {"httpAuthSecurityScheme": {"scheme": "Bearer"}}})
         );
-        assert_eq!(
-            card["securityRequirements"],
-            json!([{"schemes": {"bearer": {"list": []}}}])
+        assert!(
+            card["securityRequirements"][0]["schemes"]["bearer"]["list"].is_array(),
+            "{card}"
         );
     }
 

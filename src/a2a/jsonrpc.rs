@@ -299,7 +299,7 @@ fn batch_too_large() -> RpcError {
 /// Missing or invalid token → 401, missing scope → 403, both with a JSON-RPC error body.
 async fn authorize(state: &AppState, parts: &Parts) -> Result<(), Response> {
     let caller = match auth::bearer_secret(parts) {
-        Ok(secret) => auth::authenticate(state, secret).await,
+        Ok(secret) => state.auth.authenticate(secret).await,
         Err(err) => Err(err),
     };
     let denied = |err: ApiError| {

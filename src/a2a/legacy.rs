@@ -129,9 +129,7 @@ async fn message_to_agent(
         )
     })?;
     let secret = auth::bearer_secret(parts)?;
-    auth::authenticate(state, secret)
-        .await?
-        .require(Scope::A2a)?;
+    state.auth.authenticate(secret).await?.require(Scope::A2a)?;
     let invocation = Invocation {
         capability: action.map(str::to_owned),
         input: Invocation::input_from(params, hosted.text_field())?,

@@ -151,9 +151,11 @@ pub async fn utility_card(
         .hosted
         .by_slug(&slug)
         .ok_or_else(|| crate::error::ApiError::agent_not_found(&slug))?;
-    let card = hosted.card(&state.base_url).map_err(|errors| {
+    // The card built for its registry entry, interface at `/v1`.
+    let draft = crate::hosted::draft(hosted.as_ref(), &state.base_url).map_err(|errors| {
         crate::error::ApiError::internal(format!("hosted agent card is invalid: {errors:?}"))
     })?;
+    let card = card_of_draft(&draft);
     Ok(card_response(
         Some(&state.signer),
         &headers,

@@ -1,6 +1,7 @@
 //! Thin REST handlers, one file per resource: extract → authorise → call the domain → respond.
 
 pub mod agents;
+pub mod ard;
 pub mod bazaar;
 pub mod catalog;
 pub mod changes;

@@ -44,7 +44,7 @@ pub fn artifact_url(listing: &Listing, base: &str) -> String {
     match listing.kind {
         AgentKind::A2a => format!("{base}/public/agents/resolve/{package}"),
         AgentKind::Mcp => {
-            let name = crate::api::wire::server_json::mcp_name(package);
+            let name = crate::domain::package_name::mcp_name(package);
             let name: String = url::form_urlencoded::byte_serialize(name.as_bytes()).collect();
             format!("{base}/v0.1/servers/{name}/versions/latest")
         }

@@ -3,7 +3,7 @@
 //!
 //! - `/.well-known/ard.json` (and `/.well-known/ai-catalog.json`, its predecessor's path): every
 //!   ACTIVE agent as an ARD entry, plus one entry for the registry itself whose `url` is the
-//!   base of the API below (`entry`, `handlers::manifest`);
+//!   base of the API below (`entry`; served by `api::ard`);
 //! - `POST /ard/search`, `POST /ard/explore`, `GET /ard/agents`, `GET /ard/agents/{urn}`: the
 //!   registry API, over the one search function (`search`, `list`), its filters resolved as
 //!   JSON-LD terms (`query`), its errors in ARD's shape (`error`);
@@ -22,7 +22,6 @@ use crate::registry::Registry;
 pub mod entry;
 pub mod error;
 pub mod federation;
-pub mod handlers;
 pub mod list;
 pub mod query;
 pub mod search;

@@ -113,6 +113,15 @@ impl<'de> Deserialize<'de> for PackageName {
     }
 }
 
+/// The MCP name of a package name (as the MCP Registry names servers): the last label after
+/// `/`, `_` in the namespace written `-` (`io.my_org.tool` → `io.my-org/tool`).
+pub fn mcp_name(package: &str) -> String {
+    match package.rsplit_once('.') {
+        Some((namespace, name)) => format!("{}/{name}", namespace.replace('_', "-")),
+        None => package.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

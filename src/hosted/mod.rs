@@ -192,11 +192,6 @@ pub trait HostedAgent: Send + Sync {
             .filter_map(|capability| capability.get("name")?.as_str().map(str::to_owned))
             .collect()
     }
-
-    /// The agent's A2A card: the card built for its registry entry, interface at `/v1`.
-    fn card(&self, base_url: &str) -> Result<Value, Vec<FieldError>> {
-        draft(self, base_url).map(|draft| crate::a2a::card_of_draft(&draft))
-    }
 }
 
 /// Every hosted agent, built once from the configuration.

@@ -12,7 +12,9 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use crate::state::AppState;
+use std::sync::Arc;
+
+use crate::registry::Registry;
 use crate::store::AgentState;
 
 pub use assets::asset;
@@ -52,12 +54,12 @@ pub async fn search_page() -> Response {
 /// `GET /agents/{package_name}`: one ACTIVE agent; its name and package are rendered here, the
 /// capabilities, card and snippets by `agent.js`.
 pub async fn agent_page(
-    State(state): State<AppState>,
+    State(registry): State<Arc<Registry>>,
     package_name: Result<Path<String>, PathRejection>,
 ) -> Response {
     // A path that is not even UTF-8 names no agent: the same page as an unknown one.
     let package_name = package_name.map_or_else(|_| String::new(), |Path(name)| name);
-    let found = match state.registry.find(&package_name).await {
+    let found = match registry.find(&package_name).await {
         Ok(found) => found,
         Err(err) => {
             tracing::error!(error = %err, "cannot read an agent for its page");
@@ -137,6 +139,14 @@ pub fn wants_html(headers: &HeaderMap) -> bool {
 }
 
 /// The HTML 404 for a browser that followed a dead link.
+/// The fallback of every path no route has: a page for a browser's GET, else the API's 404.
+pub async fn not_found(request: axum::extract::Request) -> Response {
+    if request.method() == axum::http::Method::GET && wants_html(request.headers()) {
+        return not_found_page();
+    }
+    crate::middleware::not_found(&request)
+}
+
 pub fn not_found_page() -> Response {
     error_page(
         StatusCode::NOT_FOUND,

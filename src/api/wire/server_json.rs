@@ -21,13 +21,7 @@ pub fn is_mcp(agent: &Agent) -> bool {
     !agent.draft.reach.remotes.is_empty() || !agent.draft.reach.packages.is_empty()
 }
 
-/// The MCP name of a package name: the last label after `/`.
-pub fn mcp_name(package: &str) -> String {
-    match package.rsplit_once('.') {
-        Some((namespace, name)) => format!("{}/{name}", namespace.replace('_', "-")),
-        None => package.to_owned(),
-    }
-}
+pub use crate::domain::package_name::mcp_name;
 
 /// An agent as a `server.json` document, within the published schema's rules: a one-slash
 /// name, a description of at most 100 characters (the full one is in `_meta`), a version, and

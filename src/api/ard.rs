@@ -1,5 +1,5 @@
-//! The ARD HTTP surface: the manifest (at ARD's path and at the AI Catalog's), and the registry
-//! API at `/ard`.
+//! The ARD HTTP surface (`ard` is the core): the manifest (at ARD's path and at the AI
+//! Catalog's), and the registry API at `/ard`.
 
 use std::sync::Arc;
 
@@ -13,9 +13,9 @@ use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonBody, PathParam, Query, QueryPairs};
 use crate::search::{Filters, Listing, SearchRequest, Sort};
 
-use super::entry::{self, Detail};
-use super::error::{ArdError, ArdErrorBody};
-use super::{AI_CATALOG_PATH, Ard, CATALOG_TYPE, FEDERATED_BY, MANIFEST_PATH};
+use crate::ard::entry::{self, Detail};
+use crate::ard::error::{ArdError, ArdErrorBody};
+use crate::ard::{AI_CATALOG_PATH, Ard, CATALOG_TYPE, FEDERATED_BY, MANIFEST_PATH};
 
 /// Which page of the manifest.
 #[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
@@ -142,7 +142,7 @@ pub async fn search(
     let via = headers
         .get(FEDERATED_BY)
         .and_then(|value| value.to_str().ok());
-    Ok(Json(super::search::run(&ard, &body, via).await?))
+    Ok(Json(crate::ard::search::run(&ard, &body, via).await?))
 }
 
 /// Facet counts over every match of a query.
@@ -157,7 +157,7 @@ pub async fn explore(
     State(ard): State<Arc<Ard>>,
     JsonBody(body): JsonBody,
 ) -> Result<Json<Value>, ArdError> {
-    Ok(Json(super::search::explore(&ard, &body).await?))
+    Ok(Json(crate::ard::search::explore(&ard, &body).await?))
 }
 
 /// The deterministic listing.
@@ -183,15 +183,15 @@ pub async fn list(
     };
     let page_size = match one("pageSize")? {
         None => None,
-        Some(text) => Some(super::search::whole_number_text(text, "pageSize")?),
+        Some(text) => Some(crate::ard::search::whole_number_text(text, "pageSize")?),
     };
-    let params = super::list::ListParams {
+    let params = crate::ard::list::ListParams {
         filter: one("filter")?,
         order_by: one("orderBy")?,
         page_size,
         page_token: one("pageToken")?,
     };
-    Ok(Json(super::list::list(&ard, &params).await?))
+    Ok(Json(crate::ard::list::list(&ard, &params).await?))
 }
 
 /// One entry by its identifier.

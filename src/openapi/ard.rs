@@ -56,7 +56,7 @@ fn context() -> Value {
 }
 
 fn query(text_required: bool) -> Value {
-    let solid = crate::openapi::solid();
+    let solid = super::solid();
     let text = if text_required {
         json!({"type": "string", "maxLength": MAX_TEXT_CHARS,
                "pattern": format!(r"^[^\u0000]*{solid}[^\u0000]*$"),

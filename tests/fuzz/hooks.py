@@ -11,8 +11,9 @@ The document says each of these in words; the generator cannot read words:
 - an update keeps the agent's own `package_name` (the server knows it, the schema cannot);
 - an `identifier` names the package's own domain as its publisher, and an update cannot change
   it (valid cases send none);
-- a search `cursor` (also of the AI Catalog and the MCP server list) is an opaque token from a
-  previous page, not any string;
+- a search `cursor` (also of the AI Catalog and the MCP server list) and an ARD `pageToken` are
+  opaque tokens from a previous page, not any string; the ARD listing's `filter` and `orderBy`
+  are expressions of a small grammar (valid cases use a few real ones);
 - an agent's versions exist only for agents that exist: half the valid cases of the version
   paths (decided by the generated identifier, so a run is reproducible) name a hosted agent and
   one of the versions it lists, so that their answers, not only 404s, are checked.
@@ -35,7 +36,13 @@ MASTER_KEY = os.environ["FUZZ_MASTER_KEY"]
 WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 PROTOCOL_ALIASES = {"lsat": "l402", "bolt11": "lightning-invoice"}
 SEARCH_PATHS = {"/public/agents", "/public/agents/search", "/a2a/discover", "/api/playground/session/{id}/discover", "/discovery/search",
-                "/.well-known/ai-catalog.json", "/v0.1/servers"}
+                "/.well-known/ai-catalog.json", "/.well-known/ard.json", "/v0.1/servers"}
+# The ARD paths: `pageToken` is an opaque token from a previous page, and the listing's `filter`
+# and `orderBy` are expressions in a grammar (docs/discovery.md) that JSON Schema does not spell.
+ARD_TOKEN_PATHS = {"/ard/search", "/ard/agents"}
+ARD_LIST_FILTERS = ["type = 'application/a2a-agent-card+json'", "displayName = wiki AND publisherId = utility.registry",
+                    "updatedAfter > '2020-01-01'"]
+ARD_LIST_ORDERS = ["displayName", "updatedAt DESC", "createdAt ASC, displayName DESC"]
 PUBLISH_PATHS = {"/api/agents/publish", "/api/agents/{id}"}
 VERSION_PATHS = {"/public/agents/{identifier}/versions", "/public/agents/{identifier}/versions/{version}"}
 # Registered at start-up; the fuzzer may unpublish or delete it (it holds the master key), and
@@ -192,4 +199,21 @@ def map_case(context, case):
             body = dict(case.body)
             body.pop("cursor")
             case.body = body
+    if path in ARD_TOKEN_PATHS:
+        if isinstance(case.query, dict) and "pageToken" in case.query:
+            query = dict(case.query)
+            query.pop("pageToken")
+            case.query = query
+        if isinstance(case.body, dict) and isinstance(case.body.get("pageToken"), str):
+            body = dict(case.body)
+            body.pop("pageToken")
+            case.body = body
+    if path == "/ard/agents" and isinstance(case.query, dict):
+        query = dict(case.query)
+        pick = len(json.dumps(query, sort_keys=True, default=str))
+        if "filter" in query:
+            query["filter"] = ARD_LIST_FILTERS[pick % len(ARD_LIST_FILTERS)]
+        if "orderBy" in query:
+            query["orderBy"] = ARD_LIST_ORDERS[pick % len(ARD_LIST_ORDERS)]
+        case.query = query
     return case

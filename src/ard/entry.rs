@@ -10,7 +10,7 @@
 //! | `capabilities` | the names of its skills or tools |
 //! | `representativeQueries` | the publisher's (or its card's skill examples), when 2–5 |
 //! | `metadata` | package name, record URL, verification level, category, audience |
-//! | `trustManifest` | only when the registry verified the publisher's domain: `identity` is that domain, the URN's publisher |
+//! | `trustManifest` | only when the registry verified the publisher's domain: `identity` is that domain, the URN's publisher; the attestation is the agent's record |
 
 use serde_json::{Map, Value, json};
 
@@ -75,16 +75,17 @@ pub fn metadata(listing: &Listing, base: &str) -> Map<String, Value> {
 }
 
 /// The trust manifest the registry vouches for: only an agent whose publisher domain the
-/// registry verified has one, its `identity` that domain (the URN's publisher).
+/// registry verified has one, its `identity` that domain (the URN's publisher) and one
+/// attestation, the agent's record at the registry, which shows the verification.
 pub fn trust_manifest(listing: &Listing, base: &str) -> Option<Value> {
     (listing.verification_level == VerificationLevel::DomainVerified).then(|| {
         json!({
             "identity": listing.publisher(),
-            "identityType": "dns",
+            "identityType": "other",
             "attestations": [{
                 "type": "domain-control",
-                "issuer": base,
-                "description": "The publisher proved control of this domain with a DNS TXT record or a file under /.well-known/ that the registry checked.",
+                "uri": format!("{base}/public/agents/{}", listing.package_name()),
+                "mediaType": "application/json",
             }],
         })
     })

@@ -1,5 +1,5 @@
 //! ARD: the manifest, the registry API at `/ard` (search, explore, list, lookup), its errors,
-//! and federation between real instances over loopback HTTP.
+//! and federation between real instances, all over loopback HTTP.
 
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
@@ -104,7 +104,7 @@ async fn weather_catalogue(app: &TestApp) {
 
 #[tokio::test]
 async fn the_manifest_lists_the_registry_and_every_active_agent_as_ard_entries() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn().await.served().await;
     weather_catalogue(&app).await;
     let bob = app.token("bob", &[]).await;
     app.publish(&bob, agent_body("com.example.staged")).await;
@@ -184,7 +184,7 @@ async fn the_manifest_lists_the_registry_and_every_active_agent_as_ard_entries()
 
 #[tokio::test]
 async fn a_verified_publisher_gets_a_trust_manifest_bound_to_its_domain() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn().await.served().await;
     weather_catalogue(&app).await;
     let agent = app
         .state
@@ -214,7 +214,7 @@ async fn a_verified_publisher_gets_a_trust_manifest_bound_to_its_domain() {
 
 #[tokio::test]
 async fn html_pages_and_the_home_page_point_at_the_manifest() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn().await.served().await;
     let home = app.get("/").await;
     assert_eq!(
         home.header("link"),
@@ -232,7 +232,7 @@ async fn html_pages_and_the_home_page_point_at_the_manifest() {
 
 #[tokio::test]
 async fn search_ranks_as_the_rest_search_does_with_scores_and_source() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn().await.served().await;
     weather_catalogue(&app).await;
     let ard = search(
         &app,
@@ -279,7 +279,7 @@ async fn search_ranks_as_the_rest_search_does_with_scores_and_source() {
 
 #[tokio::test]
 async fn filters_are_or_within_a_key_and_across_keys_and_resolve_as_iris() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn().await.served().await;
     weather_catalogue(&app).await;
     let found = |body: Value| {
         let app = &app;
@@ -371,7 +371,7 @@ async fn filters_are_or_within_a_key_and_across_keys_and_resolve_as_iris() {
 
 #[tokio::test]
 async fn search_pages_to_the_end_without_duplicates_or_gaps() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn().await.served().await;
     let alice = app.token("alice", &[]).await;
     for i in 0..23 {
         let mut body = agent_body(&format!("com.example.weather{i}"));
@@ -422,7 +422,7 @@ async fn search_pages_to_the_end_without_duplicates_or_gaps() {
 
 #[tokio::test]
 async fn explore_counts_every_match_with_the_search_cut_off() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn().await.served().await;
     weather_catalogue(&app).await;
     let all = search(&app, json!({"query": {"text": "weather"}, "pageSize": 100})).await;
     let matched = all.body["results"].as_array().expect("results").len();
@@ -476,7 +476,7 @@ async fn explore_counts_every_match_with_the_search_cut_off() {
 
 #[tokio::test]
 async fn the_listing_filters_orders_and_pages() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn().await.served().await;
     weather_catalogue(&app).await;
     let mcp = app
         .get("/ard/agents?filter=type%20%3D%20%27application%2Fmcp-server-card%2Bjson%27")
@@ -533,7 +533,7 @@ async fn the_listing_filters_orders_and_pages() {
 
 #[tokio::test]
 async fn lookup_by_identifier_is_cacheable() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn().await.served().await;
     weather_catalogue(&app).await;
     let entry = app
         .get("/ard/agents/urn%3Aair%3Aexample.com%3Aforecast")
@@ -579,7 +579,7 @@ async fn lookup_by_identifier_is_cacheable() {
 
 #[tokio::test]
 async fn bad_requests_get_ard_errors_never_a_server_error() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn().await.served().await;
     let raw = |body: &'static str, content_type: Option<&'static str>| {
         let app = &app;
         async move {
@@ -710,6 +710,7 @@ async fn federating(
     budget_ms: u64,
 ) -> TestApp {
     let url = url.to_owned();
+    let base = url.clone();
     let upstreams: Vec<url::Url> = upstreams
         .iter()
         .map(|u| u.parse().expect("upstream url"))
@@ -721,6 +722,8 @@ async fn federating(
     })
     .await;
     serve(&app, listener).await;
+    let mut app = app;
+    app.http = Some(base);
     app
 }
 
@@ -949,7 +952,7 @@ async fn a_federation_loop_between_two_registries_ends() {
 
 #[tokio::test]
 async fn the_a2a_skill_answers_ard_entries_when_asked_with_an_ard_query() {
-    let app = TestApp::spawn().await;
+    let app = TestApp::spawn().await.served().await;
     weather_catalogue(&app).await;
     let token = app.token("caller", &[]).await;
     let send = |data: Value| {

@@ -25,6 +25,8 @@ pub struct TestApp {
     pub dir: TempDir,
     /// The PostgreSQL schema of this app, dropped after it (fields drop in order).
     pub schema: Option<Arc<TestSchema>>,
+    /// Where the app listens once `served`: its requests then go over loopback HTTP.
+    pub http: Option<String>,
 }
 
 /// Which database `TestApp`s use: `REGISTRY_TEST_BACKEND=postgres`, else SQLite.
@@ -100,6 +102,7 @@ impl TestApp {
             state: app.state,
             dir,
             schema,
+            http: None,
         }
     }
 
@@ -113,6 +116,7 @@ impl TestApp {
             state: app.state,
             dir: tempfile::tempdir().expect("temp dir"),
             schema: self.schema.clone(),
+            http: None,
         }
     }
 
@@ -125,8 +129,54 @@ impl TestApp {
         Self::start(config, dir, schema).await
     }
 
+    /// Serve the app on a loopback port, as the binary does: from then on `send` (and every
+    /// helper built on it) goes over real HTTP.
+    pub async fn served(mut self) -> Self {
+        let listener = tokio::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+            .await
+            .expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("address"));
+        let router = self.router.clone();
+        tokio::spawn(async move {
+            axum::serve(
+                listener,
+                router.into_make_service_with_connect_info::<SocketAddr>(),
+            )
+            .await
+            .expect("serve");
+        });
+        self.http = Some(base);
+        self
+    }
+
+    async fn send_over_http(&self, base: &str, request: Request<Body>) -> TestResponse {
+        let (parts, body) = request.into_parts();
+        let body = body.collect().await.expect("body").to_bytes();
+        let response = reqwest::Client::new()
+            .request(parts.method, format!("{base}{}", parts.uri))
+            .headers(parts.headers)
+            .body(body)
+            .send()
+            .await
+            .expect("the served app answers");
+        let status = response.status();
+        let headers = response.headers().clone();
+        let bytes = response.bytes().await.expect("body");
+        let text = String::from_utf8_lossy(&bytes).into_owned();
+        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        TestResponse {
+            status,
+            headers,
+            body,
+            text,
+        }
+    }
+
     /// Send any request.
     pub async fn send(&self, request: Request<Body>) -> TestResponse {
+        if let Some(base) = &self.http {
+            return self.send_over_http(base, request).await;
+        }
         let response = self
             .router
             .clone()

@@ -28,6 +28,7 @@ import sys
 import tempfile
 import urllib.request
 from collections.abc import Iterator
+from email.message import Message
 from pathlib import Path
 
 import pytest
@@ -62,9 +63,10 @@ def registry() -> Iterator[str]:
             yield base_url
 
 
-def get(url: str) -> tuple[int, dict[str, str], bytes]:
+def get(url: str) -> tuple[int, Message, bytes]:
+    """Status, headers (looked up ignoring case) and body."""
     with urllib.request.urlopen(url, timeout=30) as response:
-        return response.status, dict(response.headers), response.read()
+        return response.status, response.headers, response.read()
 
 
 def post(url: str, body: dict) -> tuple[int, dict]:
@@ -100,6 +102,14 @@ def entry_problems(entry: object) -> list[str]:
     trust = entry.get("trustManifest")
     if trust is not None and (not isinstance(trust, dict) or not trust.get("identity")):
         problems.append("trustManifest without identity")
+    if isinstance(trust, dict):
+        if trust.get("identityType", "other") not in ("spiffe", "did", "https", "other"):
+            problems.append(f"trustManifest identityType {trust['identityType']!r}")
+        for attestation in trust.get("attestations", []):
+            if set(attestation) - {"type", "uri", "mediaType", "digest"} or not all(
+                attestation.get(key) for key in ("type", "uri", "mediaType")
+            ):
+                problems.append(f"attestation {attestation!r}")
     if trust is not None and isinstance(identifier, str) and URN.match(identifier):
         publisher = identifier.split(":")[2]
         if trust.get("identity") != publisher:

@@ -1219,6 +1219,16 @@ fn parameter_schema(path: &str, name: &str) -> Option<Value> {
             "pattern": r#"^[ \t]*(?:\*|(?:W/)*"*[+-]?[0-9]{1,18}"*)[ \t]*$"#,
             "examples": ["\"3\""],
         }),
+        // A whole number from 1; larger than the page's maximum reads as the maximum.
+        ("/ard/agents", "pageSize") => {
+            json!({"type": "integer", "minimum": 1, "maximum": i64::MAX})
+        }
+        ("/ard/agents/{identifier}", "identifier") => json!({
+            "type": "string",
+            "maxLength": crate::domain::urn::MAX_CHARS,
+            "pattern": r"^[Uu][Rr][Nn]:[Aa][Ii][Rr]:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*(?::[A-Za-z0-9._-]+)+$",
+            "description": "`urn:air:<publisher-domain>:<segments>`",
+        }),
         ("/.well-known/agent-card.json", "format") => {
             json!({"type": "string", "enum": ["", "a2a", "registry"]})
         }

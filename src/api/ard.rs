@@ -208,6 +208,11 @@ pub async fn lookup(
     headers: HeaderMap,
     PathParam(identifier): PathParam,
 ) -> Result<Response, ArdError> {
+    if identifier.trim() != identifier {
+        return Err(ArdError::invalid(
+            "identifier: an urn:air: identifier has no surrounding whitespace",
+        ));
+    }
     let urn = crate::domain::AirUrn::parse(&identifier)
         .map_err(|message| ArdError::invalid(format!("identifier: {message}")))?;
     let agent = ard

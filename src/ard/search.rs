@@ -109,12 +109,12 @@ pub fn whole_number(body: &Map<String, Value>, field: &str) -> Result<Option<i64
 /// A whole number from a query string.
 pub fn whole_number_text(text: &str, field: &str) -> Result<i64, ArdError> {
     let text = text.trim();
-    text.parse::<i64>()
-        .or_else(|err| match err.kind() {
-            std::num::IntErrorKind::PosOverflow => Ok(i64::MAX),
-            _ => Err(err),
-        })
-        .map_err(|_| ArdError::invalid(format!("{field}: must be a whole number")))
+    text.parse::<i64>().map_err(|_| {
+        ArdError::invalid(format!(
+            "{field}: must be a whole number (at most {})",
+            i64::MAX
+        ))
+    })
 }
 
 /// `pageSize`: absent is the default, above the maximum is the maximum, below 1 an error.

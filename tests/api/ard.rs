@@ -524,6 +524,7 @@ async fn the_listing_filters_orders_and_pages() {
         "/ard/agents?orderBy=score",
         "/ard/agents?pageSize=0",
         "/ard/agents?pageSize=ten",
+        "/ard/agents?pageSize=9223372036854775808",
         "/ard/agents?pageToken=garbage",
         "/ard/agents?filter=createdAfter%3E%27yesterday%27",
     ] {
@@ -568,6 +569,7 @@ async fn lookup_by_identifier_is_cacheable() {
         "not-a-urn",
         "urn%3Aair%3Aexample.com",
         "urn%3Aair%3Aexa%20mple.com%3Ax",
+        "%20urn%3Aair%3Aexample.com%3Aforecast",
     ] {
         assert_ard_error(
             &app.get(&format!("/ard/agents/{malformed}")).await,

@@ -138,11 +138,19 @@ pub async fn search(
     State(ard): State<Arc<Ard>>,
     headers: HeaderMap,
     JsonBody(body): JsonBody,
-) -> Result<Json<Value>, ArdError> {
+) -> Result<Response, ArdError> {
     let via = headers
         .get(FEDERATED_BY)
         .and_then(|value| value.to_str().ok());
-    Ok(Json(crate::ard::search::run(&ard, &body, via).await?))
+    let answer = crate::ard::search::run(&ard, &body, via).await?;
+    let json = answer
+        .to_json()
+        .map_err(|err| ArdError::from(ApiError::internal(err)))?;
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        json,
+    )
+        .into_response())
 }
 
 /// Facet counts over every match of a query.

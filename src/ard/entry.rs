@@ -12,8 +12,10 @@
 //! | `metadata` | package name, record URL, verification level, category, audience |
 //! | `trustManifest` | only when the registry verified the publisher's domain: `identity` is that domain, the URN's publisher; the attestation is the agent's record |
 
+use serde::ser::{Serialize, Serializer};
 use serde_json::{Map, Value, json};
 
+use crate::domain::json::{json_str, json_strs};
 use crate::search::{AgentKind, Listing};
 use crate::store::VerificationLevel;
 
@@ -40,90 +42,172 @@ pub fn media_type(kind: AgentKind) -> &'static str {
 
 /// The artifact an entry's `url` names.
 pub fn artifact_url(listing: &Listing, base: &str) -> String {
-    let package = listing.package_name();
-    match listing.kind {
-        AgentKind::A2a => format!("{base}/public/agents/resolve/{package}"),
-        AgentKind::Mcp => {
-            let name = crate::domain::package_name::mcp_name(package);
-            let name: String = url::form_urlencoded::byte_serialize(name.as_bytes()).collect();
-            format!("{base}/v0.1/servers/{name}/versions/latest")
+    ArtifactUrl(listing, base).to_string()
+}
+
+/// `artifact_url`, written where it is needed without a string of its own.
+struct ArtifactUrl<'a>(&'a Listing, &'a str);
+
+impl std::fmt::Display for ArtifactUrl<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let Self(listing, base) = self;
+        let package = listing.package_name();
+        match listing.kind {
+            AgentKind::A2a => write!(f, "{base}/public/agents/resolve/{package}"),
+            AgentKind::Mcp => {
+                write!(f, "{base}/v0.1/servers/")?;
+                let name = crate::domain::package_name::mcp_name(package);
+                for piece in url::form_urlencoded::byte_serialize(name.as_bytes()) {
+                    f.write_str(piece)?;
+                }
+                f.write_str("/versions/latest")
+            }
+            AgentKind::Listed => write!(f, "{base}/public/agents/{package}"),
         }
-        AgentKind::Listed => format!("{base}/public/agents/{package}"),
     }
 }
 
 /// The registry's flat `metadata` of an agent (ARD allows only scalar values there).
 pub fn metadata(listing: &Listing, base: &str) -> Map<String, Value> {
-    let mut metadata = Map::new();
-    metadata.insert("packageName".into(), json!(listing.package_name()));
-    metadata.insert("agentId".into(), json!(listing.id()));
-    metadata.insert(
-        "record".into(),
-        json!(format!("{base}/public/agents/{}", listing.package_name())),
-    );
-    metadata.insert(
-        "verificationLevel".into(),
-        json!(listing.verification_level.as_str()),
-    );
+    let mut out = Vec::with_capacity(256);
+    match write_metadata(&mut out, listing, base).and_then(|()| serde_json::from_slice(&out)) {
+        Ok(Value::Object(metadata)) => metadata,
+        _ => Map::new(),
+    }
+}
+
+fn write_metadata(out: &mut Vec<u8>, listing: &Listing, base: &str) -> serde_json::Result<()> {
+    let package = listing.package_name();
+    out.extend_from_slice(b"{\"packageName\":");
+    json_str(out, package)?;
+    out.extend_from_slice(b",\"agentId\":");
+    json_str(out, listing.id())?;
+    out.extend_from_slice(b",\"record\":");
+    json_str(out, &format!("{base}/public/agents/{package}"))?;
+    out.extend_from_slice(b",\"verificationLevel\":");
+    json_str(out, listing.verification_level.as_str())?;
     if let Some(category) = listing.category() {
-        metadata.insert("category".into(), json!(category));
+        out.extend_from_slice(b",\"category\":");
+        json_str(out, category)?;
     }
     if let Some(target) = listing.target() {
-        metadata.insert("target".into(), json!(target));
+        out.extend_from_slice(b",\"target\":");
+        json_str(out, target)?;
     }
-    metadata
+    out.push(b'}');
+    Ok(())
 }
 
 /// The trust manifest the registry vouches for: only an agent whose publisher domain the
 /// registry verified has one, its `identity` that domain (the URN's publisher) and one
 /// attestation, the agent's record at the registry, which shows the verification.
 pub fn trust_manifest(listing: &Listing, base: &str) -> Option<Value> {
-    (listing.verification_level == VerificationLevel::DomainVerified).then(|| {
-        json!({
-            "identity": listing.publisher(),
-            "identityType": "other",
-            "attestations": [{
-                "type": "domain-control",
-                "uri": format!("{base}/public/agents/{}", listing.package_name()),
-                "mediaType": "application/json",
-            }],
-        })
-    })
+    if !is_verified(listing) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(256);
+    write_trust(&mut out, listing, base).ok()?;
+    serde_json::from_slice(&out).ok()
+}
+
+fn is_verified(listing: &Listing) -> bool {
+    listing.verification_level == VerificationLevel::DomainVerified
+}
+
+fn write_trust(out: &mut Vec<u8>, listing: &Listing, base: &str) -> serde_json::Result<()> {
+    out.extend_from_slice(b"{\"identity\":");
+    json_str(out, listing.publisher())?;
+    out.extend_from_slice(
+        b",\"identityType\":\"other\",\"attestations\":[{\"type\":\"domain-control\",\"uri\":",
+    );
+    json_str(
+        out,
+        &format!("{base}/public/agents/{}", listing.package_name()),
+    )?;
+    out.extend_from_slice(b",\"mediaType\":\"application/json\"}]}");
+    Ok(())
+}
+
+/// An agent's ARD entry, written straight from its listing (a page of results builds no JSON
+/// tree); with `scored`, a search result's `score` and `source` too.
+pub struct EntryView<'a> {
+    pub listing: &'a Listing,
+    pub base: &'a str,
+    pub detail: Detail,
+    pub scored: Option<(u8, &'a str)>,
+}
+
+impl EntryView<'_> {
+    /// The entry's JSON, appended to `out`.
+    pub fn write_json(&self, out: &mut Vec<u8>) -> serde_json::Result<()> {
+        let listing = self.listing;
+        out.extend_from_slice(b"{\"identifier\":");
+        json_str(out, listing.urn())?;
+        out.extend_from_slice(b",\"displayName\":");
+        json_str(out, listing.name())?;
+        out.extend_from_slice(b",\"type\":");
+        json_str(out, media_type(listing.kind))?;
+        out.extend_from_slice(b",\"url\":");
+        json_str(out, &ArtifactUrl(listing, self.base).to_string())?;
+        out.extend_from_slice(b",\"description\":");
+        json_str(out, listing.description())?;
+        if listing.tags().len() > 0 {
+            out.extend_from_slice(b",\"tags\":");
+            json_strs(out, listing.tags())?;
+        }
+        if listing.capabilities().len() > 0 {
+            out.extend_from_slice(b",\"capabilities\":");
+            json_strs(out, listing.capabilities())?;
+        }
+        if let Some(version) = listing.version() {
+            out.extend_from_slice(b",\"version\":");
+            json_str(out, version)?;
+        }
+        // Digits and separators: nothing to escape.
+        out.extend_from_slice(b",\"updatedAt\":\"");
+        out.extend_from_slice(listing.updated_at.rfc3339().as_str().as_bytes());
+        out.push(b'"');
+        let queries = listing.representative_queries();
+        if self.detail == Detail::Full && (2..=5).contains(&queries.len()) {
+            out.extend_from_slice(b",\"representativeQueries\":");
+            json_strs(out, queries)?;
+        }
+        out.extend_from_slice(b",\"metadata\":");
+        write_metadata(out, listing, self.base)?;
+        if is_verified(listing) {
+            out.extend_from_slice(b",\"trustManifest\":");
+            write_trust(out, listing, self.base)?;
+        }
+        if let Some((score, source)) = self.scored {
+            out.extend_from_slice(format!(",\"score\":{score},\"source\":").as_bytes());
+            json_str(out, source)?;
+        }
+        out.push(b'}');
+        Ok(())
+    }
+}
+
+impl Serialize for EntryView<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::Error;
+        let mut out = Vec::with_capacity(1024);
+        self.write_json(&mut out).map_err(S::Error::custom)?;
+        let text = String::from_utf8(out).map_err(S::Error::custom)?;
+        serde_json::value::RawValue::from_string(text)
+            .map_err(S::Error::custom)?
+            .serialize(serializer)
+    }
 }
 
 /// An agent's ARD entry.
 pub fn of_listing(listing: &Listing, base: &str, detail: Detail) -> Value {
-    let mut entry = Map::new();
-    entry.insert("identifier".into(), json!(listing.urn()));
-    entry.insert("displayName".into(), json!(listing.name()));
-    entry.insert("type".into(), json!(media_type(listing.kind)));
-    entry.insert("url".into(), json!(artifact_url(listing, base)));
-    entry.insert("description".into(), json!(listing.description()));
-    if listing.tags().len() > 0 {
-        entry.insert("tags".into(), json!(listing.tags().collect::<Vec<_>>()));
-    }
-    if listing.capabilities().len() > 0 {
-        entry.insert(
-            "capabilities".into(),
-            json!(listing.capabilities().collect::<Vec<_>>()),
-        );
-    }
-    if let Some(version) = listing.version() {
-        entry.insert("version".into(), json!(version));
-    }
-    entry.insert("updatedAt".into(), json!(listing.updated_at));
-    let queries = listing.representative_queries();
-    if detail == Detail::Full && (2..=5).contains(&queries.len()) {
-        entry.insert(
-            "representativeQueries".into(),
-            json!(queries.collect::<Vec<_>>()),
-        );
-    }
-    entry.insert("metadata".into(), Value::Object(metadata(listing, base)));
-    if let Some(trust) = trust_manifest(listing, base) {
-        entry.insert("trustManifest".into(), trust);
-    }
-    Value::Object(entry)
+    serde_json::to_value(EntryView {
+        listing,
+        base,
+        detail,
+        scored: None,
+    })
+    .unwrap_or_default()
 }
 
 /// The registry's identifier: `urn:air:<host of its public URL>:registry`.
@@ -164,15 +248,4 @@ pub fn percent(score: Option<f64>, best: f64) -> u8 {
         // Without query text nothing is ranked: every match is as relevant as the next.
         _ => 100,
     }
-}
-
-/// A local search result: the entry's selection terms, its score, and this registry as its
-/// source.
-pub fn result(listing: &Listing, base: &str, score: u8, source: &str) -> Value {
-    let mut result = of_listing(listing, base, Detail::Result);
-    if let Some(object) = result.as_object_mut() {
-        object.insert("score".into(), json!(score));
-        object.insert("source".into(), json!(source));
-    }
-    result
 }

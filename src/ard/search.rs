@@ -10,11 +10,13 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::search::{Filters, SearchRequest, Sort};
+use crate::search::{Filters, Listing, SearchRequest, Sort};
 
 use super::Ard;
 use super::entry;
@@ -215,9 +217,115 @@ fn local_request(ard: &Ard, query: &Query, limit: usize, place: &Place) -> Searc
     }
 }
 
+/// A search result: a local agent's (written from its listing when the answer is serialised)
+/// or an upstream registry's, as it answered.
+#[derive(Debug, Clone)]
+pub enum Item {
+    Local {
+        listing: Arc<Listing>,
+        score: u8,
+        base: Arc<str>,
+        source: Arc<str>,
+    },
+    Upstream(Value),
+}
+
+impl Item {
+    fn identifier(&self) -> &str {
+        match self {
+            Self::Local { listing, .. } => listing.urn(),
+            Self::Upstream(result) => result["identifier"].as_str().unwrap_or_default(),
+        }
+    }
+
+    fn score(&self) -> u64 {
+        match self {
+            Self::Local { score, .. } => u64::from(*score),
+            Self::Upstream(result) => result["score"].as_u64().unwrap_or(0),
+        }
+    }
+}
+
+impl Serialize for Item {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Local {
+                listing,
+                score,
+                base,
+                source,
+            } => entry::EntryView {
+                listing,
+                base,
+                detail: entry::Detail::Result,
+                scored: Some((*score, source)),
+            }
+            .serialize(serializer),
+            Self::Upstream(result) => result.serialize(serializer),
+        }
+    }
+}
+
+/// A search's answer, serialised as ARD's search response.
+#[derive(Debug, Serialize)]
+pub struct Answer {
+    pub results: Vec<Item>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub referrals: Option<Vec<Value>>,
+    #[serde(rename = "pageToken", skip_serializing_if = "Option::is_none")]
+    pub page_token: Option<String>,
+    /// Upstreams that did not answer this page: `{source, reason}`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unanswered: Vec<Value>,
+}
+
+impl Answer {
+    /// The answer's JSON: local results written straight from their listings.
+    pub fn to_json(&self) -> serde_json::Result<Vec<u8>> {
+        use crate::domain::json::json_str;
+        let mut out = Vec::with_capacity(1024 + 800 * self.results.len());
+        out.extend_from_slice(b"{\"results\":[");
+        for (i, item) in self.results.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            match item {
+                Item::Local {
+                    listing,
+                    score,
+                    base,
+                    source,
+                } => entry::EntryView {
+                    listing,
+                    base,
+                    detail: entry::Detail::Result,
+                    scored: Some((*score, source)),
+                }
+                .write_json(&mut out)?,
+                Item::Upstream(result) => serde_json::to_writer(&mut out, result)?,
+            }
+        }
+        out.push(b']');
+        if let Some(referrals) = &self.referrals {
+            out.extend_from_slice(b",\"referrals\":");
+            serde_json::to_writer(&mut out, referrals)?;
+        }
+        if let Some(token) = &self.page_token {
+            out.extend_from_slice(b",\"pageToken\":");
+            json_str(&mut out, token)?;
+        }
+        if !self.unanswered.is_empty() {
+            out.extend_from_slice(b",\"unanswered\":");
+            serde_json::to_writer(&mut out, &self.unanswered)?;
+        }
+        out.push(b'}');
+        Ok(out)
+    }
+}
+
 /// One source's results for this page, in its order, and where its next page starts.
 struct Batch {
-    results: Vec<Value>,
+    results: Vec<Item>,
     /// Where the source continues after this batch (`None`: it has no more).
     next: Option<String>,
     /// The source did not answer: asked again from the same place on the next page.
@@ -226,7 +334,7 @@ struct Batch {
 
 /// Answer a search. `via`: the `ard-federated-by` header the request came with; a request that
 /// came through federation is answered from the local index only.
-pub async fn run(ard: &Ard, body: &Value, via: Option<&str>) -> Result<Value, ArdError> {
+pub async fn run(ard: &Ard, body: &Value, via: Option<&str>) -> Result<Answer, ArdError> {
     let request = Request::parse(body)?;
     let federated = via.is_some_and(|via| !via.trim().is_empty());
     let federation = if federated {
@@ -251,7 +359,7 @@ pub async fn run(ard: &Ard, body: &Value, via: Option<&str>) -> Result<Value, Ar
     };
     state.up.resize(asked.len(), None);
     let size = request.page_size;
-    let source = ard.api_url();
+    let source: Arc<str> = ard.api_url().into();
 
     // The local page and every upstream's, at once.
     let local = async {
@@ -307,13 +415,11 @@ pub async fn run(ard: &Ard, body: &Value, via: Option<&str>) -> Result<Value, Ar
             let results = page
                 .hits
                 .iter()
-                .map(|hit| {
-                    entry::result(
-                        &hit.listing,
-                        &ard.base_url,
-                        entry::percent(hit.score, best),
-                        &source,
-                    )
+                .map(|hit| Item::Local {
+                    listing: Arc::clone(&hit.listing),
+                    score: entry::percent(hit.score, best),
+                    base: Arc::clone(&ard.base_url),
+                    source: Arc::clone(&source),
                 })
                 .collect();
             batches.push(Some((
@@ -335,7 +441,12 @@ pub async fn run(ard: &Ard, body: &Value, via: Option<&str>) -> Result<Value, Ar
         match page {
             None => batches.push(None),
             Some((place, Ok(answer))) => {
-                let results = answer.results.into_iter().skip(place.skip).collect();
+                let results = answer
+                    .results
+                    .into_iter()
+                    .skip(place.skip)
+                    .map(Item::Upstream)
+                    .collect();
                 batches.push(Some((
                     place,
                     Batch {
@@ -363,7 +474,7 @@ pub async fn run(ard: &Ard, body: &Value, via: Option<&str>) -> Result<Value, Ar
     let mut held_locally = std::collections::HashSet::new();
     for batch in batches.iter().skip(1).flatten() {
         for result in &batch.1.results {
-            let identifier = result["identifier"].as_str().unwrap_or_default();
+            let identifier = result.identifier();
             if crate::domain::urn::is_urn(identifier)
                 && ard.registry.find_active(identifier).await.is_ok()
             {
@@ -372,7 +483,11 @@ pub async fn run(ard: &Ard, body: &Value, via: Option<&str>) -> Result<Value, Ar
         }
     }
 
-    let (results, consumed) = merge(&batches, size, &held_locally);
+    // Local results alone need no merge: they are distinct agents, in order.
+    let (results, consumed) = match batches.as_slice() {
+        [Some((_, local))] => (local.results.clone(), vec![local.results.len()]),
+        _ => merge(&batches, size, &held_locally),
+    };
 
     // Where each source continues. An upstream that did not answer keeps its place, but is
     // no reason for another page by itself.
@@ -394,24 +509,24 @@ pub async fn run(ard: &Ard, body: &Value, via: Option<&str>) -> Result<Value, Ar
         more |= next.is_some() && !batch.as_ref().is_some_and(|(_, b)| b.failed);
         places.push(next);
     }
-    let mut answer = json!({"results": results});
-    if federation == Federation::Referrals && !ard.upstreams.is_empty() {
-        answer["referrals"] = ard
-            .upstreams
+    let referrals = (federation == Federation::Referrals && !ard.upstreams.is_empty()).then(|| {
+        ard.upstreams
             .iter()
             .map(federation::Upstream::referral)
-            .collect();
-    }
-    if more {
+            .collect()
+    });
+    let page_token = more.then(|| {
         let mut places = places.into_iter();
         state.local = places.next().flatten();
         state.up = places.collect();
-        answer["pageToken"] = json!(state.encode());
-    }
-    if !unanswered.is_empty() {
-        answer["unanswered"] = Value::Array(unanswered);
-    }
-    Ok(answer)
+        state.encode()
+    });
+    Ok(Answer {
+        results,
+        referrals,
+        page_token,
+        unanswered,
+    })
 }
 
 /// Merge the sources' batches, best score first (the earlier source on a tie: local first),
@@ -422,7 +537,7 @@ fn merge(
     batches: &[Option<(Place, Batch)>],
     size: usize,
     held_locally: &std::collections::HashSet<String>,
-) -> (Vec<Value>, Vec<usize>) {
+) -> (Vec<Item>, Vec<usize>) {
     let mut used = vec![0usize; batches.len()];
     let mut seen = std::collections::HashSet::new();
     let mut results = Vec::with_capacity(size);
@@ -433,7 +548,7 @@ fn merge(
             let Some((_, batch)) = batch else { continue };
             match batch.results.get(used[source]) {
                 Some(result) => {
-                    let score = result["score"].as_u64().unwrap_or(0);
+                    let score = result.score();
                     if best.is_none_or(|(_, top)| score > top) {
                         best = Some((source, score));
                     }
@@ -451,10 +566,7 @@ fn merge(
             .map(|(_, b)| &b.results[used[source]]);
         used[source] += 1;
         let Some(result) = result else { break };
-        let key = result["identifier"]
-            .as_str()
-            .unwrap_or_default()
-            .to_ascii_lowercase();
+        let key = result.identifier().to_ascii_lowercase();
         let duplicate = !seen.insert(key.clone()) || (source > 0 && held_locally.contains(&key));
         if !duplicate {
             results.push((*result).clone());

@@ -5,6 +5,7 @@ pub mod agent;
 pub mod agent_card;
 pub mod card_signature;
 pub mod health;
+pub mod json;
 pub mod package_name;
 pub mod payment;
 pub mod rails;

@@ -79,7 +79,8 @@ async fn weather_catalogue(app: &TestApp) {
 
     let mut radar = agent_body("com.example.radar");
     radar["name"] = json!("Weather radar");
-    radar["description"] = json!("Weather radar images and storm alerts.");
+    // Quotes, a backslash and control characters: written escaped in every answer.
+    radar["description"] = json!("Weather radar images and \"storm\" alerts.\nC:\\radar\t→ ✓");
     radar["tags"] = json!(["weather", "alerts"]);
     radar["url"] = json!("https://radar.example.com/a2a");
     radar["capabilities"] = json!([
@@ -200,6 +201,16 @@ async fn a_verified_publisher_gets_a_trust_manifest_bound_to_its_domain() {
         .expect("verified");
     let entry = app.get("/ard/agents/urn:air:example.com:forecast").await;
     assert_eq!(entry.body["trustManifest"]["identity"], "example.com");
+    let radar = app.get("/ard/agents/urn:air:example.com:radar").await;
+    assert_eq!(
+        radar.body["description"],
+        "Weather radar images and \"storm\" alerts.\nC:\\radar\t→ ✓"
+    );
+    let found = search(&app, json!({"query": {"text": "radar storm"}})).await;
+    assert_eq!(
+        found.body["results"][0]["description"],
+        radar.body["description"]
+    );
 
     let trusted = search(
         &app,

@@ -60,24 +60,28 @@ pub struct Answer {
     pub page_token: Option<String>,
 }
 
-/// Ask `upstream` for a page: `query` as the client sent it, `page_size` results after
-/// `page_token`. `via` lists the registries the request already went through.
+/// What a page of one upstream is asked with.
+pub struct Ask<'a> {
+    /// The client's `query`, as it sent it.
+    pub query: &'a Value,
+    pub page_size: usize,
+    /// The upstream's own token for the page (`None`: its first).
+    pub page_token: Option<&'a str>,
+    /// The registries the request already went through (`ard-federated-by`).
+    pub via: &'a str,
+    pub budget: Duration,
+}
+
+/// Ask `upstream` for a page, counting the request, its time and its failure per upstream.
 pub async fn ask(
     outbound: &Outbound,
     upstream: &Upstream,
-    query: &Value,
-    page_size: usize,
-    page_token: Option<&str>,
-    via: &str,
-    budget: Duration,
+    ask: &Ask<'_>,
 ) -> Result<Answer, String> {
     let started = Instant::now();
     let labels = [("upstream", upstream.base.clone())];
     metrics::counter!("ard_upstream_requests_total", &labels).increment(1);
-    let answer = fetch(
-        outbound, upstream, query, page_size, page_token, via, budget,
-    )
-    .await;
+    let answer = fetch(outbound, upstream, ask).await;
     metrics::histogram!("ard_upstream_request_duration_seconds", &labels)
         .record(started.elapsed().as_secs_f64());
     if let Err(reason) = &answer {
@@ -87,17 +91,16 @@ pub async fn ask(
     answer
 }
 
-async fn fetch(
-    outbound: &Outbound,
-    upstream: &Upstream,
-    query: &Value,
-    page_size: usize,
-    page_token: Option<&str>,
-    via: &str,
-    budget: Duration,
-) -> Result<Answer, String> {
+async fn fetch(outbound: &Outbound, upstream: &Upstream, ask: &Ask<'_>) -> Result<Answer, String> {
     let url = url::Url::parse(&format!("{}/search", upstream.base))
         .map_err(|err| format!("not a URL: {err}"))?;
+    let Ask {
+        query,
+        page_size,
+        page_token,
+        via,
+        budget,
+    } = *ask;
     let mut body = json!({"query": query, "federation": "none", "pageSize": page_size});
     if let Some(token) = page_token {
         body["pageToken"] = json!(token);

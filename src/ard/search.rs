@@ -246,22 +246,31 @@ impl Item {
     }
 }
 
-impl Serialize for Item {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+impl Item {
+    /// A local result as the entry view that writes it; an upstream one as it answered.
+    fn view(&self) -> Result<entry::EntryView<'_>, &Value> {
         match self {
             Self::Local {
                 listing,
                 score,
                 base,
                 source,
-            } => entry::EntryView {
+            } => Ok(entry::EntryView {
                 listing,
                 base,
                 detail: entry::Detail::Result,
                 scored: Some((*score, source)),
-            }
-            .serialize(serializer),
-            Self::Upstream(result) => result.serialize(serializer),
+            }),
+            Self::Upstream(result) => Err(result),
+        }
+    }
+}
+
+impl Serialize for Item {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.view() {
+            Ok(view) => view.serialize(serializer),
+            Err(result) => result.serialize(serializer),
         }
     }
 }
@@ -289,20 +298,9 @@ impl Answer {
             if i > 0 {
                 out.push(b',');
             }
-            match item {
-                Item::Local {
-                    listing,
-                    score,
-                    base,
-                    source,
-                } => entry::EntryView {
-                    listing,
-                    base,
-                    detail: entry::Detail::Result,
-                    scored: Some((*score, source)),
-                }
-                .write_json(&mut out)?,
-                Item::Upstream(result) => serde_json::to_writer(&mut out, result)?,
+            match item.view() {
+                Ok(view) => view.write_json(&mut out)?,
+                Err(result) => serde_json::to_writer(&mut out, result)?,
             }
         }
         out.push(b']');
@@ -383,16 +381,14 @@ pub async fn run(ard: &Ard, body: &Value, via: Option<&str>) -> Result<Answer, A
             async move {
                 let place = place.clone()?;
                 // The page is asked for whole, its served part skipped here.
-                let answer = federation::ask(
-                    &ard.outbound,
-                    upstream,
-                    &query,
-                    (size + place.skip).min(MAX_PAGE_SIZE),
-                    place.at.as_deref(),
-                    &chain,
-                    ard.upstream_timeout,
-                )
-                .await;
+                let ask = federation::Ask {
+                    query: &query,
+                    page_size: (size + place.skip).min(MAX_PAGE_SIZE),
+                    page_token: place.at.as_deref(),
+                    via: &chain,
+                    budget: ard.upstream_timeout,
+                };
+                let answer = federation::ask(&ard.outbound, upstream, &ask).await;
                 Some((place, answer))
             }
         }));

@@ -53,7 +53,10 @@ pub async fn ard_search(
     let answer = crate::ard::search::run(&state.ard, &Value::Object(body), None)
         .await
         .map_err(ApiError::from)?;
-    let answer = serde_json::to_value(answer).map_err(ApiError::internal)?;
+    let answer: Value = answer
+        .to_json()
+        .and_then(|json| serde_json::from_slice(&json))
+        .map_err(ApiError::internal)?;
     let count = answer["results"].as_array().map_or(0, Vec::len);
     let noun = if count == 1 { "entry" } else { "entries" };
     Ok((answer, format!("{count} ARD {noun}.")))

@@ -69,7 +69,7 @@ async fn manifest_at(
     let mut cursor = cursor.filter(|cursor| !cursor.is_empty());
     let mut entries = Vec::new();
     if cursor.is_none() {
-        entries.push(entry::registry_entry(&ard.identifier, &ard.api_url()));
+        entries.push(entry::registry_entry(&ard.identifier, &ard.api_url));
     }
     let mut agents = 0;
     let mut next = None;

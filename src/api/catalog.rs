@@ -13,10 +13,7 @@ use crate::store::Agent;
 use super::wire::AgentRecord;
 use crate::state::AppState;
 
-/// Media type of an entry that is an A2A agent card.
-pub const A2A_CARD_TYPE: &str = "application/a2a-agent-card+json";
-/// Media type of an entry that is a nested catalogue.
-pub const CATALOG_TYPE: &str = "application/ai-catalog+json";
+use crate::ard::{A2A_TYPE as A2A_CARD_TYPE, CATALOG_TYPE};
 
 /// Most catalogue entries published by one request; the rest are reported as skipped.
 pub const MAX_PUBLISHED_ENTRIES: usize = 100;

@@ -12,7 +12,6 @@
 //! | `metadata` | package name, record URL, verification level, category, audience |
 //! | `trustManifest` | only when the registry verified the publisher's domain: `identity` is that domain, the URN's publisher; the attestation is the agent's record |
 
-use serde::ser::{Serialize, Serializer};
 use serde_json::{Map, Value, json};
 
 use crate::domain::json::{json_str, json_strs};
@@ -187,27 +186,18 @@ impl EntryView<'_> {
     }
 }
 
-impl Serialize for EntryView<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::Error;
-        let mut out = Vec::with_capacity(1024);
-        self.write_json(&mut out).map_err(S::Error::custom)?;
-        let text = String::from_utf8(out).map_err(S::Error::custom)?;
-        serde_json::value::RawValue::from_string(text)
-            .map_err(S::Error::custom)?
-            .serialize(serializer)
-    }
-}
-
-/// An agent's ARD entry.
+/// An agent's ARD entry, as a JSON value (where one is embedded in a larger document).
 pub fn of_listing(listing: &Listing, base: &str, detail: Detail) -> Value {
-    serde_json::to_value(EntryView {
+    let view = EntryView {
         listing,
         base,
         detail,
         scored: None,
-    })
-    .unwrap_or_default()
+    };
+    let mut out = Vec::with_capacity(1024);
+    view.write_json(&mut out)
+        .and_then(|()| serde_json::from_slice(&out))
+        .unwrap_or_default()
 }
 
 /// The registry's identifier: `urn:air:<host of its public URL>:registry`.

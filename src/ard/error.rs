@@ -26,8 +26,8 @@ pub struct ArdError {
 #[serde(rename_all = "camelCase")]
 pub struct ArdErrorBody {
     /// `INVALID_ARGUMENT`, `UNAUTHENTICATED`, `NOT_FOUND`, `RATE_LIMIT_EXCEEDED`,
-    /// `INTERNAL_ERROR`; also `UNSUPPORTED_MEDIA_TYPE`, `PAYLOAD_TOO_LARGE`,
-    /// `METHOD_NOT_ALLOWED`, `UNAVAILABLE`.
+    /// `INTERNAL_ERROR`; also `PERMISSION_DENIED`, `UNSUPPORTED_MEDIA_TYPE`,
+    /// `PAYLOAD_TOO_LARGE`, `METHOD_NOT_ALLOWED`, `UNAVAILABLE`.
     #[schema(example = "INVALID_ARGUMENT")]
     pub error_code: String,
     /// What went wrong, naming the field.
@@ -54,7 +54,8 @@ impl ArdError {
 pub fn code_for(status: StatusCode) -> &'static str {
     match status.as_u16() {
         400 | 422 => "INVALID_ARGUMENT",
-        401 | 403 => "UNAUTHENTICATED",
+        401 => "UNAUTHENTICATED",
+        403 => "PERMISSION_DENIED",
         404 => "NOT_FOUND",
         405 => "METHOD_NOT_ALLOWED",
         413 | 414 | 431 => "PAYLOAD_TOO_LARGE",

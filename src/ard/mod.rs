@@ -54,6 +54,9 @@ pub struct Ard {
     pub base_url: Arc<str>,
     /// The registry's own discovery identifier.
     pub identifier: String,
+    /// The ARD API base this registry answers at (`{base_url}/ard`): its entry's `url` and the
+    /// `source` of its own results.
+    pub api_url: Arc<str>,
     pub upstreams: Vec<federation::Upstream>,
     /// Fetches from the upstreams (operator-configured origins).
     pub outbound: Arc<Outbound>,
@@ -72,7 +75,9 @@ impl Ard {
         manifest_page_size: usize,
     ) -> Self {
         let identifier = entry::registry_identifier(&base_url);
+        let api_url = format!("{base_url}{API_BASE}").into();
         Self {
+            api_url,
             upstreams: config
                 .ard_upstreams
                 .iter()
@@ -85,10 +90,5 @@ impl Ard {
             upstream_timeout: config.upstream_timeout(),
             manifest_page_size: manifest_page_size.clamp(1, 10_000),
         }
-    }
-
-    /// The API base this registry answers at (`source` of its own results).
-    pub fn api_url(&self) -> String {
-        format!("{}{API_BASE}", self.base_url)
     }
 }

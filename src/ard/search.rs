@@ -266,25 +266,13 @@ impl Item {
     }
 }
 
-impl Serialize for Item {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self.view() {
-            Ok(view) => view.serialize(serializer),
-            Err(result) => result.serialize(serializer),
-        }
-    }
-}
-
-/// A search's answer, serialised as ARD's search response.
-#[derive(Debug, Serialize)]
+/// A search's answer; `to_json` writes it as ARD's search response.
+#[derive(Debug)]
 pub struct Answer {
     pub results: Vec<Item>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub referrals: Option<Vec<Value>>,
-    #[serde(rename = "pageToken", skip_serializing_if = "Option::is_none")]
     pub page_token: Option<String>,
     /// Upstreams that did not answer this page: `{source, reason}`.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unanswered: Vec<Value>,
 }
 
@@ -357,7 +345,7 @@ pub async fn run(ard: &Ard, body: &Value, via: Option<&str>) -> Result<Answer, A
     };
     state.up.resize(asked.len(), None);
     let size = request.page_size;
-    let source: Arc<str> = ard.api_url().into();
+    let source = Arc::clone(&ard.api_url);
 
     // The local page and every upstream's, at once.
     let local = async {

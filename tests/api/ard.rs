@@ -50,6 +50,18 @@ fn identifiers(results: &Value) -> Vec<String> {
         .collect()
 }
 
+/// `GET path` again with the ETag it answered.
+async fn revalidate(app: &TestApp, path: &str, etag: &str) -> TestResponse {
+    app.send(
+        Request::builder()
+            .uri(path)
+            .header(header::IF_NONE_MATCH, etag)
+            .body(axum::body::Body::empty())
+            .expect("request"),
+    )
+    .await
+}
+
 #[track_caller]
 fn assert_ard_error(response: &TestResponse, status: u16, code: &str) {
     assert_eq!(response.status.as_u16(), status, "{}", response.text);
@@ -171,15 +183,7 @@ async fn the_manifest_lists_the_registry_and_every_active_agent_as_ard_entries()
     let catalog = app.get("/.well-known/ai-catalog.json").await;
     assert_eq!(catalog.body, manifest.body);
     let etag = manifest.header("etag").expect("etag").to_owned();
-    let again = app
-        .send(
-            Request::builder()
-                .uri("/.well-known/ard.json")
-                .header(header::IF_NONE_MATCH, &etag)
-                .body(axum::body::Body::empty())
-                .expect("request"),
-        )
-        .await;
+    let again = revalidate(&app, "/.well-known/ard.json", &etag).await;
     assert_eq!(again.status, 304);
 }
 
@@ -559,15 +563,7 @@ async fn lookup_by_identifier_is_cacheable() {
     assert!(entry.header("cache-control").is_some());
     assert!(entry.header("last-modified").is_some());
     let etag = entry.header("etag").expect("etag");
-    let again = app
-        .send(
-            Request::builder()
-                .uri("/ard/agents/urn:air:example.com:forecast")
-                .header(header::IF_NONE_MATCH, etag)
-                .body(axum::body::Body::empty())
-                .expect("request"),
-        )
-        .await;
+    let again = revalidate(&app, "/ard/agents/urn:air:example.com:forecast", etag).await;
     assert_eq!(again.status, 304);
 
     assert_ard_error(
@@ -664,19 +660,6 @@ async fn bad_requests_get_ard_errors_never_a_server_error() {
     assert_ard_error(&unknown, 404, "NOT_FOUND");
 }
 
-/// An app served over loopback HTTP at `listener`'s address.
-async fn serve(app: &TestApp, listener: tokio::net::TcpListener) {
-    let router = app.router.clone();
-    tokio::spawn(async move {
-        axum::serve(
-            listener,
-            router.into_make_service_with_connect_info::<std::net::SocketAddr>(),
-        )
-        .await
-        .expect("serve");
-    });
-}
-
 async fn listener() -> (tokio::net::TcpListener, String) {
     let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .await
@@ -723,7 +706,6 @@ async fn federating(
     budget_ms: u64,
 ) -> TestApp {
     let url = url.to_owned();
-    let base = url.clone();
     let upstreams: Vec<url::Url> = upstreams
         .iter()
         .map(|u| u.parse().expect("upstream url"))
@@ -734,10 +716,7 @@ async fn federating(
         config.ard.ard_upstream_timeout_ms = budget_ms;
     })
     .await;
-    serve(&app, listener).await;
-    let mut app = app;
-    app.http = Some(base);
-    app
+    app.served_on(listener)
 }
 
 async fn publish_weather(app: &TestApp, package: &str, description: &str) {

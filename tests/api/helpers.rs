@@ -44,6 +44,15 @@ pub struct TestResponse {
 }
 
 impl TestResponse {
+    fn of(status: StatusCode, headers: HeaderMap, bytes: &[u8]) -> Self {
+        Self {
+            status,
+            headers,
+            body: serde_json::from_slice(bytes).unwrap_or(Value::Null),
+            text: String::from_utf8_lossy(bytes).into_owned(),
+        }
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
@@ -131,10 +140,15 @@ impl TestApp {
 
     /// Serve the app on a loopback port, as the binary does: from then on `send` (and every
     /// helper built on it) goes over real HTTP.
-    pub async fn served(mut self) -> Self {
+    pub async fn served(self) -> Self {
         let listener = tokio::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
             .await
             .expect("bind");
+        self.served_on(listener)
+    }
+
+    /// `served`, on a listener the caller bound (to know its address before the app is built).
+    pub fn served_on(mut self, listener: tokio::net::TcpListener) -> Self {
         let base = format!("http://{}", listener.local_addr().expect("address"));
         let router = self.router.clone();
         tokio::spawn(async move {
@@ -159,17 +173,9 @@ impl TestApp {
             .send()
             .await
             .expect("the served app answers");
-        let status = response.status();
-        let headers = response.headers().clone();
+        let (status, headers) = (response.status(), response.headers().clone());
         let bytes = response.bytes().await.expect("body");
-        let text = String::from_utf8_lossy(&bytes).into_owned();
-        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        TestResponse {
-            status,
-            headers,
-            body,
-            text,
-        }
+        TestResponse::of(status, headers, &bytes)
     }
 
     /// Send any request.
@@ -183,22 +189,14 @@ impl TestApp {
             .oneshot(request)
             .await
             .expect("router is infallible");
-        let status = response.status();
-        let headers = response.headers().clone();
+        let (status, headers) = (response.status(), response.headers().clone());
         let bytes = response
             .into_body()
             .collect()
             .await
             .expect("body")
             .to_bytes();
-        let text = String::from_utf8_lossy(&bytes).into_owned();
-        let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        TestResponse {
-            status,
-            headers,
-            body,
-            text,
-        }
+        TestResponse::of(status, headers, &bytes)
     }
 
     /// Send `method path` with an optional bearer token and JSON body.

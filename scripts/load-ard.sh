@@ -29,28 +29,16 @@ head -n "$agents" "$data" > "$work/agents.jsonl"
 "$binary" import "$work/agents.jsonl" --owner load --go-live --data-dir "$work/data" 2>&1 \
   | grep -E '^import(ed)?[: ]' || true
 
-python3 - "$work/agents.jsonl" "$work" <<'PY'
-import json, random, sys
-random.seed(20261127)
-phrases = set()
-with open("eval/queries.jsonl") as f:
-    phrases.update(json.loads(line)["query"] for line in f if line.strip())
-descriptions = [json.loads(l)["description"] for l in open(sys.argv[1])]
-while len(phrases) < 1200:
-    words = [w for w in random.choice(descriptions).split() if w.isalnum()]
-    if len(words) < 5:
-        continue
-    n = random.randint(2, 5)
-    start = random.randrange(len(words) - n + 1)
-    phrases.add(" ".join(words[start:start + n]).lower())
-phrases = sorted(phrases)
-with open(f"{sys.argv[2]}/rest.txt", "w") as out:
+python3 scripts/bench-queries.py "$work/agents.jsonl" 20261127 > "$work/phrases.txt"
+python3 - "$work" <<'PY'
+import json, sys
+phrases = open(f"{sys.argv[1]}/phrases.txt").read().splitlines()
+with open(f"{sys.argv[1]}/rest.txt", "w") as out:
     for p in phrases:
         out.write(json.dumps({"query": p, "limit": 10, "collapse": False}) + "\n")
-with open(f"{sys.argv[2]}/ard.txt", "w") as out:
+with open(f"{sys.argv[1]}/ard.txt", "w") as out:
     for p in phrases:
         out.write(json.dumps({"query": {"text": p}, "pageSize": 10, "federation": "none"}) + "\n")
-print(f"{len(phrases)} distinct queries")
 PY
 
 for kind in rest ard; do

@@ -36,25 +36,10 @@ if [ -z "${LOAD_DATA_DIR:-}" ]; then
     --data-dir "$data_dir" 2>&1 | grep -E '^import(ed)?[: ]'
 fi
 
-python3 - "$work/agents.jsonl" "$work/queries.txt" <<'PY'
-import json, random, sys, urllib.parse
-random.seed(20261122)
-phrases = set()
-with open("eval/queries.jsonl") as f:
-    phrases.update(json.loads(line)["query"] for line in f if line.strip())
-descriptions = [json.loads(l)["description"] for l in open(sys.argv[1])]
-while len(phrases) < 1200:
-    words = [w for w in random.choice(descriptions).split() if w.isalnum()]
-    if len(words) < 5:
-        continue
-    n = random.randint(2, 5)
-    start = random.randrange(len(words) - n + 1)
-    phrases.add(" ".join(words[start:start + n]).lower())
-with open(sys.argv[2], "w") as out:
-    for phrase in sorted(phrases):
-        out.write("/public/agents?limit=10&q=" + urllib.parse.quote(phrase) + "\n")
-print(f"{len(phrases)} distinct queries")
-PY
+python3 scripts/bench-queries.py "$work/agents.jsonl" 20261122 | python3 -c '
+import sys, urllib.parse
+for phrase in sys.stdin.read().splitlines():
+    print("/public/agents?limit=10&q=" + urllib.parse.quote(phrase))' > "$work/queries.txt"
 
 cat > "$work/rotate.lua" <<LUA
 local paths = {}

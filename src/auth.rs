@@ -20,7 +20,8 @@ pub struct IssuedToken {
     pub record: TokenRecord,
 }
 
-/// Create and store a token. An empty scope list means every scope.
+/// Create and store a token. An empty scope list means every scope but the operators'
+/// (`Scope::DEFAULT`).
 pub async fn issue_token(
     store: &dyn Store,
     owner: &str,
@@ -29,7 +30,7 @@ pub async fn issue_token(
 ) -> StoreResult<IssuedToken> {
     let now = Timestamp::now();
     let mut scopes = if scopes.is_empty() {
-        Scope::ALL.to_vec()
+        Scope::DEFAULT.to_vec()
     } else {
         scopes.to_vec()
     };

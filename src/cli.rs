@@ -1,4 +1,4 @@
-//! The command line: `serve` (the default), `token`, `import`, `export`, `mcp`.
+//! The command line: `serve` (the default), `token`, `import`, `export`, `mcp`, `mirror`.
 
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::PathBuf;
@@ -43,6 +43,32 @@ pub enum Command {
     /// Serve MCP on standard input and output, answering from a registry over HTTP (for hosts
     /// that launch their MCP servers as processes).
     Mcp(McpArgs),
+    /// Mirror sources: fill the registry from another catalogue.
+    #[command(subcommand)]
+    Mirror(MirrorCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum MirrorCommand {
+    /// Run one pass of a source and exit: its first full walk, or what changed since the last
+    /// pass (for a first fill, or a cron job). A server running on the same database picks the
+    /// agents up through the change log.
+    Sync(MirrorSyncArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct MirrorSyncArgs {
+    /// The source, `KIND=URL`: `mcp-registry=URL`, `agent-registry=URL` or `ard=ORIGIN`.
+    #[arg(value_parser = crate::mirror::Source::parse)]
+    pub source: crate::mirror::Source,
+    /// Keep new agents in STAGE instead of ACTIVE.
+    #[arg(long, env = "REGISTRY_MIRROR_STAGE", default_value_t = false, action = clap::ArgAction::Set)]
+    pub stage: bool,
+    /// Seconds one request to the source may take.
+    #[arg(long, default_value_t = 60)]
+    pub timeout_secs: u64,
+    #[command(flatten)]
+    pub storage: StorageConfig,
 }
 
 #[derive(Subcommand, Debug)]
@@ -120,7 +146,8 @@ pub struct McpArgs {
 }
 
 fn parse_scope(value: &str) -> Result<Scope, String> {
-    Scope::parse(value).ok_or_else(|| "expected agents:write, a2a or playground".to_owned())
+    Scope::parse(value)
+        .ok_or_else(|| "expected agents:write, a2a, playground or mirrors:read".to_owned())
 }
 
 /// Run a non-serve command.
@@ -131,6 +158,67 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Import(args) => import(args).await,
         Command::Export(args) => export(args).await,
         Command::Mcp(args) => mcp_stdio(args).await,
+        Command::Mirror(MirrorCommand::Sync(args)) => mirror_sync(args).await,
+    }
+}
+
+/// Shows a pass's progress on the terminal.
+struct MirrorBar(indicatif::ProgressBar);
+
+impl crate::mirror::Progress for MirrorBar {
+    fn page(&self, _: &crate::mirror::Source, entries: u64, written: u64) {
+        self.0
+            .set_message(format!("{entries} entries read, {written} written"));
+    }
+}
+
+async fn mirror_sync(args: MirrorSyncArgs) -> anyhow::Result<()> {
+    let store = store::open(&args.storage).await?;
+    let registry = std::sync::Arc::new(Registry::offline(std::sync::Arc::clone(&store)));
+    let outbound = crate::outbound::Outbound::new(crate::outbound::OutboundSettings {
+        policy: crate::outbound::AddressPolicy::Any,
+        resolver: std::sync::Arc::new(crate::outbound::SystemResolver),
+        connect_timeout: std::time::Duration::from_secs(10),
+        timeout: std::time::Duration::from_secs(args.timeout_secs.max(1)),
+        user_agent: crate::outbound::user_agent("agent-registry mirror sync"),
+    })?;
+    let settings = crate::mirror::Settings {
+        sources: vec![args.source.clone()],
+        interval: std::time::Duration::from_secs(300),
+        stage: args.stage,
+        page_size: crate::config::MirrorConfig::PAGE_SIZE,
+    };
+    let mirrors =
+        crate::mirror::Mirrors::new(registry, store, std::sync::Arc::new(outbound), settings);
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar.set_message(format!("{}: starting", args.source.id));
+    let started = std::time::Instant::now();
+    let outcome = mirrors
+        .pass_if_due(&args.source, true, &MirrorBar(bar.clone()))
+        .await;
+    bar.finish_and_clear();
+    match outcome {
+        Ok(Some(report)) => {
+            eprintln!(
+                "mirror {}: {} entries read in {} pages, created {}, updated {}, deleted {}, skipped {}, collisions {} ({:.1} s)",
+                args.source.id,
+                report.entries,
+                report.pages,
+                report.inserted,
+                report.updated,
+                report.deleted,
+                report.skipped,
+                report.collisions,
+                started.elapsed().as_secs_f64()
+            );
+            Ok(())
+        }
+        Ok(None) => anyhow::bail!(
+            "mirror {}: another process is syncing this source now; try again later",
+            args.source.id
+        ),
+        Err(err) => Err(anyhow::anyhow!("mirror {}: {err}", args.source.id)),
     }
 }
 

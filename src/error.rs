@@ -26,6 +26,8 @@ pub enum ErrorCode {
     VerificationFailed,
     Unauthorized,
     Forbidden,
+    /// A write to an agent a mirror keeps: it changes at its source.
+    MirroredReadOnly,
     AgentNotFound,
     /// The agent has no version by the name asked for.
     VersionNotFound,
@@ -79,7 +81,7 @@ impl ErrorCode {
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::ValidationFailed | Self::VerificationFailed => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::Forbidden => StatusCode::FORBIDDEN,
+            Self::Forbidden | Self::MirroredReadOnly => StatusCode::FORBIDDEN,
             Self::AgentNotFound
             | Self::VersionNotFound
             | Self::SessionNotFound
@@ -120,7 +122,9 @@ impl ErrorCode {
             | Self::AgentNotFound
             | Self::VersionNotFound
             | Self::ResourceNotFound => -32602,
-            Self::Unauthorized | Self::Forbidden | Self::RateLimited => -32000,
+            Self::Unauthorized | Self::Forbidden | Self::MirroredReadOnly | Self::RateLimited => {
+                -32000
+            }
             Self::NotFound | Self::MethodNotAllowed | Self::MethodNotFound => -32601,
             Self::TaskNotFound => -32001,
             Self::PushNotificationNotSupported => -32003,
@@ -151,6 +155,7 @@ impl ErrorCode {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::InvalidJson => "invalid_json",
+            Self::MirroredReadOnly => "mirrored_read_only",
             Self::MalformedRequest => "malformed_request",
             Self::UriTooLong => "uri_too_long",
             Self::HeadersTooLarge => "headers_too_large",
@@ -358,6 +363,9 @@ impl From<crate::registry::RegistryError> for ApiError {
         match err {
             RegistryError::NotFound(identifier) => ApiError::agent_not_found(&identifier),
             RegistryError::NotOwner => ApiError::forbidden(err.to_string()),
+            RegistryError::Mirrored { .. } => {
+                ApiError::new(ErrorCode::MirroredReadOnly, err.to_string())
+            }
             RegistryError::Invalid(errors) => ApiError::validation(errors),
             RegistryError::VersionConflict(conflict) => {
                 ApiError::new(ErrorCode::VersionConflict, conflict.to_string())

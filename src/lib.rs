@@ -14,6 +14,7 @@ pub mod follow;
 pub mod hosted;
 pub mod mcp;
 pub mod middleware;
+pub mod mirror;
 pub mod openapi;
 pub mod outbound;
 pub mod playground;
@@ -104,6 +105,16 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
     ));
     let prober = probe::Prober::spawn(Arc::clone(&registry), Arc::clone(&outbound), &config.probe)
         .map(Arc::new);
+    // Mirror sources are the operator's: any address, like the hosted agents' APIs.
+    let mirrors = Arc::new(mirror::Mirrors::new(
+        Arc::clone(&registry),
+        Arc::clone(&store),
+        Arc::new(outbound::Outbound::new(
+            outbound::OutboundSettings::for_configured_apis(&config.upstreams, &base_url),
+        )?),
+        config.mirror.settings(),
+    ));
+    let mirroring = Arc::clone(&mirrors).spawn().map(Arc::new);
     let auth = Arc::new(auth::Authenticator::new(
         Arc::clone(&store),
         config.master_key.as_deref(),
@@ -121,7 +132,9 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
         started_at: timestamp::Timestamp::now(),
         signer,
         ard,
+        mirrors,
         _prober: prober,
+        _mirroring: mirroring,
     });
     let router = router::router(state.clone());
     Ok(App { state, router })

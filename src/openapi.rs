@@ -831,7 +831,7 @@ fn create_token_request() -> Value {
             },
             "scopes": {
                 "type": ["array", "null"],
-                "items": {"type": "string", "enum": ["agents:write", "a2a", "playground"]},
+                "items": {"type": "string", "enum": ["agents:write", "a2a", "playground", "mirrors:read"]},
             },
             "expires_in_days": {
                 "type": ["integer", "null"],

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::domain::access::{Actor, SYSTEM_OWNER};
+use crate::domain::access::{Actor, MIRROR_PREFIX, SYSTEM_OWNER, is_mirror_owner};
 use crate::domain::health::{ProbeOutcome, ProbeTarget};
 use crate::domain::version::{self, VersionConflict};
 use crate::domain::{AgentDraft, FieldError, Health, HealthStatus};
@@ -18,7 +18,8 @@ use crate::search::embed::Embedder;
 use crate::search::text::TextStats;
 use crate::search::{Hit, SearchError, SearchIndex, SearchPage, SearchRequest, VectorProgress};
 use crate::store::{
-    Agent, AgentState, AgentVersion, Change, ChangeKind, Store, StoreError, VerificationLevel,
+    Agent, AgentState, AgentVersion, Change, ChangeKind, MirrorPage, MirrorWritten, Store,
+    StoreError, VerificationLevel,
 };
 use crate::task::AbortOnDrop;
 use crate::timestamp::Timestamp;
@@ -63,6 +64,11 @@ pub enum RegistryError {
     /// The agent exists but belongs to another owner.
     #[error("this agent belongs to another owner")]
     NotOwner,
+    /// The agent is a mirror's copy of an agent listed elsewhere: it changes at its source.
+    #[error(
+        "agent '{package}' is mirrored from {source_id}: it changes at its source, and only the master key may change it here"
+    )]
+    Mirrored { package: String, source_id: String },
     /// The input is not a valid agent (every invalid field).
     #[error("invalid agent")]
     Invalid(Vec<FieldError>),
@@ -246,6 +252,12 @@ impl Registry {
             .find(identifier)
             .await?
             .ok_or_else(|| RegistryError::NotFound(identifier.to_owned()))?;
+        if is_mirror_owner(&agent.owner) && !actor.is_master {
+            return Err(RegistryError::Mirrored {
+                package: agent.package_name().to_owned(),
+                source_id: agent.owner[MIRROR_PREFIX.len()..].to_owned(),
+            });
+        }
         if !actor.owns(&agent.owner) {
             return Err(RegistryError::NotOwner);
         }
@@ -381,6 +393,7 @@ impl Registry {
     /// gets the agent's id added to its last segment; a publisher's own identifier that is
     /// taken is a conflict.
     async fn insert(&self, agent: &mut Agent) -> RegistryResult<()> {
+        self.displace_mirrored(agent).await?;
         match self.store.insert_agent(agent).await {
             Err(StoreError::IdentifierTaken(_))
                 if agent.urn == crate::domain::AirUrn::of_package(&agent.draft.package_name) =>
@@ -390,6 +403,33 @@ impl Registry {
             }
             other => Ok(other?),
         }
+    }
+
+    /// A local agent is never blocked by a mirrored one: a mirror's agent holding the package
+    /// name a local agent is being created with is deleted first (the mirror then reports the
+    /// name as a collision and leaves it to the local agent).
+    async fn displace_mirrored(&self, agent: &Agent) -> RegistryResult<()> {
+        if is_mirror_owner(&agent.owner) {
+            return Ok(());
+        }
+        let Some(existing) = self.store.find_agent(agent.package_name()).await? else {
+            return Ok(());
+        };
+        if existing.package_name() != agent.package_name() || !is_mirror_owner(&existing.owner) {
+            return Ok(());
+        }
+        tracing::info!(package = %existing.package_name(), mirror = %existing.owner,
+            "a local agent takes the package name of a mirrored one; the mirrored one is removed");
+        if self
+            .store
+            .delete_agent(&existing.id, Timestamp::now())
+            .await?
+        {
+            if let Some(index) = &self.index {
+                index.delete(&existing.id).await;
+            }
+        }
+        Ok(())
     }
 
     /// Replace the writable fields of an agent `actor` manages; with `expected_revision`, only
@@ -584,7 +624,11 @@ impl Registry {
                 format!("'{}' {message}", existing.package_name()),
             )])
         };
-        let (agent, outcome) = match self.find(draft.package_name.as_str()).await? {
+        let found = match self.find(draft.package_name.as_str()).await? {
+            Some(existing) if is_mirror_owner(&existing.owner) && !is_mirror_owner(owner) => None,
+            found => found,
+        };
+        let (agent, outcome) = match found {
             None => {
                 let mut agent = Agent::new(draft, owner, now);
                 if mode.go_live {
@@ -628,6 +672,68 @@ impl Registry {
             return Ok(Imported::Updated);
         }
         Ok(outcome)
+    }
+
+    // ---- mirrors ----
+
+    /// The agents with these package names, in any state.
+    pub async fn find_by_names(&self, names: &[String]) -> RegistryResult<Vec<Agent>> {
+        Ok(self.store.find_agents_by_name(names).await?)
+    }
+
+    /// The (id, package name) of every agent of `owner`.
+    pub async fn owned_by(&self, owner: &str) -> RegistryResult<Vec<(String, String)>> {
+        const PAGE: u32 = 1_000;
+        let mut after: Option<String> = None;
+        let mut owned = Vec::new();
+        loop {
+            let page = self
+                .store
+                .list_agents(Some(owner), after.as_deref(), PAGE)
+                .await?;
+            owned.extend(
+                page.iter()
+                    .map(|agent| (agent.id.clone(), agent.package_name().to_owned())),
+            );
+            match page.last() {
+                Some(last) if page.len() == PAGE as usize => after = Some(last.id.clone()),
+                _ => return Ok(owned),
+            }
+        }
+    }
+
+    /// Write one page of a mirror source (`Store::write_mirror_page`), then apply it to the
+    /// index in one batch and to the probe schedule; `before` holds the agents its updates
+    /// were decided from.
+    pub async fn write_mirror_page(
+        &self,
+        page: &MirrorPage,
+        before: &HashMap<String, Agent>,
+    ) -> RegistryResult<MirrorWritten> {
+        let written = self.store.write_mirror_page(page).await?;
+        if let Some(index) = &self.index {
+            let deleted: Vec<String> = written.deleted.iter().map(|a| a.id.clone()).collect();
+            index.apply_batch(&written.written, &deleted).await;
+        }
+        let now = Timestamp::now();
+        let mut due = Vec::new();
+        for agent in &written.written {
+            match before.get(&agent.id) {
+                Some(old) => self.reschedule_probe(Some(old), agent).await,
+                None if agent.state == AgentState::Active
+                    && ProbeTarget::of(&agent.draft).is_some() =>
+                {
+                    due.push((agent.id.clone(), now));
+                }
+                None => {}
+            }
+        }
+        if !due.is_empty() {
+            if let Err(err) = self.store.schedule_probes(&due).await {
+                tracing::warn!(error = %err, "cannot schedule the probes of mirrored agents");
+            }
+        }
+        Ok(written)
     }
 
     // ---- liveness probes ----

@@ -13,7 +13,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::api::ard as ard_api;
-use crate::api::{agents, bazaar, changes, mcp_registry, ops, playground, public, tokens};
+use crate::api::{agents, bazaar, changes, mcp_registry, mirrors, ops, playground, public, tokens};
 use crate::middleware::{self, RateLimit};
 use crate::state::AppState;
 use crate::{a2a, ard, error, mcp, web};
@@ -42,7 +42,7 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
         tokens::create_token, tokens::list_tokens, tokens::revoke_token,
         playground::create_session, playground::get_session, playground::delete_session,
         playground::discover, playground::execute,
-        ops::healthz, ops::readyz, ops::metrics,
+        ops::healthz, ops::readyz, ops::metrics, mirrors::list_mirrors,
     ),
     components(schemas(error::Problem, error::ErrorCode)),
     modifiers(&BearerAuth),
@@ -198,6 +198,7 @@ pub fn router(state: AppState) -> Router {
             "/api/tokens/{id}",
             axum::routing::delete(tokens::revoke_token),
         )
+        .route("/api/mirrors", get(mirrors::list_mirrors))
         .route("/api/playground/session", post(playground::create_session))
         .route(
             "/api/playground/session/{id}",

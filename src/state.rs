@@ -53,9 +53,13 @@ pub struct Shared {
     pub ard: Arc<crate::ard::Ard>,
     /// Signs every card the registry serves; publishes the keys.
     pub signer: Arc<crate::signing::CardSigner>,
+    /// The mirror sources and their state.
+    pub mirrors: Arc<crate::mirror::Mirrors>,
     /// The liveness prober, stopped when the last copy of the state is dropped; `None` when
     /// probing is off.
     pub _prober: Option<Arc<crate::task::AbortOnDrop>>,
+    /// The mirrors' background passes, stopped with the state; `None` without sources.
+    pub _mirroring: Option<Arc<crate::task::AbortOnDrop>>,
 }
 
 impl axum::extract::FromRef<AppState> for Arc<crate::auth::Authenticator> {

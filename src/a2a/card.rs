@@ -7,6 +7,8 @@ use crate::domain::{AgentDraft, Capability, FieldError, Health, Payment};
 
 /// URI of the card extension carrying the agent's health as the registry last probed it.
 pub const HEALTH_EXTENSION_URI: &str = "https://a2a-registry.org/extensions/health/v1";
+/// Where a mirrored agent came from.
+pub const PROVENANCE_EXTENSION_URI: &str = "https://a2a-registry.org/extensions/provenance/v1";
 
 /// The A2A protocol version every interface the registry builds speaks.
 pub const PROTOCOL_VERSION: &str = "1.0";
@@ -197,6 +199,16 @@ pub fn health_extension(health: &Health) -> Value {
         "description": "Whether this agent's endpoint answered the agent registry's last liveness probe.",
         "required": false,
         "params": {"health": health}
+    })
+}
+
+/// The registry extension saying where a mirrored agent came from.
+pub fn provenance_extension(provenance: &crate::store::Provenance) -> Value {
+    json!({
+        "uri": PROVENANCE_EXTENSION_URI,
+        "description": "This agent is mirrored by the agent registry from another catalogue: the source, the entry there, and when it was fetched.",
+        "required": false,
+        "params": {"provenance": provenance}
     })
 }
 

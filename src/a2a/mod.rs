@@ -17,14 +17,21 @@ pub mod utility;
 /// The A2A card of a registered agent: the card its owner published, or one built from the record.
 ///
 /// Once the agent has been probed, the card carries its health in the registry's health
-/// extension, unless the publisher signed their card: adding to it would break their
-/// signatures, so the record alone shows it then.
+/// extension, and a mirrored agent's card its provenance in the provenance extension, unless
+/// the publisher signed their card: adding to it would break their signatures, so the record
+/// alone shows them then.
 pub fn card_of(agent: &Agent) -> Value {
     let mut card = card_of_draft(&agent.draft);
     let signed_by_publisher = card.get("signatures").is_some_and(|s| !s.is_null());
-    if let (Some(health), false) = (&agent.health, signed_by_publisher) {
+    if signed_by_publisher {
+        return card;
+    }
+    let added = [
+        agent.health.as_ref().map(card::health_extension),
+        agent.provenance.as_ref().map(card::provenance_extension),
+    ];
+    for extension in added.into_iter().flatten() {
         if let Some(capabilities) = card.get_mut("capabilities").and_then(Value::as_object_mut) {
-            let extension = card::health_extension(health);
             match capabilities
                 .get_mut("extensions")
                 .and_then(Value::as_array_mut)

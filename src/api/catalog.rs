@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use utoipa::ToSchema;
 
 use crate::auth::Caller;
-use crate::domain::{A2aCard, FieldError, PackageName};
+use crate::domain::{A2aCard, FieldError};
 use crate::error::{ApiError, ApiResult};
 use crate::store::Agent;
 
@@ -174,16 +174,9 @@ async fn publish_entry(
     Ok(state.registry.publish(draft, &caller.actor()).await?)
 }
 
-/// The package name an entry identifier gives: a package name as it is, an `urn:air:`
-/// identifier by the registry's one mapping (`domain::urn`).
+/// The package name an entry identifier gives (`domain::urn::package_name_of`).
 fn package_name_of(identifier: &str) -> Option<String> {
-    if let Ok(name) = PackageName::parse(identifier) {
-        return Some(name.as_str().to_owned());
-    }
-    let urn = crate::domain::AirUrn::parse(identifier).ok()?;
-    urn.to_package_name()
-        .ok()
-        .map(|name| name.as_str().to_owned())
+    crate::domain::urn::package_name_of(identifier).map(|name| name.as_str().to_owned())
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ pub mod bazaar;
 pub mod catalog;
 pub mod changes;
 pub mod mcp_registry;
+pub mod mirrors;
 pub mod ops;
 pub mod playground;
 pub mod public;

@@ -47,8 +47,10 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Value>> {
 }
 
 /// Prometheus text format: request counts and latency histograms by route and status, the
-/// index's size, and the liveness prober's work (`registry_agents_by_health{status}`,
-/// `registry_probes_total{status}`, `registry_probe_duration_seconds`).
+/// index's size, the liveness prober's work (`registry_agents_by_health{status}`,
+/// `registry_probes_total{status}`, `registry_probe_duration_seconds`), and each mirror
+/// source's state (`registry_mirror_entries`, `…_skipped`, `…_collisions`, `…_failures`,
+/// `…_lag_seconds`, by `source`; `registry_mirror_passes_total{source,outcome}`).
 #[utoipa::path(get, path = "/metrics", tag = "operations",
     responses((status = 200, description = "Prometheus text exposition format: request counts and latencies by route and status, index size, agents by health status, probes run by outcome", body = String, content_type = "text/plain")))]
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
@@ -62,6 +64,24 @@ pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {
     metrics::gauge!("registry_text_live_docs").set(text.live_docs as f64);
     for (status, count) in state.registry.health_counts() {
         metrics::gauge!("registry_agents_by_health", "status" => status.as_str()).set(count as f64);
+    }
+    if let Ok(mirrors) = state.mirrors.status().await {
+        let now = crate::timestamp::Timestamp::now();
+        for (source, record) in &mirrors {
+            let configured = state.mirrors.is_configured(source);
+            let view = super::mirrors::MirrorView::of(source, record.as_ref(), configured, now);
+            let source = view.id.clone();
+            metrics::gauge!("registry_mirror_entries", "source" => source.clone())
+                .set(view.entries as f64);
+            metrics::gauge!("registry_mirror_skipped", "source" => source.clone())
+                .set(view.skipped as f64);
+            metrics::gauge!("registry_mirror_collisions", "source" => source.clone())
+                .set(view.collisions as f64);
+            metrics::gauge!("registry_mirror_failures", "source" => source.clone())
+                .set(view.failures as f64);
+            metrics::gauge!("registry_mirror_lag_seconds", "source" => source)
+                .set(view.lag_secs.map_or(f64::NAN, |lag| lag as f64));
+        }
     }
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],

@@ -96,7 +96,7 @@ impl TokenRequest {
                     if scope.is_none() {
                         errors.push(FieldError::new(
                             format!("scopes[{i}]"),
-                            "must be one of agents:write, a2a, playground",
+                            "must be one of agents:write, a2a, playground, mirrors:read",
                         ));
                     }
                     scope

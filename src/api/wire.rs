@@ -7,7 +7,7 @@ use utoipa::ToSchema;
 
 use crate::domain::{AirUrn, Capability, CardSignatureCheck, Health, Payment, Reach};
 use crate::search::{FacetCounts, Hit, Listing, SearchPage};
-use crate::store::{Agent, AgentState, AgentVersion, VerificationLevel};
+use crate::store::{Agent, AgentState, AgentVersion, Provenance, VerificationLevel};
 use crate::timestamp::Timestamp;
 
 pub mod server_json;
@@ -86,6 +86,11 @@ pub struct AgentRecord {
     /// (`unknown` before its first probe, `not_probed` with the reason when it lists no
     /// endpoint to probe).
     pub health: Health,
+    /// Where a mirrored agent came from (the mirror source, the entry there, when it was
+    /// fetched, and `status: deprecated` when its source says so); absent for an agent
+    /// published here. A mirrored agent changes at its source only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<Provenance>,
     /// Owner's view only: whether the owner published a full A2A card with the record.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub has_card: Option<bool>,
@@ -125,6 +130,7 @@ impl AgentRecord {
             duplicates: Vec::new(),
             card_signature: draft.card_signature.clone(),
             health: agent.health.clone().unwrap_or_else(Health::unknown),
+            provenance: agent.provenance.clone(),
             verification_token: None,
             has_card: None,
             probe_message: None,

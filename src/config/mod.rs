@@ -9,12 +9,14 @@ use url::Url;
 mod ard;
 mod embedder;
 mod mcp;
+mod mirror;
 mod probe;
 mod upstream;
 
 pub use ard::ArdConfig;
 pub use embedder::{EmbedderConfig, EmbedderKind};
 pub use mcp::McpConfig;
+pub use mirror::MirrorConfig;
 pub use probe::ProbeConfig;
 pub use upstream::UpstreamConfig;
 
@@ -66,6 +68,9 @@ pub struct Config {
 
     #[command(flatten)]
     pub ard: ArdConfig,
+
+    #[command(flatten)]
+    pub mirror: MirrorConfig,
 
     /// A bearer secret accepted with every scope, for operators. Unset: only CLI-made tokens exist.
     #[arg(long, env = "REGISTRY_MASTER_KEY", hide_env_values = true)]

@@ -17,16 +17,28 @@ pub enum Scope {
     /// Playground sessions.
     #[serde(rename = "playground")]
     Playground,
+    /// Operators: the mirror sources' state (`/api/mirrors`). Not in a token unless asked for.
+    #[serde(rename = "mirrors:read")]
+    MirrorsRead,
 }
 
 impl Scope {
-    pub const ALL: [Scope; 3] = [Scope::AgentsWrite, Scope::A2a, Scope::Playground];
+    pub const ALL: [Scope; 4] = [
+        Scope::AgentsWrite,
+        Scope::A2a,
+        Scope::Playground,
+        Scope::MirrorsRead,
+    ];
+
+    /// What a token made without a scope list may do: every scope but the operators'.
+    pub const DEFAULT: [Scope; 3] = [Scope::AgentsWrite, Scope::A2a, Scope::Playground];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Self::AgentsWrite => "agents:write",
             Self::A2a => "a2a",
             Self::Playground => "playground",
+            Self::MirrorsRead => "mirrors:read",
         }
     }
 
@@ -40,6 +52,15 @@ pub const MASTER_OWNER: &str = "admin";
 
 /// The owner of the hosted utility agents.
 pub const SYSTEM_OWNER: &str = "registry";
+
+/// Owners of mirrored agents start with this, then the mirror source's id. Token owners cannot
+/// hold `:`, so no token owns a mirrored agent: only the master key may change one.
+pub const MIRROR_PREFIX: &str = "mirror:";
+
+/// Whether `owner` is a mirror source.
+pub fn is_mirror_owner(owner: &str) -> bool {
+    owner.starts_with(MIRROR_PREFIX)
+}
 
 /// A random secret: `prefix` + 32 bytes as lowercase hex.
 pub fn random_secret(prefix: &str) -> String {

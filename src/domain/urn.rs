@@ -219,6 +219,15 @@ impl AirUrn {
     }
 }
 
+/// The package name a catalogue entry's identifier gives: a package name as it is, an
+/// `urn:air:` identifier by `AirUrn::to_package_name`.
+pub fn package_name_of(identifier: &str) -> Option<PackageName> {
+    if let Ok(name) = PackageName::parse(identifier) {
+        return Some(name);
+    }
+    AirUrn::parse(identifier).ok()?.to_package_name().ok()
+}
+
 /// Whether `text` is written as an identifier (starts with `urn:air:`, in any case), as
 /// opposed to an agent id or package name.
 pub fn is_urn(text: &str) -> bool {

@@ -229,6 +229,9 @@ pub struct Fetched {
     pub media_type: String,
     /// `Retry-After` in seconds, when given as a number.
     pub retry_after_secs: Option<u64>,
+    /// The validators for a conditional request next time (`ETag`, `Last-Modified`).
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
     pub body: Bytes,
 }
 
@@ -564,6 +567,15 @@ async fn read(
         .get(header::RETRY_AFTER)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.trim().parse().ok());
+    let validator = |name: header::HeaderName| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned)
+    };
+    let etag = validator(header::ETAG);
+    let last_modified = validator(header::LAST_MODIFIED);
     let too_large = || OutboundError::TooLarge {
         url: url.to_string(),
         limit: fetch.max_bytes,
@@ -596,6 +608,8 @@ async fn read(
         status,
         media_type,
         retry_after_secs,
+        etag,
+        last_modified,
         body: Bytes::from(body),
     })
 }

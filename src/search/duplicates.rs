@@ -2,8 +2,9 @@
 //! search shows each group's representative only (unless asked for every agent).
 //!
 //! The representative does not depend on the query, so collapsing is a filter like any other:
-//! pages and cursors stay exact. It is the member a client would want: domain-verified first,
-//! then one that says how to reach it, then the first published, then the lowest id.
+//! pages and cursors stay exact. It is the member a client would want: one published here
+//! before a mirror's copy, then domain-verified, then one that says how to reach it, then the
+//! first published, then the lowest id.
 
 use std::collections::HashMap;
 
@@ -20,6 +21,8 @@ pub const MAX_GROUP: usize = 8;
 /// What a group member is ranked by; lower is better.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Rank {
+    /// A mirror's copy: a local record leads its group.
+    mirrored: bool,
     unverified: bool,
     unreachable: bool,
     published_micros: i64,
@@ -32,6 +35,7 @@ impl Rank {
     pub fn of(agent: &Agent, id: std::sync::Arc<str>) -> Self {
         let reach = &agent.draft.reach;
         Self {
+            mirrored: crate::domain::access::is_mirror_owner(&agent.owner),
             unverified: agent.verification_level != VerificationLevel::DomainVerified,
             unreachable: reach.interfaces.is_empty()
                 && reach.remotes.is_empty()
@@ -205,6 +209,7 @@ mod tests {
     #[test]
     fn the_best_member_stays_visible_and_a_removal_reelects() {
         let rank = |unverified, published_micros, id: &str| Rank {
+            mirrored: false,
             unverified,
             unreachable: false,
             published_micros,
@@ -223,6 +228,14 @@ mod tests {
         groups.remove("k", 1);
         groups.remove("k", 3);
         assert!(groups.hidden().iter().next().is_none());
+        // A mirror's copy never leads a local record, verified or not.
+        let mirrored = Rank {
+            mirrored: true,
+            ..rank(false, 1, "m")
+        };
+        groups.insert("k", 4, mirrored);
+        groups.insert("k", 5, rank(true, 50, "z"));
+        assert!(groups.hidden().contains(4) && !groups.hidden().contains(5));
     }
 
     #[test]
@@ -233,6 +246,7 @@ mod tests {
                 "monorepo",
                 slot,
                 Rank {
+                    mirrored: false,
                     unverified: true,
                     unreachable: false,
                     published_micros: i64::from(slot),

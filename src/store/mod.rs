@@ -26,8 +26,9 @@ mod conformance;
 mod pg_schema;
 
 pub use model::{
-    Agent, AgentState, AgentVersion, Change, ChangeKind, PlaygroundSession, SessionStep, StepKind,
-    StoredEmbedding, TokenRecord, VerificationLevel, VersionSnapshot,
+    Agent, AgentState, AgentVersion, Change, ChangeKind, MirrorPage, MirrorRecord, MirrorUpdate,
+    MirrorWritten, PlaygroundSession, Provenance, SessionStep, StepKind, StoredEmbedding,
+    TokenRecord, VerificationLevel, VersionSnapshot,
 };
 
 /// What can go wrong in storage, as the caller needs to tell it apart.
@@ -217,6 +218,48 @@ pub trait Store: Send + Sync + 'static {
     /// `Some(at)`, make its next probe due at `at` with its health reset to never probed (its
     /// endpoint changed). Its uptime history goes with it either way.
     async fn reset_probe(&self, agent_id: &str, due_at: Option<Timestamp>) -> StoreResult<()>;
+
+    /// The agents with these package names (any state, any owner); names of no agent are left
+    /// out.
+    async fn find_agents_by_name(&self, names: &[String]) -> StoreResult<Vec<Agent>>;
+
+    // ---- mirror sources ----
+
+    /// Every mirror source that has ever run, by id, with how many agents each owns now.
+    async fn mirror_sources(&self) -> StoreResult<Vec<MirrorRecord>>;
+
+    /// Lease source `id` (created on first use with `kind` and `url`) to `owner` until
+    /// `lease_until`, if its lease is free, expired or `owner`'s already, and its next pass is
+    /// due at `now` (or `force`). `None` when another process holds it or it is not due.
+    #[allow(clippy::too_many_arguments)]
+    async fn claim_mirror(
+        &self,
+        id: &str,
+        kind: &str,
+        url: &str,
+        owner: &str,
+        now: Timestamp,
+        lease_until: Timestamp,
+        force: bool,
+    ) -> StoreResult<Option<MirrorRecord>>;
+
+    /// Write one page of a source: its inserts, updates, earlier versions and deletes (each
+    /// logged in the change log as any write is) and its new position and counters, in one
+    /// transaction, under the lease `page.lease_owner` holds. `Conflict` (nothing written) when a
+    /// package name or identifier is taken, an agent changed since it was read, or the lease is
+    /// no longer the writer's.
+    async fn write_mirror_page(&self, page: &MirrorPage) -> StoreResult<MirrorWritten>;
+
+    /// End a pass of source `id` held by `owner`: record its outcome (`error` `None`: a
+    /// success at `at`), schedule the next at `next_at`, and release the lease.
+    async fn end_mirror_pass(
+        &self,
+        id: &str,
+        owner: &str,
+        at: Timestamp,
+        error: Option<&str>,
+        next_at: Timestamp,
+    ) -> StoreResult<()>;
 
     async fn insert_token(&self, token: &TokenRecord) -> StoreResult<()>;
 

@@ -1,6 +1,6 @@
 //! What the store keeps: agent records, changes, token records, and playground sessions.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::domain::Scope;
@@ -81,6 +81,8 @@ pub struct Agent {
     /// The discovery identifier (`urn:air:…`): the publisher's, or derived from the package
     /// name at publish; it never changes afterwards.
     pub urn: AirUrn,
+    /// Where a mirrored agent came from; `None` for an agent published here.
+    pub provenance: Option<Provenance>,
 }
 
 impl Agent {
@@ -107,6 +109,7 @@ impl Agent {
             health: Health::shown(&draft, None),
             draft,
             urn,
+            provenance: None,
         }
     }
 
@@ -118,6 +121,24 @@ impl Agent {
     pub fn version(&self) -> &str {
         self.draft.version.as_deref().unwrap_or(DEFAULT_VERSION)
     }
+}
+
+/// Where a mirrored agent came from: the source that wrote it, the entry there, and when it was
+/// last fetched with a change. Not part of the draft: the mirror writes it with every change.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct Provenance {
+    /// The mirror source (`mcp-registry:registry.modelcontextprotocol.io`); the agent's owner
+    /// is `mirror:` followed by it.
+    pub source: String,
+    /// The source's URL as configured.
+    pub source_url: String,
+    /// The entry's identifier at the source: an MCP server name, an agent id, an ARD identifier.
+    pub upstream_id: String,
+    /// When the entry was fetched as it is stored now.
+    pub fetched_at: Timestamp,
+    /// The source's status for the entry when it is not plain active (`deprecated`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
 }
 
 /// One version of an agent, as its history lists it.
@@ -305,4 +326,71 @@ pub struct SessionStep {
     pub at: Timestamp,
     pub duration_ms: i64,
     pub data: serde_json::Value,
+}
+
+/// A mirror source as stored: where it has read to, how it went, who syncs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MirrorRecord {
+    /// `{kind}:{host}`: the agents it writes are owned by `mirror:{id}`.
+    pub id: String,
+    pub kind: String,
+    pub url: String,
+    /// The source's own position (JSON), as of the last page written.
+    pub position: Option<String>,
+    /// The first full walk has ended.
+    pub walked: bool,
+    /// Entries the source could not map to an agent, since it was first configured.
+    pub skipped: i64,
+    /// Entries not written because a local agent holds their package name or identifier.
+    pub collisions: i64,
+    pub last_success: Option<Timestamp>,
+    pub last_attempt: Option<Timestamp>,
+    pub last_error: Option<String>,
+    /// Failed passes in a row.
+    pub failures: i64,
+    /// When the next pass is due.
+    pub next_at: Timestamp,
+    pub lease_owner: Option<String>,
+    pub lease_until: Option<Timestamp>,
+    /// Agents the source owns now.
+    pub entries: i64,
+}
+
+/// An update of a mirrored agent: its new fields and provenance, written over `revision` only.
+#[derive(Debug, Clone)]
+pub struct MirrorUpdate {
+    pub id: String,
+    pub revision: i64,
+    pub draft: AgentDraft,
+    pub provenance: Provenance,
+}
+
+/// One page of a mirror source, written in one transaction with the source's new position.
+#[derive(Debug, Clone, Default)]
+pub struct MirrorPage {
+    pub source: String,
+    /// The lease the writer holds: a page of a process whose lease was taken over is refused.
+    pub lease_owner: String,
+    /// New agents (owned by the source, with their provenance).
+    pub inserts: Vec<Agent>,
+    pub updates: Vec<MirrorUpdate>,
+    /// Earlier versions of agents of this page or of the source: (agent id, the version's
+    /// fields, when it was published). A version the history has already is left as it is.
+    pub history: Vec<(String, AgentDraft, Timestamp)>,
+    /// Ids of the source's agents to delete.
+    pub deletes: Vec<String>,
+    /// The source's new position; `None` leaves it as it is.
+    pub position: Option<String>,
+    pub walked: bool,
+    /// Added to the source's counters.
+    pub skipped: i64,
+    pub collisions: i64,
+    pub at: Option<Timestamp>,
+}
+
+/// What a page wrote: the agents as stored now, and the agents deleted.
+#[derive(Debug, Clone, Default)]
+pub struct MirrorWritten {
+    pub written: Vec<Agent>,
+    pub deleted: Vec<Agent>,
 }

@@ -8,8 +8,8 @@ use crate::timestamp::Timestamp;
 
 use super::StoreError;
 use super::model::{
-    Agent, AgentState, AgentVersion, Change, ChangeKind, PlaygroundSession, SessionStep, StepKind,
-    StoredEmbedding, TokenRecord, VerificationLevel, VersionSnapshot,
+    Agent, AgentState, AgentVersion, Change, ChangeKind, MirrorRecord, PlaygroundSession,
+    SessionStep, StepKind, StoredEmbedding, TokenRecord, VerificationLevel, VersionSnapshot,
 };
 
 /// The columns of `agents`, in both backends.
@@ -42,6 +42,7 @@ pub struct AgentRow {
     pub health: Option<String>,
     pub representative_queries: Option<String>,
     pub urn: Option<String>,
+    pub provenance: Option<String>,
 }
 
 /// The list-valued and JSON columns of a draft, serialised once for any backend.
@@ -217,6 +218,11 @@ impl TryFrom<AgentRow> for Agent {
             draft,
             health,
             urn,
+            provenance: row
+                .provenance
+                .as_deref()
+                .map(|text| from_json("provenance", text))
+                .transpose()?,
         })
     }
 }
@@ -437,5 +443,47 @@ impl TryFrom<StepRow> for SessionStep {
             duration_ms: row.duration_ms,
             data: from_json("data", &row.data)?,
         })
+    }
+}
+
+/// The columns of `mirror_sources`, with the count of the source's agents.
+#[derive(Debug, sqlx::FromRow)]
+pub struct MirrorRow {
+    pub id: String,
+    pub kind: String,
+    pub url: String,
+    pub position: Option<String>,
+    pub walked: bool,
+    pub skipped: i64,
+    pub collisions: i64,
+    pub last_success: Option<i64>,
+    pub last_attempt: Option<i64>,
+    pub last_error: Option<String>,
+    pub failures: i64,
+    pub next_at: i64,
+    pub lease_owner: Option<String>,
+    pub lease_until: Option<i64>,
+    pub entries: i64,
+}
+
+impl From<MirrorRow> for MirrorRecord {
+    fn from(row: MirrorRow) -> Self {
+        Self {
+            id: row.id,
+            kind: row.kind,
+            url: row.url,
+            position: row.position,
+            walked: row.walked,
+            skipped: row.skipped,
+            collisions: row.collisions,
+            last_success: row.last_success.map(Timestamp::from_micros),
+            last_attempt: row.last_attempt.map(Timestamp::from_micros),
+            last_error: row.last_error,
+            failures: row.failures,
+            next_at: Timestamp::from_micros(row.next_at),
+            lease_owner: row.lease_owner,
+            lease_until: row.lease_until.map(Timestamp::from_micros),
+            entries: row.entries,
+        }
     }
 }

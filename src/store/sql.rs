@@ -30,12 +30,13 @@ use crate::domain::{AgentDraft, DEFAULT_VERSION, Health, HealthStatus};
 use crate::timestamp::Timestamp;
 
 use super::row::{
-    AgentRow, ChangeRow, DraftColumns, EmbeddingRow, SessionRow, SnapshotRow, StepRow, TokenRow,
-    VersionRow, from_json, scopes_column, to_json,
+    AgentRow, ChangeRow, DraftColumns, EmbeddingRow, MirrorRow, SessionRow, SnapshotRow, StepRow,
+    TokenRow, VersionRow, from_json, scopes_column, to_json,
 };
 use super::{
-    Agent, AgentState, AgentVersion, Change, ChangeKind, PlaygroundSession, SessionStep, Store,
-    StoreError, StoreResult, StoredEmbedding, TokenRecord, VerificationLevel, VersionSnapshot,
+    Agent, AgentState, AgentVersion, Change, ChangeKind, MirrorPage, MirrorRecord, MirrorWritten,
+    PlaygroundSession, SessionStep, Store, StoreError, StoreResult, StoredEmbedding, TokenRecord,
+    VerificationLevel, VersionSnapshot,
 };
 
 /// What one backend does differently from the shared SQL.
@@ -84,12 +85,12 @@ pub struct SqlStore<DB: Dialect> {
 const INSERT_COLUMNS: &str = "id, package_name, owner, state, verification_level, \
     verification_token, revision, name, description, version, manifest_url, url, target, \
     category, tags, capabilities, payment, card, created_at, updated_at, published_at, \
-    card_signature, reach, probe_message, representative_queries, urn";
+    card_signature, reach, probe_message, representative_queries, urn, provenance";
 
 const AGENT_COLUMNS: &str = "id, package_name, owner, state, verification_level, \
     verification_token, revision, name, description, version, manifest_url, url, target, \
     category, tags, capabilities, payment, card, created_at, updated_at, published_at, \
-    card_signature, reach, probe_message, health, representative_queries, urn";
+    card_signature, reach, probe_message, health, representative_queries, urn, provenance";
 
 const CHANGE_COLUMNS: &str = "seq, agent_id, package_name, kind, at, public, version";
 
@@ -192,6 +193,124 @@ where
         .bind(version)
 }
 
+/// The statement that inserts an agent (`agent_insert` binds it).
+fn insert_sql() -> String {
+    format!(
+        "INSERT INTO agents ({INSERT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, \
+         $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)"
+    )
+}
+
+/// `sql` (`insert_sql`) with every column of `agent` bound.
+fn agent_insert<'q, DB: Dialect>(
+    sql: &'q str,
+    agent: &'q Agent,
+    columns: &'q DraftColumns,
+    provenance: Option<&'q str>,
+) -> Query<'q, DB, DB::Arguments<'q>>
+where
+    &'q str: Encode<'q, DB> + Type<DB>,
+    Option<&'q str>: Encode<'q, DB>,
+    String: Encode<'q, DB> + Type<DB>,
+    Option<String>: Encode<'q, DB>,
+    i64: Encode<'q, DB> + Type<DB>,
+    Option<i64>: Encode<'q, DB>,
+{
+    let draft = &agent.draft;
+    let insert = sqlx::query(sql)
+        .bind(agent.id.as_str())
+        .bind(agent.package_name())
+        .bind(agent.owner.as_str())
+        .bind(agent.state.as_str())
+        .bind(agent.verification_level.as_str())
+        .bind(agent.verification_token.as_str())
+        .bind(agent.revision);
+    bind_draft(insert, draft, columns)
+        .bind(agent.created_at.micros())
+        .bind(agent.updated_at.micros())
+        .bind(agent.published_at.map(Timestamp::micros))
+        .bind(&columns.card_signature)
+        .bind(&columns.reach)
+        .bind(&draft.probe_message)
+        .bind(&columns.representative_queries)
+        .bind(agent.urn.as_str())
+        .bind(provenance)
+}
+
+/// After an agent's row is inserted in `tx`: its first version, and its `created` change
+/// (with `published` when it starts ACTIVE).
+async fn log_insert<DB: Dialect>(
+    feed: &DB::Feed,
+    tx: &mut Transaction<'_, DB>,
+    agent: &Agent,
+    columns: &DraftColumns,
+) -> StoreResult<()>
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> String: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<String>: Encode<'q, DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+    for<'q> bool: Encode<'q, DB> + Type<DB>,
+{
+    version_upsert(agent, columns, agent.created_at)
+        .execute(&mut **tx)
+        .await?;
+    let created_at = agent.created_at;
+    let public = Change::is_public(None, Some(agent.state));
+    let created = change_insert(agent, ChangeKind::Created, created_at, public);
+    DB::log_change(feed, &mut **tx, created).await?;
+    if agent.state == AgentState::Active {
+        let published = change_insert(agent, ChangeKind::Published, created_at, true);
+        DB::log_change(feed, &mut **tx, published).await?;
+    }
+    Ok(())
+}
+
+/// Delete agent `id` in `tx` with its probe schedule and history, and log it; the agent as it
+/// was, or `None` when there is none.
+async fn delete_in<DB: Dialect>(
+    feed: &DB::Feed,
+    tx: &mut Transaction<'_, DB>,
+    id: &str,
+    at: Timestamp,
+) -> StoreResult<Option<Agent>>
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+    for<'q> bool: Encode<'q, DB> + Type<DB>,
+    for<'r> AgentRow: FromRow<'r, DB::Row>,
+{
+    let sql = format!("DELETE FROM agents WHERE id = $1 RETURNING {AGENT_COLUMNS}");
+    let row: Option<AgentRow> = sqlx::query_as(&sql)
+        .bind(id)
+        .fetch_optional(&mut **tx)
+        .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let deleted = Agent::try_from(row)?;
+    for table in ["agent_probes", "agent_probe_days"] {
+        sqlx::query(&format!("DELETE FROM {table} WHERE agent_id = $1"))
+            .bind(id)
+            .execute(&mut **tx)
+            .await?;
+    }
+    let public = Change::is_public(Some(deleted.state), None);
+    let change = change_insert(&deleted, ChangeKind::Deleted, at, public);
+    DB::log_change(feed, &mut **tx, change).await?;
+    Ok(Some(deleted))
+}
+
+/// The columns of `mirror_sources` (as `m`), with the count of the source's agents.
+const MIRROR_COLUMNS: &str = "m.id, m.kind, m.url, m.position, m.walked, m.skipped, \
+    m.collisions, m.last_success, m.last_attempt, m.last_error, m.failures, m.next_at, \
+    m.lease_owner, m.lease_until, \
+    (SELECT COUNT(*) FROM agents a WHERE a.owner = 'mirror:' || m.id) AS entries";
+
 /// Days of probe history kept per agent: enough for the 30-day uptime.
 const PROBE_DAYS_KEPT: i64 = 31;
 
@@ -284,6 +403,7 @@ where
     for<'r> EmbeddingRow: FromRow<'r, DB::Row>,
     for<'r> SessionRow: FromRow<'r, DB::Row>,
     for<'r> StepRow: FromRow<'r, DB::Row>,
+    for<'r> MirrorRow: FromRow<'r, DB::Row>,
 {
     async fn ping(&self) -> StoreResult<()> {
         sqlx::query("SELECT 1").execute(&self.reader).await?;
@@ -292,29 +412,10 @@ where
 
     async fn insert_agent(&self, agent: &Agent) -> StoreResult<()> {
         let columns = DraftColumns::of(&agent.draft)?;
-        let draft = &agent.draft;
+        let provenance = agent.provenance.as_ref().map(to_json).transpose()?;
         let mut tx = self.writer.begin().await?;
-        let sql = format!(
-            "INSERT INTO agents ({INSERT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, \
-             $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)"
-        );
-        let insert = sqlx::query(&sql)
-            .bind(&agent.id)
-            .bind(agent.package_name())
-            .bind(&agent.owner)
-            .bind(agent.state.as_str())
-            .bind(agent.verification_level.as_str())
-            .bind(&agent.verification_token)
-            .bind(agent.revision);
-        let inserted = bind_draft(insert, draft, &columns)
-            .bind(agent.created_at.micros())
-            .bind(agent.updated_at.micros())
-            .bind(agent.published_at.map(Timestamp::micros))
-            .bind(&columns.card_signature)
-            .bind(&columns.reach)
-            .bind(&draft.probe_message)
-            .bind(&columns.representative_queries)
-            .bind(agent.urn.as_str())
+        let sql = insert_sql();
+        let inserted = agent_insert(&sql, agent, &columns, provenance.as_deref())
             .execute(&mut *tx)
             .await;
         match inserted {
@@ -339,17 +440,7 @@ where
             }
             other => other?,
         };
-        version_upsert(agent, &columns, agent.created_at)
-            .execute(&mut *tx)
-            .await?;
-        let created_at = agent.created_at;
-        let public = Change::is_public(None, Some(agent.state));
-        let created = change_insert(agent, ChangeKind::Created, created_at, public);
-        DB::log_change(&self.feed, &mut tx, created).await?;
-        if agent.state == AgentState::Active {
-            let published = change_insert(agent, ChangeKind::Published, created_at, true);
-            DB::log_change(&self.feed, &mut tx, published).await?;
-        }
+        log_insert::<DB>(&self.feed, &mut tx, agent, &columns).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -548,25 +639,13 @@ where
 
     async fn delete_agent(&self, id: &str, at: Timestamp) -> StoreResult<bool> {
         let mut tx = self.writer.begin().await?;
-        let sql = format!("DELETE FROM agents WHERE id = $1 RETURNING {AGENT_COLUMNS}");
-        let row: Option<AgentRow> = sqlx::query_as(&sql)
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let Some(row) = row else {
+        if delete_in::<DB>(&self.feed, &mut tx, id, at)
+            .await?
+            .is_none()
+        {
             tx.rollback().await?;
             return Ok(false);
-        };
-        let deleted = Agent::try_from(row)?;
-        for table in ["agent_probes", "agent_probe_days"] {
-            sqlx::query(&format!("DELETE FROM {table} WHERE agent_id = $1"))
-                .bind(id)
-                .execute(&mut *tx)
-                .await?;
         }
-        let public = Change::is_public(Some(deleted.state), None);
-        let change = change_insert(&deleted, ChangeKind::Deleted, at, public);
-        DB::log_change(&self.feed, &mut tx, change).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -949,6 +1028,238 @@ where
             DB::log_change(&self.feed, &mut tx, change).await?;
         }
         tx.commit().await?;
+        Ok(())
+    }
+
+    async fn find_agents_by_name(&self, names: &[String]) -> StoreResult<Vec<Agent>> {
+        const CHUNK: usize = 500;
+        let mut found = Vec::with_capacity(names.len());
+        for chunk in names.chunks(CHUNK) {
+            let placeholders = (1..=chunk.len())
+                .map(|n| format!("${n}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let sql = format!(
+                "SELECT {AGENT_COLUMNS} FROM agents WHERE package_name IN ({placeholders})"
+            );
+            let mut query = sqlx::query_as::<_, AgentRow>(&sql);
+            for name in chunk {
+                // A name holding NUL matches nothing.
+                query = query.bind(if holds_nul(name) { "" } else { name.as_str() });
+            }
+            for row in query.fetch_all(&self.reader).await? {
+                found.push(Agent::try_from(row)?);
+            }
+        }
+        Ok(found)
+    }
+
+    async fn mirror_sources(&self) -> StoreResult<Vec<MirrorRecord>> {
+        let sql = format!("SELECT {MIRROR_COLUMNS} FROM mirror_sources m ORDER BY m.id");
+        let rows: Vec<MirrorRow> = sqlx::query_as(&sql).fetch_all(&self.reader).await?;
+        Ok(rows.into_iter().map(MirrorRecord::from).collect())
+    }
+
+    async fn claim_mirror(
+        &self,
+        id: &str,
+        kind: &str,
+        url: &str,
+        owner: &str,
+        now: Timestamp,
+        lease_until: Timestamp,
+        force: bool,
+    ) -> StoreResult<Option<MirrorRecord>> {
+        if holds_nul(id) {
+            return Ok(None);
+        }
+        sqlx::query(
+            "INSERT INTO mirror_sources (id, kind, url) VALUES ($1, $2, $3) \
+             ON CONFLICT (id) DO NOTHING",
+        )
+        .bind(id)
+        .bind(kind)
+        .bind(url)
+        .execute(&self.writer)
+        .await?;
+        // One statement checks and takes the lease: of two processes, one gets the row.
+        let sql = format!(
+            "UPDATE mirror_sources SET lease_owner = $2, lease_until = $3, last_attempt = $4, \
+             url = $6 \
+             WHERE id = $1 AND (lease_owner IS NULL OR lease_owner = $2 OR lease_until < $4) \
+             AND (next_at <= $4 OR $5) \
+             RETURNING {}",
+            MIRROR_COLUMNS.replace("m.", "mirror_sources.")
+        );
+        let row: Option<MirrorRow> = sqlx::query_as(&sql)
+            .bind(id)
+            .bind(owner)
+            .bind(lease_until.micros())
+            .bind(now.micros())
+            .bind(force)
+            .bind(url)
+            .fetch_optional(&self.writer)
+            .await?;
+        Ok(row.map(MirrorRecord::from))
+    }
+
+    async fn write_mirror_page(&self, page: &MirrorPage) -> StoreResult<MirrorWritten> {
+        let at = page.at.unwrap_or_else(Timestamp::now);
+        let mut tx = self.writer.begin().await?;
+        // First, so that on PostgreSQL the source's row is locked for the page: a process
+        // that lost its lease writes nothing.
+        let held = sqlx::query(
+            "UPDATE mirror_sources SET position = COALESCE($1, position), walked = $2, skipped = skipped + $3, \
+             collisions = collisions + $4 WHERE id = $5 AND lease_owner = $6",
+        )
+        .bind(&page.position)
+        .bind(page.walked)
+        .bind(page.skipped)
+        .bind(page.collisions)
+        .bind(&page.source)
+        .bind(&page.lease_owner)
+        .execute(&mut *tx)
+        .await?;
+        if DB::rows_affected(&held) == 0 {
+            tx.rollback().await?;
+            return Err(StoreError::Conflict(format!(
+                "the lease on mirror source '{}' is no longer held",
+                page.source
+            )));
+        }
+        let mut written = MirrorWritten::default();
+        let taken = |tx_err: sqlx::Error| -> StoreError {
+            if is_unique_violation(&tx_err) {
+                StoreError::Conflict("a package name or identifier is taken".to_owned())
+            } else {
+                tx_err.into()
+            }
+        };
+        let sql = insert_sql();
+        for agent in &page.inserts {
+            let columns = DraftColumns::of(&agent.draft)?;
+            let provenance = agent.provenance.as_ref().map(to_json).transpose()?;
+            if let Err(err) = agent_insert(&sql, agent, &columns, provenance.as_deref())
+                .execute(&mut *tx)
+                .await
+            {
+                tx.rollback().await?;
+                return Err(taken(err));
+            }
+            log_insert::<DB>(&self.feed, &mut tx, agent, &columns).await?;
+            written.written.push(agent.clone());
+        }
+        let update_sql = format!(
+            "UPDATE agents SET name = $1, description = $2, version = $3, manifest_url = $4, \
+             url = $5, target = $6, category = $7, tags = $8, capabilities = $9, payment = $10, \
+             card = $11, updated_at = $12, revision = revision + 1, card_signature = $15, \
+             reach = $16, probe_message = $17, representative_queries = $18, provenance = $19 \
+             WHERE id = $13 AND revision = $14 RETURNING {AGENT_COLUMNS}"
+        );
+        for update in &page.updates {
+            let columns = DraftColumns::of(&update.draft)?;
+            let provenance = to_json(&update.provenance)?;
+            let row = bind_draft(sqlx::query(&update_sql), &update.draft, &columns)
+                .bind(at.micros())
+                .bind(&update.id)
+                .bind(update.revision)
+                .bind(&columns.card_signature)
+                .bind(&columns.reach)
+                .bind(&update.draft.probe_message)
+                .bind(&columns.representative_queries)
+                .bind(&provenance)
+                .try_map(|row| AgentRow::from_row(&row))
+                .fetch_optional(&mut *tx)
+                .await;
+            let row = match row {
+                Ok(Some(row)) => row,
+                Ok(None) => {
+                    tx.rollback().await?;
+                    return Err(StoreError::Conflict(format!(
+                        "agent '{}' changed since it was read",
+                        update.id
+                    )));
+                }
+                Err(err) => {
+                    tx.rollback().await?;
+                    return Err(taken(err));
+                }
+            };
+            let updated = Agent::try_from(row)?;
+            version_upsert(&updated, &columns, at)
+                .execute(&mut *tx)
+                .await?;
+            let public = Change::is_public(Some(updated.state), Some(updated.state));
+            let change = change_insert(&updated, ChangeKind::Updated, at, public);
+            DB::log_change(&self.feed, &mut tx, change).await?;
+            written.written.push(updated);
+        }
+        for (agent_id, draft, published_at) in &page.history {
+            let columns = DraftColumns::of(draft)?;
+            sqlx::query(
+                "INSERT INTO agent_versions (agent_id, version, revision, published_at, name, \
+                 description, manifest_url, url, target, category, tags, capabilities, payment, \
+                 card, card_signature, reach, representative_queries) \
+                 SELECT $1, $2, 0, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16 \
+                 WHERE EXISTS (SELECT 1 FROM agents WHERE id = $1) \
+                 ON CONFLICT (agent_id, version) DO NOTHING",
+            )
+            .bind(agent_id.as_str())
+            .bind(draft.version.as_deref().unwrap_or(DEFAULT_VERSION))
+            .bind(published_at.micros())
+            .bind(&draft.name)
+            .bind(&draft.description)
+            .bind(&draft.manifest_url)
+            .bind(&draft.url)
+            .bind(&draft.target)
+            .bind(&draft.category)
+            .bind(&columns.tags)
+            .bind(&columns.capabilities)
+            .bind(&columns.payment)
+            .bind(&columns.card)
+            .bind(&columns.card_signature)
+            .bind(&columns.reach)
+            .bind(&columns.representative_queries)
+            .execute(&mut *tx)
+            .await?;
+        }
+        for id in &page.deletes {
+            if let Some(deleted) = delete_in::<DB>(&self.feed, &mut tx, id, at).await? {
+                written.deleted.push(deleted);
+            }
+        }
+        tx.commit().await?;
+        Ok(written)
+    }
+
+    async fn end_mirror_pass(
+        &self,
+        id: &str,
+        owner: &str,
+        at: Timestamp,
+        error: Option<&str>,
+        next_at: Timestamp,
+    ) -> StoreResult<()> {
+        let sql = match error {
+            None => {
+                "UPDATE mirror_sources SET last_success = $3, last_error = NULL, failures = 0, \
+                 next_at = $4, lease_owner = NULL, lease_until = NULL \
+                 WHERE id = $1 AND lease_owner = $2 AND CAST($5 AS TEXT) IS NULL"
+            }
+            Some(_) => {
+                "UPDATE mirror_sources SET last_error = $5, failures = failures + 1, \
+                 next_at = $4, lease_owner = NULL, lease_until = NULL \
+                 WHERE id = $1 AND lease_owner = $2 AND $3 = $3"
+            }
+        };
+        sqlx::query(sql)
+            .bind(id)
+            .bind(owner)
+            .bind(at.micros())
+            .bind(next_at.micros())
+            .bind(error)
+            .execute(&self.writer)
+            .await?;
         Ok(())
     }
 

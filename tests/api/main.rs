@@ -21,6 +21,7 @@ mod interop;
 mod lifecycle;
 mod mcp;
 mod mcp_registry;
+mod mirrors;
 mod ops;
 mod ownership;
 mod playground;

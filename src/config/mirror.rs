@@ -1,0 +1,43 @@
+//! Mirror sources: other catalogues this registry fills itself from and keeps in step with.
+
+use std::time::Duration;
+
+use clap::Args;
+
+use crate::mirror::Source;
+
+/// Which sources are mirrored, and how often.
+#[derive(Args, Clone, Debug, Default)]
+pub struct MirrorConfig {
+    /// A source to mirror, as `KIND=URL`: `mcp-registry=https://registry.modelcontextprotocol.io`
+    /// (the MCP Registry API), `agent-registry=URL` (another instance of this registry) or
+    /// `ard=https://publisher.example` (an ARD publisher). Repeatable, or comma-separated in the
+    /// environment variable.
+    #[arg(long = "mirror", env = "REGISTRY_MIRRORS", value_delimiter = ',',
+          value_parser = Source::parse)]
+    pub mirrors: Vec<Source>,
+
+    /// Seconds between two passes of each source (a failing source waits longer, up to eight
+    /// times this).
+    #[arg(long, env = "REGISTRY_MIRROR_INTERVAL_SECS", default_value_t = 300,
+          value_parser = clap::value_parser!(u64).range(1..=604_800))]
+    pub mirror_interval_secs: u64,
+
+    /// Keep new mirrored agents in STAGE for an operator to publish, instead of ACTIVE.
+    #[arg(long, env = "REGISTRY_MIRROR_STAGE", default_value_t = false, action = clap::ArgAction::Set)]
+    pub mirror_stage: bool,
+}
+
+impl MirrorConfig {
+    /// Entries asked for per page: the MCP Registry API's largest page.
+    pub const PAGE_SIZE: u32 = 100;
+
+    pub fn settings(&self) -> crate::mirror::Settings {
+        crate::mirror::Settings {
+            sources: self.mirrors.clone(),
+            interval: Duration::from_secs(self.mirror_interval_secs),
+            stage: self.mirror_stage,
+            page_size: Self::PAGE_SIZE,
+        }
+    }
+}

@@ -1,0 +1,180 @@
+//! What one page of upstream entries does to the registry: which agents to create, update or
+//! delete, which earlier versions to keep, and which entries to leave out, decided against the
+//! agents the registry holds now. Deciding from what is stored (not from what the mirror
+//! remembers) makes a page safe to apply twice: a page replayed after a crash writes nothing
+//! new.
+
+use std::collections::HashMap;
+
+use crate::domain::{AgentDraft, Health};
+use crate::store::{Agent, AgentState, MirrorPage, MirrorUpdate};
+use crate::timestamp::Timestamp;
+
+use super::Source;
+
+/// An entry's status at its source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Active,
+    /// Kept, and marked so in its provenance.
+    Deprecated,
+    /// Removed from the registry.
+    Deleted,
+}
+
+impl Status {
+    /// The MCP Registry's `status` (absent: active); `None` for a value it does not define.
+    pub fn parse(status: Option<&str>) -> Option<Self> {
+        match status.unwrap_or("active") {
+            "active" => Some(Self::Active),
+            "deprecated" => Some(Self::Deprecated),
+            "deleted" => Some(Self::Deleted),
+            _ => None,
+        }
+    }
+}
+
+/// One upstream entry, read.
+#[derive(Debug, Clone)]
+pub enum Read {
+    /// An agent as the source describes it.
+    Entry(Box<Entry>),
+    /// The source no longer lists the agent of this package name.
+    Gone { package_name: String },
+    /// Not readable as an agent: left out and counted.
+    Skipped { upstream_id: String, reason: String },
+}
+
+/// An agent as its source describes it.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub upstream_id: String,
+    pub draft: AgentDraft,
+    pub status: Status,
+    /// The source's latest version of the agent; an earlier one is kept in its history.
+    pub is_latest: bool,
+    /// When the source published it, if it says.
+    pub published_at: Option<Timestamp>,
+}
+
+/// A page decided: the writes, and the package names left out because another owner holds them.
+#[derive(Debug, Default)]
+pub struct Plan {
+    pub page: MirrorPage,
+    pub collisions: Vec<String>,
+    /// The agents the updates and deletes were decided from, by id.
+    pub before: HashMap<String, Agent>,
+}
+
+/// Decide `reads` against `existing` (the registry's agents of the page's package names).
+/// New agents are ACTIVE unless `stage`.
+pub fn plan(
+    source: &Source,
+    reads: Vec<Read>,
+    existing: Vec<Agent>,
+    stage: bool,
+    at: Timestamp,
+) -> Plan {
+    let owner = source.owner();
+    let mut held: HashMap<String, Agent> = existing
+        .into_iter()
+        .map(|agent| (agent.package_name().to_owned(), agent))
+        .collect();
+    let mut plan = Plan::default();
+    // The last word on a package within the page wins; earlier versions come after it.
+    let mut latest: Vec<(String, Option<Box<Entry>>)> = Vec::new();
+    let mut earlier: Vec<Entry> = Vec::new();
+    for read in reads {
+        match read {
+            Read::Skipped {
+                upstream_id,
+                reason,
+            } => {
+                tracing::debug!(source = %source.id, entry = %upstream_id, %reason, "mirror entry skipped");
+                plan.page.skipped += 1;
+            }
+            Read::Gone { package_name } => latest.push((package_name, None)),
+            Read::Entry(entry) if entry.status == Status::Deleted => {
+                latest.push((entry.draft.package_name.as_str().to_owned(), None));
+            }
+            Read::Entry(entry) if entry.is_latest => {
+                latest.push((entry.draft.package_name.as_str().to_owned(), Some(entry)));
+            }
+            Read::Entry(entry) => earlier.push(*entry),
+        }
+    }
+    let mut last: HashMap<String, usize> = HashMap::new();
+    for (i, (package, _)) in latest.iter().enumerate() {
+        last.insert(package.clone(), i);
+    }
+    let mut new_ids: HashMap<String, String> = HashMap::new();
+    for (i, (package, entry)) in latest.into_iter().enumerate() {
+        if last.get(&package) != Some(&i) {
+            continue;
+        }
+        let current = held.get(&package);
+        match (entry, current) {
+            (None, Some(agent)) if agent.owner == owner => {
+                plan.page.deletes.push(agent.id.clone());
+                plan.before.insert(agent.id.clone(), agent.clone());
+            }
+            (None, _) => {}
+            (Some(entry), Some(agent)) if agent.owner != owner => {
+                tracing::debug!(source = %source.id, package = %package, owner = %agent.owner,
+                    upstream = %entry.upstream_id, "mirror entry collides with an agent of another owner");
+                plan.collisions.push(package);
+            }
+            (Some(entry), Some(agent)) => {
+                let provenance = source.provenance(&entry, at);
+                let mut draft = entry.draft;
+                // The identifier is fixed once written; the source's version is kept as it is.
+                draft.identifier = None;
+                if draft.version.is_none() {
+                    draft.version = agent.draft.version.clone();
+                }
+                let same_status =
+                    agent.provenance.as_ref().map(|p| &p.status) == Some(&provenance.status);
+                if draft == agent.draft && same_status {
+                    continue;
+                }
+                plan.page.updates.push(MirrorUpdate {
+                    id: agent.id.clone(),
+                    revision: agent.revision,
+                    draft,
+                    provenance,
+                });
+                plan.before.insert(agent.id.clone(), agent.clone());
+            }
+            (Some(entry), None) => {
+                let provenance = source.provenance(&entry, at);
+                let mut agent = Agent::new(entry.draft, &owner, at);
+                if !stage {
+                    agent.state = AgentState::Active;
+                    agent.published_at = Some(entry.published_at.unwrap_or(at).min(at));
+                }
+                agent.health = Health::shown(&agent.draft, None);
+                agent.provenance = Some(provenance);
+                new_ids.insert(package.clone(), agent.id.clone());
+                plan.page.inserts.push(agent.clone());
+                held.insert(package, agent);
+            }
+        }
+    }
+    for entry in earlier {
+        let package = entry.draft.package_name.as_str();
+        let Some(agent) = held.get(package).filter(|agent| agent.owner == owner) else {
+            continue;
+        };
+        if entry.draft.version.as_deref() == Some(agent.version()) {
+            continue;
+        }
+        let id = new_ids.get(package).unwrap_or(&agent.id).clone();
+        let published = entry.published_at.unwrap_or(at);
+        let mut draft = entry.draft;
+        draft.identifier = None;
+        plan.page.history.push((id, draft, published));
+    }
+    plan.page.collisions = plan.collisions.len() as i64;
+    plan.page.at = Some(at);
+    plan
+}

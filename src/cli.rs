@@ -187,6 +187,7 @@ async fn mirror_sync(args: MirrorSyncArgs) -> anyhow::Result<()> {
         interval: std::time::Duration::from_secs(300),
         stage: args.stage,
         page_size: crate::config::MirrorConfig::PAGE_SIZE,
+        lease: std::time::Duration::from_secs(90),
     };
     let mirrors =
         crate::mirror::Mirrors::new(registry, store, std::sync::Arc::new(outbound), settings);

@@ -333,6 +333,7 @@ impl From<crate::store::StoreError> for ApiError {
                 ErrorCode::PreconditionFailed,
                 "the agent changed since the version given in If-Match",
             ),
+            StoreError::LeaseLost(_) => Self::new(ErrorCode::Conflict, err.to_string()),
             StoreError::Database(cause) => Self::internal(cause),
         }
     }

@@ -1069,3 +1069,145 @@ async fn the_sample_catalogue_imports_whole_and_keeps_how_to_reach_each_agent() 
     assert!(with("remotes") > 100, "MCP remotes kept");
     assert!(with("interfaces") > 100, "A2A interfaces kept");
 }
+
+/// A local MCP Registry API of `count` servers, pages of at most 100, each page taking `delay`;
+/// counts the pages it served.
+async fn slow_mcp_registry(count: usize, delay: Duration) -> (String, Arc<Mutex<usize>>) {
+    use axum::extract::{Query, State};
+    let served = Arc::new(Mutex::new(0usize));
+    let names: Arc<Vec<String>> = Arc::new(
+        (0..count)
+            .map(|i| format!("io.github.crash{i:05}/server"))
+            .collect(),
+    );
+    async fn page(
+        State((names, served, delay)): State<(Arc<Vec<String>>, Arc<Mutex<usize>>, Duration)>,
+        Query(query): Query<std::collections::HashMap<String, String>>,
+    ) -> axum::Json<Value> {
+        tokio::time::sleep(delay).await;
+        let limit: usize = query
+            .get("limit")
+            .and_then(|l| l.parse().ok())
+            .unwrap_or(30)
+            .min(100);
+        let after = query.get("cursor").cloned();
+        let start = after.map_or(0, |cursor| {
+            names.partition_point(|name| name.as_str() <= cursor.as_str())
+        });
+        let servers: Vec<Value> = names[start..(start + limit).min(names.len())]
+            .iter()
+            .map(|name| json!({
+                "server": {"name": name, "description": format!("Server {name} for crash tests."),
+                    "version": "1.0.0", "packages": [{"registryType": "npm", "identifier": "@crash/x",
+                    "version": "1.0.0", "transport": {"type": "stdio"}}]},
+                "_meta": {"io.modelcontextprotocol.registry/official": {"status": "active",
+                    "isLatest": true, "publishedAt": "2025-09-01T00:00:00Z", "updatedAt": "2025-09-01T00:00:00Z"}}
+            }))
+            .collect();
+        let mut metadata = json!({"count": servers.len()});
+        if start + limit < names.len() {
+            metadata["nextCursor"] = json!(names[start + limit - 1]);
+        }
+        *served.lock().expect("lock") += 1;
+        axum::Json(json!({"servers": servers, "metadata": metadata}))
+    }
+    let router = axum::Router::new()
+        .route("/v0.1/servers", axum::routing::get(page))
+        .with_state((names, Arc::clone(&served), delay));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let origin = format!("http://{}", listener.local_addr().expect("address"));
+    tokio::spawn(async move { axum::serve(listener, router).await.expect("serve") });
+    (origin, served)
+}
+
+/// Agents owned by `owner` on the server at `base`, as the master key lists them.
+async fn agents_of(client: &reqwest::Client, base: &str, owner: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut url = format!("{base}/api/agents?limit=100");
+        if let Some(cursor) = &cursor {
+            url.push_str(&format!("&cursor={cursor}"));
+        }
+        let page: Value = client
+            .get(url)
+            .bearer_auth(MASTER_KEY)
+            .send()
+            .await
+            .expect("list")
+            .json()
+            .await
+            .expect("json");
+        for agent in page["agents"].as_array().expect("agents") {
+            if agent["owner"] == owner {
+                names.push(
+                    agent["package_name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned(),
+                );
+            }
+        }
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => return names,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_mirror_killed_during_its_first_walk_resumes_without_a_duplicate_or_a_loss() {
+    let (origin, served) = slow_mcp_registry(1_000, Duration::from_millis(150)).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let start = |dir: &Path| {
+        let port = free_port();
+        let child = serve_command(dir, port)
+            .args([
+                "--mirror",
+                &format!("mcp-registry={origin}"),
+                "--mirror-lease-secs",
+                "2",
+            ])
+            .env("REGISTRY_MASTER_KEY", MASTER_KEY)
+            .env("REGISTRY_PROBE_INTERVAL_SECS", "0")
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("binary starts");
+        (child, port)
+    };
+    let (child, port) = start(dir.path());
+    let mut server = Server::ready(child, port).await;
+    // Killed mid-walk: some pages are written, the rest are not.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while *served.lock().expect("lock") < 4 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.kill_hard();
+    let pages_before = *served.lock().expect("lock");
+    assert!(pages_before < 10, "the walk was still under way");
+
+    let (child, port) = start(dir.path());
+    let server = Server::ready(child, port).await;
+    let client = reqwest::Client::new();
+    let owner = format!(
+        "mirror:mcp-registry:{}",
+        origin.trim_start_matches("http://")
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut names = Vec::new();
+    while Instant::now() < deadline {
+        names = agents_of(&client, &server.base, &owner).await;
+        if names.len() >= 1_000 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let unique: std::collections::BTreeSet<&String> = names.iter().collect();
+    assert_eq!(names.len(), 1_000, "exactly the upstream's servers");
+    assert_eq!(unique.len(), 1_000, "no duplicate");
+    // It resumed where it stopped: ten pages in all, give or take the page in flight.
+    let pages = *served.lock().expect("lock");
+    assert!(pages <= 11, "{pages} pages served: the walk started over");
+}

@@ -7,7 +7,7 @@ use clap::Args;
 use crate::mirror::Source;
 
 /// Which sources are mirrored, and how often.
-#[derive(Args, Clone, Debug, Default)]
+#[derive(Args, Clone, Debug)]
 pub struct MirrorConfig {
     /// A source to mirror, as `KIND=URL`: `mcp-registry=https://registry.modelcontextprotocol.io`
     /// (the MCP Registry API), `agent-registry=URL` (another instance of this registry) or
@@ -22,6 +22,12 @@ pub struct MirrorConfig {
     #[arg(long, env = "REGISTRY_MIRROR_INTERVAL_SECS", default_value_t = 300,
           value_parser = clap::value_parser!(u64).range(1..=604_800))]
     pub mirror_interval_secs: u64,
+
+    /// Seconds a pass keeps its source from other processes without a sign of life (each page
+    /// renews it): how long a source waits after the process syncing it died.
+    #[arg(long, env = "REGISTRY_MIRROR_LEASE_SECS", default_value_t = 90,
+          value_parser = clap::value_parser!(u64).range(2..=3600))]
+    pub mirror_lease_secs: u64,
 
     /// Keep new mirrored agents in STAGE for an operator to publish, instead of ACTIVE.
     #[arg(long, env = "REGISTRY_MIRROR_STAGE", default_value_t = false, action = clap::ArgAction::Set)]
@@ -38,6 +44,7 @@ impl MirrorConfig {
             interval: Duration::from_secs(self.mirror_interval_secs),
             stage: self.mirror_stage,
             page_size: Self::PAGE_SIZE,
+            lease: Duration::from_secs(self.mirror_lease_secs),
         }
     }
 }

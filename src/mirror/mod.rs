@@ -142,6 +142,9 @@ pub struct Settings {
     pub stage: bool,
     /// Entries asked for per page.
     pub page_size: u32,
+    /// How long a pass keeps its source from other processes without a sign of life: each page
+    /// written renews it, so a process that died frees its sources after this long.
+    pub lease: Duration,
 }
 
 /// What a pass reports as it goes.
@@ -183,8 +186,6 @@ pub struct Mirrors {
     running: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
-/// How long a lease lasts without being renewed: a page longer than this loses it.
-const LEASE: Duration = Duration::from_secs(120);
 /// The longest a process waits between two looks at its sources.
 const MAX_TICK: Duration = Duration::from_secs(5);
 /// A failing source waits at most this many intervals.
@@ -272,7 +273,7 @@ impl Mirrors {
                 source.url.as_str(),
                 &self.owner,
                 now,
-                now.plus(LEASE),
+                now.plus(self.settings.lease),
                 force,
             )
             .await
@@ -473,6 +474,7 @@ impl<'a> Pass<'a> {
             plan.page.deletes.extend(gone.iter().cloned());
             plan.page.source = self.source.id.clone();
             plan.page.lease_owner = self.mirrors.owner.clone();
+            plan.page.lease_until = Some(Timestamp::now().plus(self.mirrors.settings.lease));
             plan.page.position = position.clone();
             plan.page.walked = walked;
             match registry.write_mirror_page(&plan.page, &plan.before).await {
@@ -519,6 +521,7 @@ impl<'a> Pass<'a> {
         let single = |page: &MirrorPage| MirrorPage {
             source: page.source.clone(),
             lease_owner: page.lease_owner.clone(),
+            lease_until: page.lease_until,
             position: old_position.clone(),
             walked: old_walked,
             at: page.at,

@@ -48,6 +48,9 @@ pub enum StoreError {
     /// Another agent holds this discovery identifier (compared ignoring case).
     #[error("identifier '{0}' is already registered")]
     IdentifierTaken(String),
+    /// A mirror page's writer no longer holds its source's lease: another process took over.
+    #[error("the lease on mirror source '{0}' is held by another process now")]
+    LeaseLost(String),
     #[error("database error: {0}")]
     Database(#[from] sqlx::Error),
 }
@@ -245,9 +248,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// Write one page of a source: its inserts, updates, earlier versions and deletes (each
     /// logged in the change log as any write is) and its new position and counters, in one
-    /// transaction, under the lease `page.lease_owner` holds. `Conflict` (nothing written) when a
-    /// package name or identifier is taken, an agent changed since it was read, or the lease is
-    /// no longer the writer's.
+    /// transaction, under the lease `page.lease_owner` holds, which it extends to
+    /// `page.lease_until`. `Conflict` (nothing written) when a package name or identifier is
+    /// taken or an agent changed since it was read; `LeaseLost` when the lease is no longer the
+    /// writer's.
     async fn write_mirror_page(&self, page: &MirrorPage) -> StoreResult<MirrorWritten>;
 
     /// End a pass of source `id` held by `owner`: record its outcome (`error` `None`: a

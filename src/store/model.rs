@@ -371,6 +371,8 @@ pub struct MirrorPage {
     pub source: String,
     /// The lease the writer holds: a page of a process whose lease was taken over is refused.
     pub lease_owner: String,
+    /// The lease is extended to this time with the page (`None`: left as it is).
+    pub lease_until: Option<Timestamp>,
     /// New agents (owned by the source, with their provenance).
     pub inserts: Vec<Agent>,
     pub updates: Vec<MirrorUpdate>,

@@ -1109,8 +1109,9 @@ where
         // First, so that on PostgreSQL the source's row is locked for the page: a process
         // that lost its lease writes nothing.
         let held = sqlx::query(
-            "UPDATE mirror_sources SET position = COALESCE($1, position), walked = $2, skipped = skipped + $3, \
-             collisions = collisions + $4 WHERE id = $5 AND lease_owner = $6",
+            "UPDATE mirror_sources SET position = COALESCE($1, position), walked = $2, \
+             skipped = skipped + $3, collisions = collisions + $4, \
+             lease_until = COALESCE($7, lease_until) WHERE id = $5 AND lease_owner = $6",
         )
         .bind(&page.position)
         .bind(page.walked)
@@ -1118,14 +1119,12 @@ where
         .bind(page.collisions)
         .bind(&page.source)
         .bind(&page.lease_owner)
+        .bind(page.lease_until.map(Timestamp::micros))
         .execute(&mut *tx)
         .await?;
         if DB::rows_affected(&held) == 0 {
             tx.rollback().await?;
-            return Err(StoreError::Conflict(format!(
-                "the lease on mirror source '{}' is no longer held",
-                page.source
-            )));
+            return Err(StoreError::LeaseLost(page.source.clone()));
         }
         let mut written = MirrorWritten::default();
         let taken = |tx_err: sqlx::Error| -> StoreError {

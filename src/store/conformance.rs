@@ -4,8 +4,8 @@
 use serde_json::json;
 
 use super::{
-    Agent, AgentState, AgentVersion, ChangeKind, PlaygroundSession, SessionStep, StepKind, Store,
-    StoreError, StoredEmbedding, TokenRecord, VerificationLevel,
+    Agent, AgentState, AgentVersion, ChangeKind, MirrorPage, PlaygroundSession, SessionStep,
+    StepKind, Store, StoreError, StoredEmbedding, TokenRecord, VerificationLevel,
 };
 use crate::domain::health::{ProbeKind, ProbeOutcome};
 use crate::domain::{AgentDraft, HealthStatus, Scope};
@@ -589,6 +589,111 @@ pub async fn embeddings_are_keyed_by_embedder_and_die_with_their_agent(store: &d
             .expect("load")
             .is_empty()
     );
+}
+
+pub async fn racing_vector_saves_in_opposite_orders_both_succeed(store: &dyn Store) {
+    let mut embeddings = Vec::new();
+    for n in 0..40 {
+        let agent = Agent::new(draft(&format!("com.example.race{n}")), "alice", at(n));
+        store.insert_agent(&agent).await.expect("insert");
+        embeddings.push(StoredEmbedding {
+            agent_id: agent.id.clone(),
+            content_hash: format!("h{n}"),
+            vector: vec![n as f32],
+        });
+    }
+    let reversed: Vec<StoredEmbedding> = embeddings.iter().rev().cloned().collect();
+    for _ in 0..5 {
+        let (a, b) = tokio::join!(
+            store.save_embeddings("model-a", &embeddings),
+            store.save_embeddings("model-a", &reversed),
+        );
+        a.expect("one order");
+        b.expect("the other order: no deadlock");
+    }
+}
+
+pub async fn a_mirror_page_is_written_whole_under_its_lease(store: &dyn Store) {
+    let claim = |owner: &'static str, now: i64, force: bool| {
+        store.claim_mirror(
+            "mcp-registry:up.example",
+            "mcp-registry",
+            "https://up.example",
+            owner,
+            at(now),
+            at(now + 60),
+            force,
+        )
+    };
+    let first = claim("p1", 0, false).await.expect("claim").expect("free");
+    assert_eq!((first.entries, first.walked), (0, false));
+    assert!(
+        claim("p2", 1, true).await.expect("claim").is_none(),
+        "leased"
+    );
+    let mine = Agent {
+        owner: "mirror:mcp-registry:up.example".to_owned(),
+        ..Agent::new(draft("com.example.mirrored"), "x", at(1))
+    };
+    let page = MirrorPage {
+        source: "mcp-registry:up.example".to_owned(),
+        lease_owner: "p1".to_owned(),
+        inserts: vec![mine.clone()],
+        position: Some("{\"cursor\":\"a\"}".to_owned()),
+        skipped: 2,
+        at: Some(at(2)),
+        ..MirrorPage::default()
+    };
+    store.write_mirror_page(&page).await.expect("page");
+    // A page with a taken name writes none of its agents, and not its position.
+    let taken = MirrorPage {
+        inserts: vec![
+            Agent {
+                owner: mine.owner.clone(),
+                ..Agent::new(draft("com.example.other"), "x", at(3))
+            },
+            Agent {
+                owner: mine.owner.clone(),
+                ..Agent::new(draft("com.example.mirrored"), "x", at(3))
+            },
+        ],
+        position: Some("{\"cursor\":\"b\"}".to_owned()),
+        ..page.clone()
+    };
+    assert!(matches!(
+        store.write_mirror_page(&taken).await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert!(
+        store
+            .find_agent("com.example.other")
+            .await
+            .expect("find")
+            .is_none()
+    );
+    // Another writer is refused.
+    let stranger = MirrorPage {
+        lease_owner: "p2".to_owned(),
+        ..page.clone()
+    };
+    assert!(matches!(
+        store.write_mirror_page(&stranger).await,
+        Err(StoreError::LeaseLost(_))
+    ));
+    store
+        .end_mirror_pass("mcp-registry:up.example", "p1", at(4), None, at(100))
+        .await
+        .expect("end");
+    let listed = store.mirror_sources().await.expect("sources");
+    assert_eq!(listed.len(), 1);
+    let record = &listed[0];
+    assert_eq!(record.position.as_deref(), Some("{\"cursor\":\"a\"}"));
+    assert_eq!((record.entries, record.skipped), (1, 2));
+    assert_eq!(record.last_success, Some(at(4)));
+    assert_eq!(record.lease_owner, None);
+    // Not due again before its next pass, unless forced.
+    assert!(claim("p2", 50, false).await.expect("claim").is_none());
+    assert!(claim("p2", 50, true).await.expect("claim").is_some());
 }
 
 pub async fn stored_vectors_are_read_a_page_at_a_time_by_agent_id(store: &dyn Store) {
@@ -1236,6 +1341,8 @@ macro_rules! conformance_suite {
             tokens_are_found_by_hash_listed_and_revoked,
             embeddings_are_keyed_by_embedder_and_die_with_their_agent,
             stored_vectors_are_read_a_page_at_a_time_by_agent_id,
+            racing_vector_saves_in_opposite_orders_both_succeed,
+            a_mirror_page_is_written_whole_under_its_lease,
             sessions_read_back_with_their_steps_in_order,
             sessions_are_touched_deleted_and_purged_when_expired,
             due_probes_are_leased_to_one_claimer_at_a_time,

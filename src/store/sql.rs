@@ -816,8 +816,14 @@ where
         embedder_id: &str,
         embeddings: &[StoredEmbedding],
     ) -> StoreResult<()> {
+        // Rows in one order (by agent id) in every transaction: two processes, or a write and
+        // the change-log follower, saving vectors of the same agents then wait for each other
+        // instead of deadlocking (PostgreSQL detects that only after `deadlock_timeout`, 1 s,
+        // and aborts one of them).
+        let mut ordered: Vec<&StoredEmbedding> = embeddings.iter().collect();
+        ordered.sort_by(|a, b| a.agent_id.cmp(&b.agent_id));
         let mut tx = self.writer.begin().await?;
-        for embedding in embeddings {
+        for embedding in ordered {
             // INSERT … SELECT: nothing is written for an agent deleted meanwhile.
             sqlx::query(
                 "INSERT INTO agent_embeddings (agent_id, embedder_id, content_hash, vector) \

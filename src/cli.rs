@@ -78,7 +78,7 @@ pub enum TokenCommand {
         /// Owner of the agents this token creates.
         #[arg(long)]
         owner: String,
-        /// Scope to grant (repeat for several); none means all of them.
+        /// Scope to grant (repeat for several); none means every scope but `mirrors:read`.
         #[arg(long = "scope", value_parser = parse_scope)]
         scopes: Vec<Scope>,
         /// Days until the token expires; never when absent.

@@ -186,7 +186,9 @@ async fn first_run_token(state: &AppState) -> anyhow::Result<()> {
     if !config.first_run_token || !local_only || !state.store.list_tokens(None).await?.is_empty() {
         return Ok(());
     }
-    let issued = auth::issue_token(state.store.as_ref(), "local", &[], Some(30)).await?;
+    // The operator on their own machine: every scope, the operators' one included.
+    let issued =
+        auth::issue_token(state.store.as_ref(), "local", &auth::Scope::ALL, Some(30)).await?;
     tracing::info!(token.id = %issued.record.id, owner = "local", "made a first-run token");
     // Printed, never logged: this is the only place the secret is ever shown.
     eprintln!(

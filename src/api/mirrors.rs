@@ -33,7 +33,8 @@ pub struct MirrorView {
     pub kind: String,
     pub url: String,
     /// `pending` (no pass yet), `walking` (the first full walk has not ended), `ok` (the last
-    /// pass succeeded), `failing` (the last pass failed: see `last_error`).
+    /// pass succeeded), `failing` (the last pass failed: see `last_error`; it resumes where it
+    /// stopped).
     pub state: MirrorState,
     /// Agents the source holds here now.
     pub entries: i64,
@@ -80,8 +81,8 @@ impl MirrorView {
         let state = match record {
             None => MirrorState::Pending,
             Some(record) if record.last_error.is_some() => MirrorState::Failing,
-            Some(record) if !record.walked => MirrorState::Walking,
-            Some(record) if record.last_success.is_none() => MirrorState::Pending,
+            // The first walk runs, or has written its last page and is finishing.
+            Some(record) if !record.walked || record.last_success.is_none() => MirrorState::Walking,
             Some(_) => MirrorState::Ok,
         };
         let last_success = record.and_then(|r| r.last_success);

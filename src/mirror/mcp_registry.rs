@@ -65,6 +65,8 @@ pub(super) async fn pass(pass: &mut Pass<'_>) -> Result<(), MirrorError> {
                 .map(|high| Timestamp::from_micros(high.micros() - OVERLAP_SECS * 1_000_000));
         }
     }
+    // Cursors asked with in this pass: one that comes back would loop for ever.
+    let mut cursors = std::collections::HashSet::new();
     loop {
         let mut url = pass.source.endpoint("/v0.1/servers")?;
         {
@@ -99,10 +101,12 @@ pub(super) async fn pass(pass: &mut Pass<'_>) -> Result<(), MirrorError> {
             .and_then(Value::as_str)
             .filter(|cursor| !cursor.is_empty())
             .map(str::to_owned);
-        // A cursor that does not move would loop for ever.
-        if next.is_some() && next == position.cursor {
+        if let Some(cursor) = &position.cursor {
+            cursors.insert(cursor.clone());
+        }
+        if next.as_ref().is_some_and(|next| cursors.contains(next)) {
             return Err(MirrorError::Malformed(format!(
-                "{url}: the next cursor is the one asked with"
+                "{url}: the next cursor is one this pass asked with already"
             )));
         }
         let done = next.is_none();

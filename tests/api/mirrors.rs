@@ -41,6 +41,8 @@ struct Upstream {
     fail_from: Mutex<Option<usize>>,
     /// Answer every request with a body this large.
     huge: Mutex<bool>,
+    /// Answer every page with a next cursor that points back at the first page's.
+    looping: Mutex<bool>,
     /// The ARD publisher: path → (ETag, document).
     ard: Mutex<BTreeMap<String, (String, Value)>>,
     /// ARD requests answered 304 and 200.
@@ -196,6 +198,10 @@ async fn list_servers(
     let mut metadata = json!({"count": page.len()});
     if matching.len() > limit {
         let ((name, version), _) = matching[limit - 1];
+        metadata["nextCursor"] = json!(format!("{name}:{version}"));
+    }
+    if *upstream.looping.lock().expect("lock") {
+        let ((name, version), _) = servers.iter().next().expect("a server");
         metadata["nextCursor"] = json!(format!("{name}:{version}"));
     }
     Json(json!({"servers": page, "metadata": metadata})).into_response()
@@ -489,6 +495,14 @@ async fn a_failing_or_oversized_upstream_changes_nothing_and_the_mirror_recovers
     assert!(error.contains("more than"), "{error}");
     assert_eq!(count_owned(&app, &owner).await, 150);
     *fake.upstream.huge.lock().expect("lock") = false;
+
+    // A cursor that leads back is a loop: the pass stops instead of walking for ever.
+    *fake.upstream.looping.lock().expect("lock") = true;
+    let looped = app.state.mirrors.pass_if_due(&source, true, &Quiet).await;
+    let error = looped.expect_err("a loop").to_string();
+    assert!(error.contains("asked with already"), "{error}");
+    assert_eq!(count_owned(&app, &owner).await, 150);
+    *fake.upstream.looping.lock().expect("lock") = false;
 
     // A while of 500s that the retries outlast loses nothing either.
     *fake.upstream.failures.lock().expect("lock") = 2;

@@ -59,7 +59,7 @@ pub enum MirrorCommand {
 #[derive(clap::Args, Debug)]
 pub struct MirrorSyncArgs {
     /// The source, `KIND=URL`: `mcp-registry=URL`, `agent-registry=URL` or `ard=ORIGIN`.
-    #[arg(value_parser = crate::mirror::Source::parse)]
+    #[arg(value_parser = crate::domain::mirror_source::Source::parse)]
     pub source: crate::mirror::Source,
     /// Keep new agents in STAGE instead of ACTIVE.
     #[arg(long, env = "REGISTRY_MIRROR_STAGE", default_value_t = false, action = clap::ArgAction::Set)]
@@ -186,7 +186,7 @@ async fn mirror_sync(args: MirrorSyncArgs) -> anyhow::Result<()> {
         sources: vec![args.source.clone()],
         interval: std::time::Duration::from_secs(300),
         stage: args.stage,
-        page_size: crate::config::MirrorConfig::PAGE_SIZE,
+        page_size: crate::mirror::Settings::PAGE_SIZE,
         lease: std::time::Duration::from_secs(90),
     };
     let mirrors =

@@ -112,7 +112,7 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
         Arc::new(outbound::Outbound::new(
             outbound::OutboundSettings::for_configured_apis(&config.upstreams, &base_url),
         )?),
-        config.mirror.settings(),
+        mirror::Settings::of(&config.mirror),
     ));
     let mirroring = Arc::clone(&mirrors).spawn().map(Arc::new);
     let auth = Arc::new(auth::Authenticator::new(

@@ -1080,8 +1080,10 @@ async fn slow_mcp_registry(count: usize, delay: Duration) -> (String, Arc<Mutex<
             .map(|i| format!("io.github.crash{i:05}/server"))
             .collect(),
     );
+    /// The server names, the pages served so far, and how long a page takes.
+    type Upstream = (Arc<Vec<String>>, Arc<Mutex<usize>>, Duration);
     async fn page(
-        State((names, served, delay)): State<(Arc<Vec<String>>, Arc<Mutex<usize>>, Duration)>,
+        State((names, served, delay)): State<Upstream>,
         Query(query): Query<std::collections::HashMap<String, String>>,
     ) -> axum::Json<Value> {
         tokio::time::sleep(delay).await;
@@ -1091,22 +1093,32 @@ async fn slow_mcp_registry(count: usize, delay: Duration) -> (String, Arc<Mutex<
             .unwrap_or(30)
             .min(100);
         let after = query.get("cursor").cloned();
+        let since = query.get("updated_since").cloned();
+        // Server i was last updated i minutes into 2025-09-01.
+        let stamp = |i: usize| format!("2025-09-01T{:02}:{:02}:00Z", i / 60, i % 60);
         let start = after.map_or(0, |cursor| {
             names.partition_point(|name| name.as_str() <= cursor.as_str())
         });
-        let servers: Vec<Value> = names[start..(start + limit).min(names.len())]
+        let wanted: Vec<usize> = (start..names.len())
+            .filter(|&i| since.as_ref().is_none_or(|since| stamp(i) >= *since))
+            .collect();
+        let servers: Vec<Value> = wanted
             .iter()
-            .map(|name| json!({
-                "server": {"name": name, "description": format!("Server {name} for crash tests."),
-                    "version": "1.0.0", "packages": [{"registryType": "npm", "identifier": "@crash/x",
-                    "version": "1.0.0", "transport": {"type": "stdio"}}]},
-                "_meta": {"io.modelcontextprotocol.registry/official": {"status": "active",
-                    "isLatest": true, "publishedAt": "2025-09-01T00:00:00Z", "updatedAt": "2025-09-01T00:00:00Z"}}
-            }))
+            .take(limit)
+            .map(|&i| {
+                let name = &names[i];
+                json!({
+                    "server": {"name": name, "description": format!("Server {name} for crash tests."),
+                        "version": "1.0.0", "packages": [{"registryType": "npm", "identifier": "@crash/x",
+                        "version": "1.0.0", "transport": {"type": "stdio"}}]},
+                    "_meta": {"io.modelcontextprotocol.registry/official": {"status": "active",
+                        "isLatest": true, "publishedAt": stamp(i), "updatedAt": stamp(i)}}
+                })
+            })
             .collect();
         let mut metadata = json!({"count": servers.len()});
-        if start + limit < names.len() {
-            metadata["nextCursor"] = json!(names[start + limit - 1]);
+        if wanted.len() > limit {
+            metadata["nextCursor"] = json!(names[wanted[limit - 1]]);
         }
         *served.lock().expect("lock") += 1;
         axum::Json(json!({"servers": servers, "metadata": metadata}))
@@ -1210,4 +1222,45 @@ async fn a_mirror_killed_during_its_first_walk_resumes_without_a_duplicate_or_a_
     // It resumed where it stopped: ten pages in all, give or take the page in flight.
     let pages = *served.lock().expect("lock");
     assert!(pages <= 11, "{pages} pages served: the walk started over");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mirror_sync_runs_one_pass_and_reports_it() {
+    let (origin, served) = slow_mcp_registry(250, Duration::ZERO).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sync = |dir: &Path| {
+        let origin = origin.clone();
+        let dir = dir.to_owned();
+        tokio::task::spawn_blocking(move || {
+            Command::new(env!("CARGO_BIN_EXE_agent-registry"))
+                .args(["mirror", "sync", &format!("mcp-registry={origin}")])
+                .arg("--data-dir")
+                .arg(&dir)
+                .output()
+                .expect("mirror sync runs")
+        })
+    };
+    let output = sync(dir.path()).await.expect("task");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("250 entries read in 3 pages, created 250"),
+        "{stderr}"
+    );
+    assert_eq!(*served.lock().expect("lock"), 3);
+    // Again: one request asks what changed, and nothing did.
+    let output = sync(dir.path()).await.expect("task");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        stderr.contains("created 0, updated 0, deleted 0"),
+        "{stderr}"
+    );
+    assert_eq!(*served.lock().expect("lock"), 4);
+    // A source that is not one is refused with a clear message.
+    let output = Command::new(env!("CARGO_BIN_EXE_agent-registry"))
+        .args(["mirror", "sync", "gopher=ftp://x.example"])
+        .output()
+        .expect("runs");
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("the kind is one of"));
 }

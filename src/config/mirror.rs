@@ -1,10 +1,8 @@
 //! Mirror sources: other catalogues this registry fills itself from and keeps in step with.
 
-use std::time::Duration;
-
 use clap::Args;
 
-use crate::mirror::Source;
+use crate::domain::mirror_source::Source;
 
 /// Which sources are mirrored, and how often.
 #[derive(Args, Clone, Debug)]
@@ -32,19 +30,4 @@ pub struct MirrorConfig {
     /// Keep new mirrored agents in STAGE for an operator to publish, instead of ACTIVE.
     #[arg(long, env = "REGISTRY_MIRROR_STAGE", default_value_t = false, action = clap::ArgAction::Set)]
     pub mirror_stage: bool,
-}
-
-impl MirrorConfig {
-    /// Entries asked for per page: the MCP Registry API's largest page.
-    pub const PAGE_SIZE: u32 = 100;
-
-    pub fn settings(&self) -> crate::mirror::Settings {
-        crate::mirror::Settings {
-            sources: self.mirrors.clone(),
-            interval: Duration::from_secs(self.mirror_interval_secs),
-            stage: self.mirror_stage,
-            page_size: Self::PAGE_SIZE,
-            lease: Duration::from_secs(self.mirror_lease_secs),
-        }
-    }
 }

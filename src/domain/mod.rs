@@ -6,6 +6,7 @@ pub mod agent_card;
 pub mod card_signature;
 pub mod health;
 pub mod json;
+pub mod mirror_source;
 pub mod package_name;
 pub mod payment;
 pub mod rails;

@@ -26,7 +26,7 @@ pub(super) async fn pass(pass: &mut Pass<'_>) -> Result<(), MirrorError> {
         .and_then(|text| serde_json::from_str(text).ok())
         .unwrap_or_default();
     loop {
-        let mut url = pass.source.endpoint("/public/changes")?;
+        let mut url = super::endpoint(pass.source, "/public/changes")?;
         url.query_pairs_mut()
             .append_pair("since", &position.since.to_string())
             .append_pair("limit", &pass.page_size().to_string());

@@ -68,7 +68,7 @@ pub(super) async fn pass(pass: &mut Pass<'_>) -> Result<(), MirrorError> {
     // Cursors asked with in this pass: one that comes back would loop for ever.
     let mut cursors = std::collections::HashSet::new();
     loop {
-        let mut url = pass.source.endpoint("/v0.1/servers")?;
+        let mut url = super::endpoint(pass.source, "/v0.1/servers")?;
         {
             let mut query = url.query_pairs_mut();
             query.append_pair("limit", &pass.page_size().to_string());

@@ -26,114 +26,34 @@ use std::time::{Duration, Instant};
 use rand::Rng;
 use url::Url;
 
-use crate::domain::access::MIRROR_PREFIX;
 use crate::outbound::Outbound;
 use crate::registry::{Registry, RegistryError};
 use crate::store::{MirrorPage, MirrorRecord, Provenance, Store, StoreError};
 use crate::task::AbortOnDrop;
 use crate::timestamp::Timestamp;
 
+pub use crate::domain::mirror_source::{Kind, Source};
 pub use fetch::{MAX_PAGE_BYTES, MirrorError};
 use plan::{Entry, Read};
 
-/// The kinds of source.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    McpRegistry,
-    AgentRegistry,
-    Ard,
+/// `url` + `path` (which starts with `/`).
+fn endpoint(source: &Source, path: &str) -> Result<Url, MirrorError> {
+    let base = source.url.as_str().trim_end_matches('/');
+    Url::parse(&format!("{base}{path}")).map_err(|err| MirrorError::Malformed(err.to_string()))
 }
 
-impl Kind {
-    pub const ALL: [Self; 3] = [Self::McpRegistry, Self::AgentRegistry, Self::Ard];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::McpRegistry => "mcp-registry",
-            Self::AgentRegistry => "agent-registry",
-            Self::Ard => "ard",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|kind| kind.as_str() == text)
+/// Where `entry` of `source` came from, fetched at `at`.
+fn provenance(source: &Source, entry: &Entry, at: Timestamp) -> Provenance {
+    Provenance {
+        source: source.id.clone(),
+        source_url: source.url.to_string(),
+        upstream_id: entry.upstream_id.clone(),
+        fetched_at: at,
+        status: entry.status_text(),
     }
 }
 
-/// One configured source.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Source {
-    pub kind: Kind,
-    /// The URL as configured, without a trailing slash.
-    pub url: Url,
-    /// `{kind}:{host}[:{port}][{path}]`.
-    pub id: String,
-}
-
-impl Source {
-    /// Read `KIND=URL`.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let (kind, url) = text
-            .trim()
-            .split_once('=')
-            .ok_or_else(|| format!("'{text}': expected KIND=URL"))?;
-        let kind = Kind::parse(kind.trim()).ok_or_else(|| {
-            format!(
-                "'{kind}': the kind is one of {}",
-                Kind::ALL.map(Kind::as_str).join(", ")
-            )
-        })?;
-        let url = Url::parse(url.trim()).map_err(|err| format!("'{url}': {err}"))?;
-        if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-            return Err(format!("'{url}': an http or https URL is needed"));
-        }
-        if url.query().is_some() || url.fragment().is_some() {
-            return Err(format!("'{url}': no query or fragment"));
-        }
-        let mut url = url;
-        let path = url.path().trim_end_matches('/').to_owned();
-        url.set_path(&path);
-        let host = url.host_str().unwrap_or_default().to_ascii_lowercase();
-        let port = url
-            .port()
-            .map(|port| format!(":{port}"))
-            .unwrap_or_default();
-        Ok(Self {
-            id: format!("{}:{host}{port}{path}", kind.as_str()),
-            kind,
-            url,
-        })
-    }
-
-    /// The owner of the agents this source writes.
-    pub fn owner(&self) -> String {
-        format!("{MIRROR_PREFIX}{}", self.id)
-    }
-
-    /// `url` + `path` (which starts with `/`).
-    fn endpoint(&self, path: &str) -> Result<Url, MirrorError> {
-        let base = self.url.as_str().trim_end_matches('/');
-        Url::parse(&format!("{base}{path}")).map_err(|err| MirrorError::Malformed(err.to_string()))
-    }
-
-    fn provenance(&self, entry: &Entry, at: Timestamp) -> Provenance {
-        Provenance {
-            source: self.id.clone(),
-            source_url: self.url.to_string(),
-            upstream_id: entry.upstream_id.clone(),
-            fetched_at: at,
-            status: entry.status_text(),
-        }
-    }
-}
-
-impl Entry {
-    fn status_text(&self) -> Option<String> {
-        (self.status == plan::Status::Deprecated).then(|| "deprecated".to_owned())
-    }
-}
-
-/// How mirrors run, from the configuration.
+/// How mirrors run.
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub sources: Vec<Source>,
@@ -145,6 +65,22 @@ pub struct Settings {
     /// How long a pass keeps its source from other processes without a sign of life: each page
     /// written renews it, so a process that died frees its sources after this long.
     pub lease: Duration,
+}
+
+impl Settings {
+    /// Entries asked for per page: the MCP Registry API's largest page.
+    pub const PAGE_SIZE: u32 = 100;
+
+    /// The settings the configuration gives.
+    pub fn of(config: &crate::config::MirrorConfig) -> Self {
+        Self {
+            sources: config.mirrors.clone(),
+            interval: Duration::from_secs(config.mirror_interval_secs),
+            stage: config.mirror_stage,
+            page_size: Self::PAGE_SIZE,
+            lease: Duration::from_secs(config.mirror_lease_secs),
+        }
+    }
 }
 
 /// What a pass reports as it goes.
@@ -170,7 +106,7 @@ pub struct PassReport {
     pub deleted: u64,
     pub skipped: u64,
     pub collisions: u64,
-    /// The pass was (or finished) the source's first full walk.
+    /// The pass finished the source's first full walk.
     pub walked: bool,
 }
 
@@ -287,10 +223,9 @@ impl Mirrors {
         let (error, next) = match &result {
             Ok(()) => (None, self.settings.interval),
             Err(err) => {
+                // Twice the interval after one failure, four times after two, then eight.
                 let failures = u32::try_from(record.failures + 1).unwrap_or(u32::MAX);
-                let factor = 2u32
-                    .saturating_pow(failures.saturating_sub(1))
-                    .min(MAX_BACKOFF);
+                let factor = 2u32.saturating_pow(failures).min(MAX_BACKOFF);
                 (Some(err.to_string()), self.settings.interval * factor)
             }
         };
@@ -394,6 +329,7 @@ impl<'a> Pass<'a> {
             Kind::AgentRegistry => agent_registry::pass(self).await?,
             Kind::Ard => ard::pass(self).await?,
         }
+        self.report.walked = first && self.walked;
         let report = &self.report;
         if first {
             tracing::info!(source = %self.source.id, entries = report.entries,

@@ -57,6 +57,13 @@ pub struct Entry {
     pub published_at: Option<Timestamp>,
 }
 
+impl Entry {
+    /// The status a provenance records: only what is not plain active.
+    pub(super) fn status_text(&self) -> Option<String> {
+        (self.status == Status::Deprecated).then(|| "deprecated".to_owned())
+    }
+}
+
 /// A page decided: the writes, and the package names left out because another owner holds them.
 #[derive(Debug, Default)]
 pub struct Plan {
@@ -125,7 +132,7 @@ pub fn plan(
                 plan.collisions.push(package);
             }
             (Some(entry), Some(agent)) => {
-                let provenance = source.provenance(&entry, at);
+                let provenance = super::provenance(source, &entry, at);
                 let mut draft = entry.draft;
                 // The identifier is fixed once written; the source's version is kept as it is.
                 draft.identifier = None;
@@ -146,7 +153,7 @@ pub fn plan(
                 plan.before.insert(agent.id.clone(), agent.clone());
             }
             (Some(entry), None) => {
-                let provenance = source.provenance(&entry, at);
+                let provenance = super::provenance(source, &entry, at);
                 let mut agent = Agent::new(entry.draft, &owner, at);
                 if !stage {
                     agent.state = AgentState::Active;

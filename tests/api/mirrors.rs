@@ -714,3 +714,51 @@ async fn a_configured_mirror_syncs_in_the_background_and_sources_are_validated()
     let parsed = Source::parse("mcp-registry=https://Registry.Example:8443/base/").expect("parses");
     assert_eq!(parsed.id, "mcp-registry:registry.example:8443/base");
 }
+
+#[tokio::test]
+async fn this_registrys_own_paged_manifest_crawls_whole() {
+    // Ten agents a manifest page: the 25 published here and the registry's own follow in
+    // nested catalogue pages.
+    let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .await
+        .expect("bind");
+    let base = format!("http://{}", listener.local_addr().expect("address"));
+    let public: url::Url = base.parse().expect("url");
+    let upstream = TestApp::spawn_with(|config| {
+        config.ai_catalog_page_size = 10;
+        config.public_url = Some(public);
+    })
+    .await
+    .served_on(listener);
+    let token = upstream.token("carol", &["agents:write"]).await;
+    for i in 0..25 {
+        let mut body = agent_body(&format!("org.carol.agent{i:02}"));
+        body["description"] = json!(format!("Agent {i} charts shipping lanes."));
+        upstream.publish_live(&token, body).await;
+    }
+    let source = Source::parse(&format!("ard={base}")).expect("source");
+    let app = mirror_app().await;
+    let report = sync(&app, &source).await;
+    assert!(report.pages >= 3, "{report:?}");
+    let record = app.get("/public/agents/org.carol.agent17").await;
+    assert_eq!(record.status, 200, "{}", record.text);
+    assert_eq!(record.body["provenance"]["source"], source.id);
+    // Its hosted agents collide with this registry's own; the 25 are all here.
+    let owned = app
+        .state
+        .registry
+        .owned_by(&source.owner())
+        .await
+        .expect("owned");
+    let carols = owned
+        .iter()
+        .filter(|(_, name)| name.starts_with("org.carol."))
+        .count();
+    assert_eq!(carols, 25);
+    // Unpublished upstream: gone from its manifest, so gone here at the next crawl.
+    upstream
+        .post_empty("/api/agents/org.carol.agent03/unpublish", &token)
+        .await;
+    let report = sync(&app, &source).await;
+    assert_eq!(report.deleted, 1, "{report:?}");
+}

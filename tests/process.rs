@@ -1070,21 +1070,25 @@ async fn the_sample_catalogue_imports_whole_and_keeps_how_to_reach_each_agent() 
     assert!(with("interfaces") > 100, "A2A interfaces kept");
 }
 
+/// The query strings a fake upstream answered, in order.
+type Served = Arc<Mutex<Vec<String>>>;
+
 /// A local MCP Registry API of `count` servers, pages of at most 100, each page taking `delay`;
-/// counts the pages it served.
-async fn slow_mcp_registry(count: usize, delay: Duration) -> (String, Arc<Mutex<usize>>) {
-    use axum::extract::{Query, State};
-    let served = Arc::new(Mutex::new(0usize));
+/// keeps the query of every page it served.
+async fn slow_mcp_registry(count: usize, delay: Duration) -> (String, Served) {
+    use axum::extract::{Query, RawQuery, State};
+    let served: Served = Arc::new(Mutex::new(Vec::new()));
     let names: Arc<Vec<String>> = Arc::new(
         (0..count)
             .map(|i| format!("io.github.crash{i:05}/server"))
             .collect(),
     );
     /// The server names, the pages served so far, and how long a page takes.
-    type Upstream = (Arc<Vec<String>>, Arc<Mutex<usize>>, Duration);
+    type Upstream = (Arc<Vec<String>>, Served, Duration);
     async fn page(
         State((names, served, delay)): State<Upstream>,
         Query(query): Query<std::collections::HashMap<String, String>>,
+        RawQuery(raw): RawQuery,
     ) -> axum::Json<Value> {
         tokio::time::sleep(delay).await;
         let limit: usize = query
@@ -1120,7 +1124,7 @@ async fn slow_mcp_registry(count: usize, delay: Duration) -> (String, Arc<Mutex<
         if wanted.len() > limit {
             metadata["nextCursor"] = json!(names[wanted[limit - 1]]);
         }
-        *served.lock().expect("lock") += 1;
+        served.lock().expect("lock").push(raw.unwrap_or_default());
         axum::Json(json!({"servers": servers, "metadata": metadata}))
     }
     let router = axum::Router::new()
@@ -1193,11 +1197,11 @@ async fn a_mirror_killed_during_its_first_walk_resumes_without_a_duplicate_or_a_
     let mut server = Server::ready(child, port).await;
     // Killed mid-walk: some pages are written, the rest are not.
     let deadline = Instant::now() + Duration::from_secs(30);
-    while *served.lock().expect("lock") < 4 && Instant::now() < deadline {
+    while served.lock().expect("lock").len() < 4 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     server.kill_hard();
-    let pages_before = *served.lock().expect("lock");
+    let pages_before = served.lock().expect("lock").len();
     assert!(pages_before < 10, "the walk was still under way");
 
     let (child, port) = start(dir.path());
@@ -1220,7 +1224,7 @@ async fn a_mirror_killed_during_its_first_walk_resumes_without_a_duplicate_or_a_
     assert_eq!(names.len(), 1_000, "exactly the upstream's servers");
     assert_eq!(unique.len(), 1_000, "no duplicate");
     // It resumed where it stopped: ten pages in all, give or take the page in flight.
-    let pages = *served.lock().expect("lock");
+    let pages = served.lock().expect("lock").len();
     assert!(pages <= 11, "{pages} pages served: the walk started over");
 }
 
@@ -1247,7 +1251,7 @@ async fn mirror_sync_runs_one_pass_and_reports_it() {
         stderr.contains("250 entries read in 3 pages, created 250"),
         "{stderr}"
     );
-    assert_eq!(*served.lock().expect("lock"), 3);
+    assert_eq!(served.lock().expect("lock").len(), 3);
     // Again: one request asks what changed, and nothing did.
     let output = sync(dir.path()).await.expect("task");
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
@@ -1255,7 +1259,7 @@ async fn mirror_sync_runs_one_pass_and_reports_it() {
         stderr.contains("created 0, updated 0, deleted 0"),
         "{stderr}"
     );
-    assert_eq!(*served.lock().expect("lock"), 4);
+    assert_eq!(served.lock().expect("lock").len(), 4);
     // A source that is not one is refused with a clear message.
     let output = Command::new(env!("CARGO_BIN_EXE_agent-registry"))
         .args(["mirror", "sync", "gopher=ftp://x.example"])
@@ -1263,4 +1267,69 @@ async fn mirror_sync_runs_one_pass_and_reports_it() {
         .expect("runs");
     assert!(!output.status.success());
     assert!(String::from_utf8_lossy(&output.stderr).contains("the kind is one of"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_servers_on_one_postgres_sync_a_mirror_once_per_interval_between_them() {
+    let Some(schema) = TestSchema::create().await else {
+        return;
+    };
+    let (origin, served) = slow_mcp_registry(250, Duration::from_millis(20)).await;
+    let dirs = [
+        tempfile::tempdir().expect("temp dir"),
+        tempfile::tempdir().expect("temp dir"),
+    ];
+    let start = |dir: &Path| {
+        let port = free_port();
+        let child = serve_command(dir, port)
+            .arg(format!("--database-url={}", schema.url))
+            .args(["--mirror", &format!("mcp-registry={origin}")])
+            .args(["--mirror-interval-secs", "2"])
+            .env("REGISTRY_MASTER_KEY", MASTER_KEY)
+            .env("REGISTRY_PROBE_INTERVAL_SECS", "0")
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("binary starts");
+        (child, port)
+    };
+    let (child, port) = start(dirs[0].path());
+    let (child_b, port_b) = start(dirs[1].path());
+    let first = Server::ready(child, port).await;
+    let second = Server::ready(child_b, port_b).await;
+    let started = Instant::now();
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    let queries = served.lock().expect("lock").clone();
+    let elapsed = started.elapsed().as_secs_f64();
+    // One first walk between them (three pages), then one request per pass.
+    let walks = queries
+        .iter()
+        .filter(|q| !q.contains("cursor=") && !q.contains("updated_since="))
+        .count();
+    assert_eq!(walks, 1, "{queries:?}");
+    let polls = queries
+        .iter()
+        .filter(|q| q.contains("updated_since="))
+        .count();
+    assert!(polls >= 2, "passes kept running: {queries:?}");
+    // A pass every 2 s at most, between the two processes (plus the one under way).
+    assert!(
+        (polls as f64) <= elapsed / 2.0 + 2.0,
+        "{polls} polls in {elapsed:.1} s: both processes polled: {queries:?}"
+    );
+    // Both serve every mirrored agent.
+    let client = reqwest::Client::new();
+    for server in [&first, &second] {
+        let found: Value = client
+            .get(format!(
+                "{}/public/agents/io.github.crash00249.server",
+                server.base
+            ))
+            .send()
+            .await
+            .expect("get")
+            .json()
+            .await
+            .expect("json");
+        assert_eq!(found["package_name"], "io.github.crash00249.server");
+    }
 }

@@ -43,6 +43,8 @@ struct Upstream {
     huge: Mutex<bool>,
     /// Answer every page with a next cursor that points back at the first page's.
     looping: Mutex<bool>,
+    /// Answer with JSON nested deeper than any parser should follow.
+    deep: Mutex<bool>,
     /// The ARD publisher: path → (ETag, document).
     ard: Mutex<BTreeMap<String, (String, Value)>>,
     /// ARD requests answered 304 and 200.
@@ -162,6 +164,15 @@ async fn list_servers(
             *failures -= 1;
             return (StatusCode::INTERNAL_SERVER_ERROR, "upstream trouble").into_response();
         }
+    }
+    if *upstream.deep.lock().expect("lock") {
+        let depth = 100_000;
+        let body = format!(
+            "{{\"servers\": {}{}}}",
+            "[".repeat(depth),
+            "]".repeat(depth)
+        );
+        return ([(header::CONTENT_TYPE, "application/json")], body).into_response();
     }
     if *upstream.huge.lock().expect("lock") {
         let padding = "x".repeat(9 * 1024 * 1024);
@@ -761,4 +772,70 @@ async fn this_registrys_own_paged_manifest_crawls_whole() {
         .await;
     let report = sync(&app, &source).await;
     assert_eq!(report.deleted, 1, "{report:?}");
+}
+
+#[tokio::test]
+async fn hostile_entries_are_skipped_and_a_hostile_page_fails_the_pass_alone() {
+    let fake = Fake::start().await;
+    fake.list("io.github.fine/tides", "1.0.0", "Tide tables.", "active");
+    let hostile = |name: &str, server: Value| {
+        fake.upstream.servers.lock().expect("lock").insert(
+            (name.to_owned(), "1.0.0".to_owned()),
+            Listed {
+                server,
+                status: "active",
+                is_latest: true,
+                published_at: "2025-01-01T00:00:00Z".into(),
+                updated_at: "2025-01-01T00:00:00Z".into(),
+            },
+        );
+    };
+    hostile(
+        "io.github.nul/x",
+        json!({"name": "io.github.nul/x", "version": "1.0.0",
+        "description": "before\u{0}after"}),
+    );
+    hostile(
+        "io.github.long/x",
+        json!({"name": "io.github.long/x", "version": "1.0.0",
+        "description": "x".repeat(200_000)}),
+    );
+    hostile(
+        "io.github.typed/x",
+        json!({"name": "io.github.typed/x", "version": "1.0.0",
+        "description": "Fine.", "remotes": "not a list"}),
+    );
+    hostile(
+        "io.github.markup/x",
+        json!({"name": "io.github.markup/x", "version": "1.0.0",
+        "description": "<script>alert(1)</script> & 'quotes'"}),
+    );
+    let source = fake.source("mcp-registry");
+    let app = mirror_app().await;
+    let report = sync(&app, &source).await;
+    assert_eq!((report.inserted, report.skipped), (2, 3), "{report:?}");
+    let markup = app.get("/public/agents/io.github.markup.x").await;
+    assert_eq!(
+        markup.body["description"],
+        "<script>alert(1)</script> & 'quotes'"
+    );
+    let page = app.get("/agents/io.github.markup.x").await;
+    assert!(
+        !page.text.contains("<script>alert(1)"),
+        "escaped on the page"
+    );
+
+    // A page nested past any sane depth fails the pass, quickly, and changes nothing.
+    *fake.upstream.deep.lock().expect("lock") = true;
+    let started = std::time::Instant::now();
+    let error = app
+        .state
+        .mirrors
+        .pass_if_due(&source, true, &Quiet)
+        .await
+        .expect_err("refused")
+        .to_string();
+    assert!(error.contains("not what it serves"), "{error}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    assert_eq!(count_owned(&app, &source.owner()).await, 2);
 }

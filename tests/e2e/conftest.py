@@ -21,6 +21,19 @@ ARTIFACTS = Path(os.environ.get("E2E_ARTIFACTS", ROOT / "target" / "e2e-artifact
 MASTER_KEY = "e2e-master-key"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 
+# One page of the MCP Registry API, for the registry that mirrors it.
+MIRRORED_SERVERS = {
+    "servers": [{
+        "server": {"name": "io.github.e2e/tides", "description": "Tide tables, mirrored from another registry.",
+                   "version": "1.2.0", "packages": [{"registryType": "npm", "identifier": "@e2e/tides",
+                                                     "version": "1.2.0", "transport": {"type": "stdio"}}]},
+        "_meta": {"io.modelcontextprotocol.registry/official": {
+            "status": "deprecated", "isLatest": True,
+            "publishedAt": "2025-09-01T00:00:00Z", "updatedAt": "2025-09-01T00:00:00Z"}},
+    }],
+    "metadata": {"count": 1},
+}
+
 # Recorded shape of Coinbase's spot price (Wikipedia's answers are in tests/support/fakes.py).
 BTC_SPOT = {"data": {"amount": "67012.345", "base": "BTC", "currency": "USD"}}
 
@@ -54,6 +67,8 @@ class FakeUpstreams(JsonHandler):
             self.reply(200, ADA_SUMMARY)
         elif path == "/cards/weather.json":
             self.reply(200, weather_card(f"{host}/a2a/v1"))
+        elif path == "/v0.1/servers":
+            self.reply(200, MIRRORED_SERVERS)
         elif path.startswith("/v2/prices/"):
             self.reply(404, {"errors": [{"id": "not_found", "message": "Invalid base currency"}]})
         else:
@@ -105,6 +120,16 @@ def registry(upstreams: str) -> Iterator[str]:
         "REGISTRY_PROBE_INTERVAL_SECS": "1",
         "REGISTRY_PROBE_TIMEOUT_SECS": "2",
     }
+    with running_registry(binary, env) as base_url:
+        yield base_url
+
+
+@pytest.fixture(scope="session")
+def mirroring_registry(upstreams: str) -> Iterator[str]:
+    """A second registry that mirrors the fake's MCP Registry API page."""
+    binary = Path(os.environ.get("REGISTRY_BIN", ROOT / "target" / "debug" / "agent-registry"))
+    env = {"REGISTRY_MASTER_KEY": MASTER_KEY, "REGISTRY_MIRRORS": f"mcp-registry={upstreams}",
+           "REGISTRY_PROBE_INTERVAL_SECS": "0"}
     with running_registry(binary, env) as base_url:
         yield base_url
 

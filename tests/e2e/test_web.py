@@ -9,7 +9,7 @@ import time
 
 import pytest
 from conftest import api, screenshot
-from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import Browser, Locator, Page, expect
 
 
 def save_token(page: Page, token: str) -> None:
@@ -419,3 +419,27 @@ def test_a_package_only_server_says_it_is_not_probed_rather_than_down(page: Page
     page.goto("/?q=local+files")
     expect(page.locator(".badge.health").first).to_have_text("○ Not probed (package only)")
     expect(page.locator('#facet-health input[data-value="not_probed"]')).to_be_visible()
+
+
+def test_a_mirrored_agent_says_where_it_comes_from(browser: Browser, mirroring_registry: str, upstreams: str) -> None:
+    deadline = time.time() + 20
+    status = 0
+    while time.time() < deadline:
+        status, _ = api(mirroring_registry, "GET", "/public/agents/io.github.e2e.tides")
+        if status == 200:
+            break
+        time.sleep(0.2)
+    assert status == 200, "the first pass ran"
+    context = browser.new_context(base_url=mirroring_registry, viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.goto("/agents/io.github.e2e.tides")
+    facts = page.locator("#facts")
+    source = "mcp-registry:" + upstreams.removeprefix("http://")
+    expect(facts).to_contain_text("Mirrored from")
+    expect(facts).to_contain_text(f"{source} · as io.github.e2e/tides")
+    expect(facts).to_contain_text("deprecated")
+    screenshot(page, "mirrored-agent")
+    context.close()
+    assert not errors, errors

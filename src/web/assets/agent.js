@@ -78,6 +78,7 @@ function renderFacts(record) {
     [isCardUrl(record.manifest_url) ? "Own card" : "Listed from", record.manifest_url && /^https?:/i.test(record.manifest_url) ? link(record.manifest_url) : record.manifest_url],
     ["Repository", record.repository && /^https?:/i.test(record.repository.url) ? link(record.repository.url) : null],
     ["Health", healthFact(record.health)],
+    ["Mirrored from", mirroredFact(record.provenance)],
     ["Owner", record.owner],
     ["Published", when(record.published_at)],
     ["Updated", when(record.updated_at)],
@@ -97,6 +98,14 @@ function healthFact(health) {
   if (health.uptime_7d !== null) lines.push(`${percent(health.uptime_7d)} over 7 days, ${percent(health.uptime_30d)} over 30`);
   if (health.last_ok_at && health.status !== "up") lines.push(`last up ${when(health.last_ok_at)}`);
   if (health.detail) lines.push(health.detail);
+  return lines.join(" · ");
+}
+
+/** Where a mirrored agent came from, for the details list; null for an agent published here. */
+function mirroredFact(provenance) {
+  if (!provenance) return null;
+  const lines = [provenance.source, `as ${provenance.upstream_id}`, `fetched ${when(provenance.fetched_at)}`];
+  if (provenance.status) lines.push(provenance.status);
   return lines.join(" · ");
 }
 

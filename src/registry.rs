@@ -393,7 +393,18 @@ impl Registry {
     /// gets the agent's id added to its last segment; a publisher's own identifier that is
     /// taken is a conflict.
     async fn insert(&self, agent: &mut Agent) -> RegistryResult<()> {
-        self.displace_mirrored(agent).await?;
+        match self.insert_once(agent).await {
+            // A local agent is never blocked by a mirrored one.
+            Err(RegistryError::Store(StoreError::Conflict(_) | StoreError::IdentifierTaken(_)))
+                if self.displace_mirrored(agent).await? =>
+            {
+                self.insert_once(agent).await
+            }
+            other => other,
+        }
+    }
+
+    async fn insert_once(&self, agent: &mut Agent) -> RegistryResult<()> {
         match self.store.insert_agent(agent).await {
             Err(StoreError::IdentifierTaken(_))
                 if agent.urn == crate::domain::AirUrn::of_package(&agent.draft.package_name) =>
@@ -405,31 +416,35 @@ impl Registry {
         }
     }
 
-    /// A local agent is never blocked by a mirrored one: a mirror's agent holding the package
-    /// name a local agent is being created with is deleted first (the mirror then reports the
-    /// name as a collision and leaves it to the local agent).
-    async fn displace_mirrored(&self, agent: &Agent) -> RegistryResult<()> {
+    /// Delete the mirrored agents that hold the package name or the identifier a local agent
+    /// is being created with; whether there was one. The mirror then reports the entry as a
+    /// collision and leaves the name to the local agent.
+    async fn displace_mirrored(&self, agent: &Agent) -> RegistryResult<bool> {
         if is_mirror_owner(&agent.owner) {
-            return Ok(());
+            return Ok(false);
         }
-        let Some(existing) = self.store.find_agent(agent.package_name()).await? else {
-            return Ok(());
-        };
-        if existing.package_name() != agent.package_name() || !is_mirror_owner(&existing.owner) {
-            return Ok(());
-        }
-        tracing::info!(package = %existing.package_name(), mirror = %existing.owner,
-            "a local agent takes the package name of a mirrored one; the mirrored one is removed");
-        if self
-            .store
-            .delete_agent(&existing.id, Timestamp::now())
-            .await?
-        {
-            if let Some(index) = &self.index {
-                index.delete(&existing.id).await;
+        let mut displaced = false;
+        for key in [agent.package_name(), agent.urn.as_str()] {
+            let Some(existing) = self.store.find_agent(key).await? else {
+                continue;
+            };
+            if !is_mirror_owner(&existing.owner) {
+                continue;
+            }
+            tracing::info!(package = %existing.package_name(), mirror = %existing.owner,
+                "a local agent takes the name or identifier of a mirrored one; the mirrored one is removed");
+            if self
+                .store
+                .delete_agent(&existing.id, Timestamp::now())
+                .await?
+            {
+                if let Some(index) = &self.index {
+                    index.delete(&existing.id).await;
+                }
+                displaced = true;
             }
         }
-        Ok(())
+        Ok(displaced)
     }
 
     /// Replace the writable fields of an agent `actor` manages; with `expected_revision`, only

@@ -448,6 +448,23 @@ async fn mirrored_agents_are_read_only_and_never_block_a_local_one() {
     let local = app.get_as("/api/agents/io.github.sea.tides", &alice).await;
     assert_eq!(local.body["description"], "Mine now.");
     assert_eq!(mirror_status(&app).await["collisions"], 1);
+
+    // Nor does a mirrored agent's identifier block a local agent that names it.
+    let swell = app
+        .get_as("/api/agents/io.github.sea.swell", MASTER_KEY)
+        .await;
+    let identifier = swell.body["identifier"]
+        .as_str()
+        .expect("identifier")
+        .to_owned();
+    let mut body = agent_body("io.github.sea.swell-local");
+    body["identifier"] = json!(identifier);
+    let created = app.post("/api/agents/publish", Some(&alice), body).await;
+    assert_eq!(created.status, 201, "{}", created.text);
+    assert_eq!(created.body["identifier"], identifier.as_str());
+    app.get_as("/api/agents/io.github.sea.swell", MASTER_KEY)
+        .await
+        .assert_problem(404, "agent_not_found");
 }
 
 #[tokio::test]

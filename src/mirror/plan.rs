@@ -185,3 +185,91 @@ pub fn plan(
     plan.page.at = Some(at);
     plan
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn source() -> Source {
+        Source::parse("mcp-registry=https://up.example").expect("source")
+    }
+
+    fn entry(package: &str, version: &str, is_latest: bool, status: Status) -> Read {
+        let draft = AgentDraft::parse(&json!({"package_name": package, "name": package,
+            "description": "Tide tables.", "version": version}))
+        .expect("draft");
+        Read::Entry(Box::new(Entry {
+            upstream_id: package.to_owned(),
+            draft,
+            status,
+            is_latest,
+            published_at: None,
+        }))
+    }
+
+    #[test]
+    fn a_page_decided_again_over_what_it_wrote_writes_nothing() {
+        let at = Timestamp::from_micros(1_795_000_000_000_000);
+        let reads = vec![
+            entry("com.sea.tides", "1.0.0", false, Status::Active),
+            entry("com.sea.tides", "1.1.0", true, Status::Active),
+            entry("com.sea.swell", "2.0.0", true, Status::Deprecated),
+            Read::Skipped {
+                upstream_id: "x".into(),
+                reason: "broken".into(),
+            },
+        ];
+        let first = plan(&source(), reads.clone(), Vec::new(), false, at);
+        assert_eq!(first.page.inserts.len(), 2);
+        assert_eq!(first.page.history.len(), 1, "1.0.0 goes to the history");
+        assert_eq!(first.page.skipped, 1);
+        let swell = first
+            .page
+            .inserts
+            .iter()
+            .find(|a| a.package_name() == "com.sea.swell")
+            .expect("swell");
+        assert_eq!(swell.state, AgentState::Active);
+        assert_eq!(
+            swell.provenance.as_ref().and_then(|p| p.status.as_deref()),
+            Some("deprecated")
+        );
+
+        let again = plan(&source(), reads, first.page.inserts.clone(), false, at);
+        assert!(again.page.inserts.is_empty() && again.page.updates.is_empty());
+        assert!(again.page.deletes.is_empty());
+    }
+
+    #[test]
+    fn another_owners_agent_is_a_collision_and_deleted_entries_go() {
+        let at = Timestamp::from_micros(1_795_000_000_000_000);
+        let local = Agent::new(
+            AgentDraft::parse(&json!({"package_name": "com.sea.tides", "name": "Mine",
+                "description": "Local."}))
+            .expect("draft"),
+            "alice",
+            at,
+        );
+        let mirrored = Agent {
+            owner: source().owner(),
+            ..Agent::new(
+                AgentDraft::parse(&json!({"package_name": "com.sea.swell", "name": "Swell",
+                    "description": "Swell."}))
+                .expect("draft"),
+                "x",
+                at,
+            )
+        };
+        let reads = vec![
+            entry("com.sea.tides", "1.0.0", true, Status::Active),
+            entry("com.sea.swell", "1.0.0", true, Status::Deleted),
+        ];
+        let decided = plan(&source(), reads, vec![local, mirrored.clone()], true, at);
+        assert_eq!(decided.collisions, vec!["com.sea.tides".to_owned()]);
+        assert_eq!(decided.page.collisions, 1);
+        assert_eq!(decided.page.deletes, vec![mirrored.id]);
+        assert!(decided.page.inserts.is_empty());
+    }
+}

@@ -589,7 +589,19 @@ impl Registry {
     pub async fn ensure_system_agent(&self, draft: AgentDraft) -> RegistryResult<Agent> {
         let now = Timestamp::now();
         let store = self.store.as_ref();
-        let mut agent = match store.find_agent(draft.package_name.as_str()).await? {
+        let found = match store.find_agent(draft.package_name.as_str()).await? {
+            // A mirror wrote this name before mirrors left the registry's names alone: the
+            // registry takes it back.
+            Some(existing) if is_mirror_owner(&existing.owner) => {
+                store.delete_agent(&existing.id, now).await?;
+                if let Some(index) = &self.index {
+                    index.delete(&existing.id).await;
+                }
+                None
+            }
+            found => found,
+        };
+        let mut agent = match found {
             Some(existing) if existing.draft == draft => existing,
             Some(existing) => store.update_agent(&existing.id, &draft, None, now).await?,
             None => {
@@ -1064,6 +1076,32 @@ mod tests {
             .publish(reserved(), &Actor::master())
             .await
             .expect("the master key may");
+    }
+
+    #[tokio::test]
+    async fn the_registry_takes_back_its_own_name_from_a_mirror() {
+        let (_dir, store) = store().await;
+        let mirrored = Agent::new(
+            draft("registry.utility.wiki", "Upstream's"),
+            "mirror:x",
+            Timestamp::now(),
+        );
+        store.insert_agent(&mirrored).await.expect("insert");
+        let registry = Registry::offline(Arc::clone(&store));
+        let ours = registry
+            .ensure_system_agent(draft("registry.utility.wiki", "Ours"))
+            .await
+            .expect("ensured");
+        assert_eq!(ours.owner, SYSTEM_OWNER);
+        assert_eq!(ours.draft.description, "Ours");
+        assert_eq!(ours.state, AgentState::Active);
+        assert!(
+            store
+                .find_agent(&mirrored.id)
+                .await
+                .expect("find")
+                .is_none()
+        );
     }
 
     fn versioned(description: &str, version: Option<&str>) -> AgentDraft {

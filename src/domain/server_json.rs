@@ -17,6 +17,13 @@
 
 use serde_json::{Map, Value, json};
 
+/// The `_meta` key under which this registry's own `server.json` documents (its MCP Registry
+/// API) carry what the schema has no room for: the package name, the full description, and
+/// packages that name no version.
+pub const LISTING_META: &str = "io.github.agent-registry/listing";
+/// The `_meta` key of what the publisher provided.
+pub const PUBLISHER_META: &str = "io.modelcontextprotocol.registry/publisher-provided";
+
 /// The publish body a `server.json` document describes; `None` when `document` is not one (it
 /// has a `package_name`, or its `name` is not `namespace/name`).
 pub fn publish_body(document: &Value) -> Option<Value> {
@@ -51,6 +58,26 @@ pub fn publish_body(document: &Value) -> Option<Value> {
     ] {
         if let Some(value) = object.get(from).filter(|value| !value.is_null()) {
             body.insert(to.to_owned(), value.clone());
+        }
+    }
+    // A document this registry served: its listing restores what the schema cut.
+    if let Some(listing) = object
+        .get("_meta")
+        .and_then(|meta| meta.get(PUBLISHER_META))
+        .and_then(|provided| provided.get(LISTING_META))
+    {
+        for key in ["package_name", "description"] {
+            if let Some(value @ Value::String(_)) = listing.get(key) {
+                body.insert(key.to_owned(), value.clone());
+            }
+        }
+        if let Some(Value::Array(unversioned)) = listing.get("unversioned_packages") {
+            match body.get_mut("packages") {
+                Some(Value::Array(packages)) => packages.extend(unversioned.iter().cloned()),
+                _ => {
+                    body.insert("packages".to_owned(), Value::Array(unversioned.clone()));
+                }
+            }
         }
     }
     Some(Value::Object(body))
@@ -98,6 +125,23 @@ mod tests {
             draft.reach.interfaces.is_empty(),
             "an MCP server is no A2A agent"
         );
+    }
+
+    #[test]
+    fn this_registrys_listing_restores_what_the_schema_cut() {
+        let document = json!({"server": {
+            "name": "io.github.acme/weather.tools", "description": "Forecasts over M…", "version": "1.0.0",
+            "_meta": {PUBLISHER_META: {LISTING_META: {
+                "package_name": "io.github.acme.weather.tools",
+                "description": "Forecasts over MCP, for every city, with the full text kept.",
+                "unversioned_packages": [{"registryType": "npm", "identifier": "@acme/weather",
+                    "transport": {"type": "stdio"}}]}}}
+        }});
+        let body = publish_body(&document).expect("a server.json");
+        let draft = AgentDraft::parse(&body).expect("valid");
+        assert_eq!(draft.package_name.as_str(), "io.github.acme.weather.tools");
+        assert!(draft.description.ends_with("the full text kept."));
+        assert_eq!(draft.reach.packages[0].identifier, "@acme/weather");
     }
 
     #[test]

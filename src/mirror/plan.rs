@@ -119,6 +119,14 @@ pub fn plan(
         if last.get(&package) != Some(&i) {
             continue;
         }
+        // The registry's own names are never a mirror's: an upstream registry lists its own
+        // hosted agents under them.
+        if package.starts_with(crate::registry::RESERVED_PREFIX) {
+            if entry.is_some() {
+                plan.collisions.push(package);
+            }
+            continue;
+        }
         let current = held.get(&package);
         match (entry, current) {
             (None, Some(agent)) if agent.owner == owner => {
@@ -271,5 +279,24 @@ mod tests {
         assert_eq!(decided.page.collisions, 1);
         assert_eq!(decided.page.deletes, vec![mirrored.id]);
         assert!(decided.page.inserts.is_empty());
+
+        // An upstream registry's own agents are never written here.
+        let reserved = plan(
+            &source(),
+            vec![entry(
+                "registry.utility.wiki",
+                "1.0.0",
+                true,
+                Status::Active,
+            )],
+            Vec::new(),
+            false,
+            at,
+        );
+        assert!(reserved.page.inserts.is_empty());
+        assert_eq!(
+            reserved.collisions,
+            vec!["registry.utility.wiki".to_owned()]
+        );
     }
 }

@@ -548,6 +548,13 @@ async fn another_instance_is_mirrored_through_its_change_feed_and_its_mcp_api() 
         if i % 3 == 0 {
             body["remotes"] =
                 json!([{"type": "streamable-http", "url": format!("https://mcp.bob.dev/{i}")}]);
+            // No version: outside what server.json holds, so this registry's listing carries it.
+            body["packages"] = json!([{"registry_type": "npm", "identifier": format!("@bob/agent{i}"),
+                "transport": {"type": "stdio"}}]);
+            body["description"] = json!(format!(
+                "Agent {i} answers questions about lighthouses, \
+                their keepers, their lamps and the ships they guided home through the worst storms."
+            ));
         }
         upstream.publish_live(&token, body).await;
     }
@@ -577,6 +584,23 @@ async fn another_instance_is_mirrored_through_its_change_feed_and_its_mcp_api() 
     let report = sync(&app, &api).await;
     assert_eq!(report.inserted, 0, "{report:?}");
     assert!(report.collisions >= 4, "{report:?}");
+
+    // Into a registry of its own, the MCP servers arrive whole: this registry's listing in
+    // `_meta` restores the full description and the packages without a version.
+    let fresh = mirror_app().await;
+    let report = sync(&fresh, &api).await;
+    assert_eq!(report.inserted, 4, "{report:?}");
+    assert_eq!(
+        report.collisions, 1,
+        "the registry's own entry is left out: {report:?}"
+    );
+    let record = fresh.get("/public/agents/com.bob.agent03").await;
+    let description = record.body["description"].as_str().unwrap_or_default();
+    assert!(
+        description.ends_with("through the worst storms."),
+        "{description}"
+    );
+    assert_eq!(record.body["packages"][0]["identifier"], "@bob/agent3");
 }
 
 #[tokio::test]

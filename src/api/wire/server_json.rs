@@ -5,14 +5,13 @@
 use serde_json::{Map, Value, json};
 
 use crate::domain::reach::Package;
+use crate::domain::server_json::{LISTING_META as REGISTRY_META, PUBLISHER_META};
 use crate::search::DEFAULT_VERSION;
 use crate::store::Agent;
 
 /// The `server.json` schema the documents follow.
 pub const SERVER_SCHEMA: &str =
     "https://static.modelcontextprotocol.io/schemas/2025-09-29/server.schema.json";
-/// This registry's `_meta` key.
-const REGISTRY_META: &str = "io.github.agent-registry/listing";
 /// `server.json` limits its description to this many characters.
 const MAX_DESCRIPTION_CHARS: usize = 100;
 
@@ -78,7 +77,7 @@ pub fn document(agent: &Agent) -> Value {
     }
     server.insert(
         "_meta".to_owned(),
-        json!({"io.modelcontextprotocol.registry/publisher-provided": {REGISTRY_META: listing}}),
+        json!({PUBLISHER_META: {REGISTRY_META: listing}}),
     );
     Value::Object(server)
 }

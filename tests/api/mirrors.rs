@@ -551,6 +551,7 @@ async fn another_instance_is_mirrored_through_its_change_feed_and_its_mcp_api() 
             // No version: outside what server.json holds, so this registry's listing carries it.
             body["packages"] = json!([{"registry_type": "npm", "identifier": format!("@bob/agent{i}"),
                 "transport": {"type": "stdio"}}]);
+            body["manifest_url"] = json!(format!("https://bob.dev/agents/{i}"));
             body["description"] = json!(format!(
                 "Agent {i} answers questions about lighthouses, \
                 their keepers, their lamps and the ships they guided home through the worst storms."
@@ -601,6 +602,7 @@ async fn another_instance_is_mirrored_through_its_change_feed_and_its_mcp_api() 
         "{description}"
     );
     assert_eq!(record.body["packages"][0]["identifier"], "@bob/agent3");
+    assert_eq!(record.body["manifest_url"], "https://bob.dev/agents/3");
 }
 
 #[tokio::test]

@@ -41,6 +41,10 @@ pub fn document(agent: &Agent) -> Value {
         "version".to_owned(),
         json!(draft.version.as_deref().unwrap_or(DEFAULT_VERSION)),
     );
+    // Where the server is described: the field a `server.json` reader maps back to it.
+    if let Some(website) = draft.manifest_url.as_deref() {
+        server.insert("websiteUrl".to_owned(), json!(website));
+    }
     if let Some(repository) = &reach.repository {
         server.insert(
             "repository".to_owned(),

@@ -60,8 +60,14 @@ async fn catch_up(store: &dyn Store, index: &SearchIndex, cursor: i64) -> StoreR
     for id in ids {
         match current.remove(&id) {
             // Indexed at this revision already; only its health (which the prober writes
-            // without a new revision) may be news.
-            Some(agent) if index.holds(&agent) => index.set_health(&agent.id, agent.health),
+            // without a new revision) may be news. A row without health was read before a
+            // probe landed: it says nothing newer than what this process's prober applied, and
+            // must not clear it (clearing follows a new endpoint, which is a new revision).
+            Some(agent) if index.holds(&agent) => {
+                if agent.health.is_some() {
+                    index.set_health(&agent.id, agent.health);
+                }
+            }
             Some(agent) => changed.push(agent),
             None => deleted.push(id),
         }
@@ -70,4 +76,44 @@ async fn catch_up(store: &dyn Store, index: &SearchIndex, cursor: i64) -> StoreR
     // seconds, not one commit per agent.
     index.apply_batch(&changed, &deleted).await;
     Ok((last, changes.len() == BATCH as usize))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::health::{ProbeKind, ProbeOutcome, Uptime};
+    use crate::domain::{AgentDraft, Health, HealthStatus};
+    use crate::store::AgentState;
+    use crate::store::sqlite::SqliteStore;
+    use crate::timestamp::Timestamp;
+
+    #[tokio::test]
+    async fn a_row_read_before_a_probe_landed_does_not_clear_its_health() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open_dir(dir.path()).await.expect("store"));
+        let draft = AgentDraft::parse(&serde_json::json!({"package_name": "com.example.probed",
+            "name": "Probed", "description": "Answers.", "url": "https://probed.example.com/a2a"}))
+        .expect("draft");
+        let mut agent = Agent::new(draft, "alice", Timestamp::now());
+        agent.state = AgentState::Active;
+        agent.published_at = Some(Timestamp::now());
+        store.insert_agent(&agent).await.expect("insert");
+        let index = SearchIndex::new(Arc::clone(&store), None).expect("index");
+        index.apply(&agent).await;
+        // This process's prober found it up; the row the follower reads was read before.
+        let outcome = ProbeOutcome {
+            status: HealthStatus::Up,
+            kind: ProbeKind::A2aCard,
+            target: "https://probed.example.com/a2a".to_owned(),
+            at: Timestamp::now(),
+            latency_ms: 5,
+            detail: None,
+        };
+        let up = Health::after(None, &outcome, Uptime::default());
+        index.set_health(&agent.id, Some(up));
+        catch_up(store.as_ref(), &index, 0).await.expect("catch up");
+        let counts: HashMap<HealthStatus, usize> = index.health_counts().into_iter().collect();
+        assert_eq!(counts.get(&HealthStatus::Up), Some(&1), "{counts:?}");
+    }
 }

@@ -72,6 +72,7 @@ pub async fn publish_agent(
     request_body(content = crate::openapi::PublishRequest, description = "Same body as publish; `package_name` must be the agent's own"),
     responses((status = 200, body = AgentRecord, description = "The owner's view", headers(("ETag" = String, description = "The new revision, quoted"))),
               (status = 404, body = crate::error::Problem, description = "`agent_not_found`"),
+              (status = 403, body = crate::error::Problem, description = "`forbidden`: another owner's agent, or a token without `agents:write`; `mirrored_read_only`: a mirror's copy of an agent listed elsewhere, which changes at its source"),
               (status = 409, body = crate::error::Problem, description = "`version_conflict`: `version` is a semantic version lower than the current one, or a version the agent had before"),
               (status = 412, body = crate::error::Problem, description = "`precondition_failed`: `If-Match` names an older revision"),
               (status = 422, body = crate::error::Problem, description = "`validation_failed`, with every invalid field"),
@@ -111,6 +112,7 @@ pub async fn update_agent(
     params(("id" = String, Path, description = "Agent id or package name")),
     responses((status = 200, body = AgentRecord, description = "The owner's view"),
               (status = 404, body = crate::error::Problem, description = "`agent_not_found`"),
+              (status = 403, body = crate::error::Problem, description = "`forbidden`: another owner's agent, or a token without `agents:write`; `mirrored_read_only`: a mirror's copy of an agent listed elsewhere, which changes at its source"),
               (status = 409, body = crate::error::Problem, description = "`invalid_state_transition`: not in STAGE")),
     security(("bearer" = [])))]
 pub async fn go_live(
@@ -133,6 +135,7 @@ pub async fn go_live(
     params(("id" = String, Path, description = "Agent id or package name")),
     responses((status = 200, body = AgentRecord, description = "The owner's view"),
               (status = 404, body = crate::error::Problem, description = "`agent_not_found`"),
+              (status = 403, body = crate::error::Problem, description = "`forbidden`: another owner's agent, or a token without `agents:write`; `mirrored_read_only`: a mirror's copy of an agent listed elsewhere, which changes at its source"),
               (status = 409, body = crate::error::Problem, description = "`invalid_state_transition`: not ACTIVE")),
     security(("bearer" = [])))]
 pub async fn unpublish(
@@ -173,6 +176,7 @@ async fn transition(
     params(("id" = String, Path, description = "Agent id or package name")),
     responses((status = 200, description = "Verified: `verification_level` is `domain_verified`", body = AgentRecord),
               (status = 404, body = crate::error::Problem, description = "`agent_not_found`"),
+              (status = 403, body = crate::error::Problem, description = "`forbidden`: another owner's agent, or a token without `agents:write`; `mirrored_read_only`: a mirror's copy of an agent listed elsewhere, which changes at its source"),
               (status = 422, description = "`verification_failed`, saying what was checked", body = crate::error::Problem)),
     security(("bearer" = [])))]
 pub async fn verify_agent(
@@ -200,7 +204,8 @@ pub async fn verify_agent(
 /// Delete an agent in either state; its package name becomes free.
 #[utoipa::path(delete, path = "/api/agents/{id}", tag = "management",
     params(("id" = String, Path, description = "Agent id or package name")),
-    responses((status = 204, description = "Deleted"), (status = 404, body = crate::error::Problem, description = "`agent_not_found`")),
+    responses((status = 204, description = "Deleted"), (status = 404, body = crate::error::Problem, description = "`agent_not_found`"),
+              (status = 403, body = crate::error::Problem, description = "`forbidden`: another owner's agent, or a token without `agents:write`; `mirrored_read_only`: a mirror's copy of an agent listed elsewhere, which changes at its source")),
     security(("bearer" = [])))]
 pub async fn delete_agent(
     State(state): State<AppState>,
@@ -252,7 +257,8 @@ pub async fn list_own_agents(
 #[utoipa::path(get, path = "/api/agents/{id}", tag = "management",
     params(("id" = String, Path, description = "Agent id or package name")),
     responses((status = 200, body = AgentRecord, description = "The owner's view", headers(("ETag" = String, description = "The revision, quoted"))),
-              (status = 404, body = crate::error::Problem, description = "`agent_not_found`")),
+              (status = 404, body = crate::error::Problem, description = "`agent_not_found`"),
+              (status = 403, body = crate::error::Problem, description = "`forbidden`: another owner's agent, or a token without `agents:write`; `mirrored_read_only`: a mirror's copy of an agent listed elsewhere, which changes at its source")),
     security(("bearer" = [])))]
 pub async fn get_own_agent(
     State(state): State<AppState>,

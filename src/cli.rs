@@ -186,7 +186,6 @@ async fn mirror_sync(args: MirrorSyncArgs) -> anyhow::Result<()> {
         sources: vec![args.source.clone()],
         interval: std::time::Duration::from_secs(300),
         stage: args.stage,
-        page_size: crate::mirror::Settings::PAGE_SIZE,
         lease: std::time::Duration::from_secs(90),
     };
     let mirrors =

@@ -1138,6 +1138,21 @@ async fn slow_mcp_registry(count: usize, delay: Duration) -> (String, Served) {
     (origin, served)
 }
 
+/// `serve` over `dir` on a free port, mirroring the MCP Registry API at `origin`, with `args`
+/// added; probes off. Not yet ready: `Server::ready` waits for it.
+fn spawn_mirroring(dir: &Path, origin: &str, args: &[&str]) -> (Child, u16) {
+    let port = free_port();
+    let child = serve_command(dir, port)
+        .args(["--mirror", &format!("mcp-registry={origin}")])
+        .args(args)
+        .env("REGISTRY_MASTER_KEY", MASTER_KEY)
+        .env("REGISTRY_PROBE_INTERVAL_SECS", "0")
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("binary starts");
+    (child, port)
+}
+
 /// Agents owned by `owner` on the server at `base`, as the master key lists them.
 async fn agents_of(client: &reqwest::Client, base: &str, owner: &str) -> Vec<String> {
     let mut names = Vec::new();
@@ -1177,23 +1192,8 @@ async fn agents_of(client: &reqwest::Client, base: &str, owner: &str) -> Vec<Str
 async fn a_mirror_killed_during_its_first_walk_resumes_without_a_duplicate_or_a_loss() {
     let (origin, served) = slow_mcp_registry(1_000, Duration::from_millis(150)).await;
     let dir = tempfile::tempdir().expect("temp dir");
-    let start = |dir: &Path| {
-        let port = free_port();
-        let child = serve_command(dir, port)
-            .args([
-                "--mirror",
-                &format!("mcp-registry={origin}"),
-                "--mirror-lease-secs",
-                "2",
-            ])
-            .env("REGISTRY_MASTER_KEY", MASTER_KEY)
-            .env("REGISTRY_PROBE_INTERVAL_SECS", "0")
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("binary starts");
-        (child, port)
-    };
-    let (child, port) = start(dir.path());
+    let lease = ["--mirror-lease-secs", "2"];
+    let (child, port) = spawn_mirroring(dir.path(), &origin, &lease);
     let mut server = Server::ready(child, port).await;
     // Killed mid-walk: some pages are written, the rest are not.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -1204,7 +1204,7 @@ async fn a_mirror_killed_during_its_first_walk_resumes_without_a_duplicate_or_a_
     let pages_before = served.lock().expect("lock").len();
     assert!(pages_before < 10, "the walk was still under way");
 
-    let (child, port) = start(dir.path());
+    let (child, port) = spawn_mirroring(dir.path(), &origin, &lease);
     let server = Server::ready(child, port).await;
     let client = reqwest::Client::new();
     let owner = format!(
@@ -1279,21 +1279,10 @@ async fn two_servers_on_one_postgres_sync_a_mirror_once_per_interval_between_the
         tempfile::tempdir().expect("temp dir"),
         tempfile::tempdir().expect("temp dir"),
     ];
-    let start = |dir: &Path| {
-        let port = free_port();
-        let child = serve_command(dir, port)
-            .arg(format!("--database-url={}", schema.url))
-            .args(["--mirror", &format!("mcp-registry={origin}")])
-            .args(["--mirror-interval-secs", "2"])
-            .env("REGISTRY_MASTER_KEY", MASTER_KEY)
-            .env("REGISTRY_PROBE_INTERVAL_SECS", "0")
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("binary starts");
-        (child, port)
-    };
-    let (child, port) = start(dirs[0].path());
-    let (child_b, port_b) = start(dirs[1].path());
+    let database = format!("--database-url={}", schema.url);
+    let args = [database.as_str(), "--mirror-interval-secs", "2"];
+    let (child, port) = spawn_mirroring(dirs[0].path(), &origin, &args);
+    let (child_b, port_b) = spawn_mirroring(dirs[1].path(), &origin, &args);
     let first = Server::ready(child, port).await;
     let second = Server::ready(child_b, port_b).await;
     let started = Instant::now();

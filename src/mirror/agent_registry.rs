@@ -20,11 +20,7 @@ struct Position {
 }
 
 pub(super) async fn pass(pass: &mut Pass<'_>) -> Result<(), MirrorError> {
-    let mut position: Position = pass
-        .position
-        .as_deref()
-        .and_then(|text| serde_json::from_str(text).ok())
-        .unwrap_or_default();
+    let mut position: Position = pass.stored_position();
     loop {
         let mut url = super::endpoint(pass.source, "/public/changes")?;
         url.query_pairs_mut()

@@ -54,11 +54,7 @@ struct PageMemo {
 }
 
 pub(super) async fn pass(pass: &mut Pass<'_>) -> Result<(), MirrorError> {
-    let mut position: Position = pass
-        .position
-        .as_deref()
-        .and_then(|text| serde_json::from_str(text).ok())
-        .unwrap_or_default();
+    let mut position: Position = pass.stored_position();
     let manifest = match position
         .manifest
         .as_deref()

@@ -44,11 +44,7 @@ struct Position {
 }
 
 pub(super) async fn pass(pass: &mut Pass<'_>) -> Result<(), MirrorError> {
-    let mut position: Position = pass
-        .position
-        .as_deref()
-        .and_then(|text| serde_json::from_str(text).ok())
-        .unwrap_or_default();
+    let mut position: Position = pass.stored_position();
     let now = Timestamp::now();
     if position.cursor.is_none() {
         // A new pass: a full walk when none ran yet or the last is a day old, else a poll.

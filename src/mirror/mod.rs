@@ -33,7 +33,7 @@ use crate::task::AbortOnDrop;
 use crate::timestamp::Timestamp;
 
 pub use crate::domain::mirror_source::{Kind, Source};
-pub use fetch::{MAX_PAGE_BYTES, MirrorError};
+pub use fetch::MirrorError;
 use plan::{Entry, Read};
 
 /// `url` + `path` (which starts with `/`).
@@ -60,8 +60,6 @@ pub struct Settings {
     pub interval: Duration,
     /// New mirrored agents stay in STAGE for an operator to publish.
     pub stage: bool,
-    /// Entries asked for per page.
-    pub page_size: u32,
     /// How long a pass keeps its source from other processes without a sign of life: each page
     /// written renews it, so a process that died frees its sources after this long.
     pub lease: Duration,
@@ -77,7 +75,6 @@ impl Settings {
             sources: config.mirrors.clone(),
             interval: Duration::from_secs(config.mirror_interval_secs),
             stage: config.mirror_stage,
-            page_size: Self::PAGE_SIZE,
             lease: Duration::from_secs(config.mirror_lease_secs),
         }
     }
@@ -106,8 +103,6 @@ pub struct PassReport {
     pub deleted: u64,
     pub skipped: u64,
     pub collisions: u64,
-    /// The pass finished the source's first full walk.
-    pub walked: bool,
 }
 
 /// The mirror engine of one process: its sources, the fetcher, and who it is for leases.
@@ -329,7 +324,6 @@ impl<'a> Pass<'a> {
             Kind::AgentRegistry => agent_registry::pass(self).await?,
             Kind::Ard => ard::pass(self).await?,
         }
-        self.report.walked = first && self.walked;
         let report = &self.report;
         if first {
             tracing::info!(source = %self.source.id, entries = report.entries,
@@ -342,13 +336,22 @@ impl<'a> Pass<'a> {
         Ok(())
     }
 
+    /// The position the source's kind keeps, as the last page wrote it; from the start when
+    /// there is none (or it is not one this kind reads).
+    fn stored_position<T: serde::de::DeserializeOwned + Default>(&self) -> T {
+        self.position
+            .as_deref()
+            .and_then(|text| serde_json::from_str(text).ok())
+            .unwrap_or_default()
+    }
+
     /// The fetcher.
     fn outbound(&self) -> &Outbound {
         &self.mirrors.outbound
     }
 
     fn page_size(&self) -> u32 {
-        self.mirrors.settings.page_size
+        Settings::PAGE_SIZE
     }
 
     /// Start remembering the names read: this pass walks the whole source from its start.

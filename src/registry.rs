@@ -925,8 +925,32 @@ impl Registry {
             .map_or_else(TextStats::default, |index| index.text_stats())
     }
 
-    pub fn embedder_id(&self) -> Option<&str> {
+    pub fn embedder_id(&self) -> Option<String> {
         self.index.as_ref().and_then(|index| index.embedder_id())
+    }
+
+    /// What `/readyz` says about the embedder beyond its id (offline: nothing).
+    pub fn embedder_note(&self) -> Option<String> {
+        self.index.as_ref().and_then(|index| index.embedder_note())
+    }
+
+    /// Replace that note (offline: nothing to note).
+    pub fn set_embedder_note(&self, note: Option<String>) {
+        if let Some(index) = &self.index {
+            index.set_embedder_note(note);
+        }
+    }
+
+    /// Rank by `embedder` from now on, once every agent has its vector by it (offline: no index,
+    /// nothing to do). See `SearchIndex::switch_embedder`.
+    pub async fn switch_embedder(
+        &self,
+        embedder: Arc<dyn crate::search::embed::Embedder>,
+    ) -> anyhow::Result<()> {
+        match &self.index {
+            Some(index) => index.switch_embedder(embedder).await,
+            None => Ok(()),
+        }
     }
 
     /// Apply a write's result to this process's index (nothing offline).

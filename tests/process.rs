@@ -84,6 +84,9 @@ fn serve_command(data_dir: &Path, port: u16) -> Command {
         .arg("--data-dir")
         .arg(data_dir)
         .env("RUST_LOG", "warn")
+        // The built-in table, and never a model download: tests that want another say so.
+        .env("REGISTRY_EMBEDDER", "static")
+        .env("REGISTRY_OFFLINE", "true")
         .stdout(Stdio::null());
     command
 }

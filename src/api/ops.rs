@@ -20,7 +20,8 @@ pub async fn healthz() -> Json<Value> {
 ///
 /// `vectors` says whether intent ranking is on: `loading` while agents' vectors are loaded or
 /// computed in the background (`embedded` of `total` so far; searches rank by keywords), `ready`,
-/// or `none` without an embedder.
+/// or `none` without an embedder. `embedder` is the id of the embedder ranking now;
+/// `embedder_note` says what is under way or why the retrieval model is not used.
 #[utoipa::path(get, path = "/readyz", tag = "operations",
     responses((status = 200, description = "Ready", body = crate::openapi::Readiness),
               (status = 503, body = crate::error::Problem, description = "`unavailable`: storage does not answer, or the server is starting")))]
@@ -36,14 +37,19 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Value>> {
         (false, true) => ("ready", total),
         (false, false) => ("loading", progress.embedded.min(total)),
     };
-    Ok(Json(json!({
+    let mut body = json!({
         "status": "ready",
         "storage": "ok",
         "indexed_agents": total,
         "vectors": vectors,
         "embedded": embedded,
         "total": total,
-    })))
+        "embedder": state.registry.embedder_id().unwrap_or_else(|| "none".to_owned()),
+    });
+    if let Some(note) = state.registry.embedder_note() {
+        body["embedder_note"] = note.into();
+    }
+    Ok(Json(body))
 }
 
 /// Prometheus text format: request counts and latency histograms by route and status, the

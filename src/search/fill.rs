@@ -66,7 +66,8 @@ impl SearchIndex {
     /// `fill_vectors`, reading the texts to embed from `texts`.
     pub(super) async fn fill_vectors_from(&self, texts: &Texts<'_>) -> anyhow::Result<()> {
         use std::sync::atomic::Ordering::Relaxed;
-        let Some(embedder) = self.embedder.clone() else {
+        let _fill = self.fills.lock().await;
+        let Some(embedder) = self.embedder() else {
             self.vectors_ready.store(true, Relaxed);
             return Ok(());
         };
@@ -396,9 +397,91 @@ impl SearchIndex {
         }
     }
 
-    /// The vectors of `docs` (see `vector_for`), the missing ones embedded in batches.
-    pub(super) async fn vectors_for(&self, docs: &[Read]) -> Vec<Option<Vec<f32>>> {
-        let Some(embedder) = self.embedder.clone() else {
+    /// Rank by `embedder` from now on. Every agent's vector by it is restored (its snapshot,
+    /// the store) or computed beside the serving ones, while searches and writes go on with
+    /// the embedder in use; then the writes that landed meanwhile are embedded again, and the
+    /// embedder and its vectors replace the old ones at once, writes held for that moment.
+    pub async fn switch_embedder(&self, embedder: Arc<dyn Embedder>) -> anyhow::Result<()> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let _fill = self.fills.lock().await;
+        let by_slot = {
+            let mut catalog = self.write_catalog();
+            catalog.filling = Some(HashSet::new());
+            catalog.docs.clone()
+        };
+        self.vectors_filled.store(0, Relaxed);
+        let built = self
+            .restore_and_build(
+                embedder.as_ref(),
+                by_slot,
+                serving_store(embedder.dim()),
+                &Texts::Store,
+            )
+            .await;
+        let mut fresh = match built {
+            Ok(Some(fresh)) => fresh,
+            failed => {
+                self.write_catalog().filling = None;
+                failed?;
+                anyhow::bail!("no vector store was built for {}", embedder.id());
+            }
+        };
+        let _writes = self.writes.lock().await;
+        let written: Vec<(u32, Option<Arc<Doc>>)> = {
+            let mut catalog = self.write_catalog();
+            let written = catalog.filling.take().unwrap_or_default();
+            written
+                .into_iter()
+                .map(|slot| (slot, catalog.doc(slot).map(Arc::clone)))
+                .collect()
+        };
+        for (slot, _) in &written {
+            fresh.clear(*slot);
+        }
+        let again: Vec<(u32, Arc<Doc>)> = written
+            .into_iter()
+            .filter_map(|(slot, doc)| Some((slot, doc?)))
+            .collect();
+        let again_count = again.len();
+        let mut fresh = match self
+            .build_vectors(embedder.as_ref(), again, fresh, &Texts::Store)
+            .await?
+        {
+            Some(fresh) => fresh,
+            None => anyhow::bail!("no vector store was built for {}", embedder.id()),
+        };
+        fresh.defer_graph();
+        let graph_due = {
+            let mut catalog = self.write_catalog();
+            catalog.vectors = Some(fresh);
+            catalog.vectors_generation += 1;
+            *self
+                .embedder
+                .write()
+                .unwrap_or_else(|poison| poison.into_inner()) = Some(Arc::clone(&embedder));
+            catalog.vectors.as_ref().is_some_and(VectorStore::graph_due)
+        };
+        self.vectors_ready.store(true, Relaxed);
+        tracing::info!(
+            embedder = embedder.id(),
+            dim = embedder.dim(),
+            written_meanwhile = again_count,
+            "switched the embedder"
+        );
+        if graph_due {
+            self.build_graph_aside().await;
+        }
+        Ok(())
+    }
+
+    /// The vectors of `docs` by `embedder` (see `vector_for`), the missing ones embedded in
+    /// batches; none without an embedder.
+    pub(super) async fn vectors_for(
+        &self,
+        embedder: Option<&Arc<dyn Embedder>>,
+        docs: &[Read],
+    ) -> Vec<Option<Vec<f32>>> {
+        let Some(embedder) = embedder else {
             return vec![None; docs.len()];
         };
         let mut vectors = Vec::with_capacity(docs.len());

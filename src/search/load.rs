@@ -148,7 +148,7 @@ impl SearchIndex {
 
     /// An empty vector store for a catalog being built (none without an embedder).
     fn serving_vectors(&self) -> Option<VectorStore> {
-        self.embedder.as_ref().map(|e| serving_store(e.dim()))
+        self.embedder().map(|e| serving_store(e.dim()))
     }
 
     /// Serve `catalog`, just built, with the keyword index; vectors follow (`fill_vectors`).
@@ -162,7 +162,7 @@ impl SearchIndex {
         self.vectors_total.store(catalog.live, Relaxed);
         self.vectors_filled.store(0, Relaxed);
         self.vectors_ready
-            .store(self.embedder.is_none() || catalog.live == 0, Relaxed);
+            .store(self.embedder().is_none() || catalog.live == 0, Relaxed);
         *self.write_catalog() = catalog;
     }
 

@@ -58,6 +58,12 @@ use text::TextIndex;
 /// Largest page any path serves.
 pub const MAX_LIMIT: usize = 100;
 
+/// Query embeddings kept for repeated queries (a vector of 384 floats is 1.5 KB: 6 MB in all).
+pub const QUERY_CACHE: usize = 4096;
+
+/// Query vectors by embedder id and query words.
+type QueryVectors = lru::LruCache<(String, String), Vec<f32>>;
+
 /// How a search ranks text: what the index was built with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -72,7 +78,16 @@ pub enum Mode {
 /// The in-memory search index over ACTIVE agents.
 pub struct SearchIndex {
     mode: Mode,
-    embedder: Option<Arc<dyn Embedder>>,
+    /// The embedder queries and agents are embedded with now; `switch_embedder` replaces it
+    /// together with every vector.
+    embedder: RwLock<Option<Arc<dyn Embedder>>>,
+    /// Serialises the fills of every agent's vectors (`fill_vectors`, `switch_embedder`).
+    fills: tokio::sync::Mutex<()>,
+    /// What the operator should know about the embedder beyond its id (a model being fetched
+    /// or embedded with, or why it is not used), for `/readyz`.
+    embedder_note: std::sync::Mutex<Option<String>>,
+    /// Recently embedded queries, by embedder id and text (`None`: no cache).
+    query_vectors: Option<std::sync::Mutex<QueryVectors>>,
     store: Arc<dyn Store>,
     catalog: RwLock<Catalog>,
     /// Moves on every write access to the catalog (`write_catalog`): a reader holding the
@@ -121,7 +136,11 @@ impl SearchIndex {
             } else {
                 Mode::Keyword
             },
-            embedder,
+            embedder: RwLock::new(embedder),
+            fills: tokio::sync::Mutex::new(()),
+            embedder_note: std::sync::Mutex::new(None),
+            query_vectors: std::num::NonZeroUsize::new(QUERY_CACHE)
+                .map(|size| std::sync::Mutex::new(lru::LruCache::new(size))),
             store,
             catalog: RwLock::new(catalog),
             catalog_version: 0.into(),
@@ -134,6 +153,12 @@ impl SearchIndex {
             vectors_total: std::sync::atomic::AtomicUsize::new(0),
             snapshot_dir: None,
         })
+    }
+
+    /// Embed every query, even one asked a moment ago (benchmarks measure the embedder).
+    pub fn without_query_cache(mut self) -> Self {
+        self.query_vectors = None;
+        self
     }
 
     /// Keep snapshots of the keyword and vector indexes in `dir`: `load_catalogue` starts the
@@ -166,7 +191,7 @@ impl SearchIndex {
         let ready = self.vectors_ready.load(Relaxed);
         let total = self.vectors_total.load(Relaxed);
         VectorProgress {
-            none: self.embedder.is_none(),
+            none: self.embedder().is_none(),
             ready,
             embedded: if ready {
                 total.max(self.vectors_filled.load(Relaxed))
@@ -184,16 +209,40 @@ impl SearchIndex {
     /// Rank with `mode` instead of the default (hybrid with an embedder, else keyword): the
     /// quality harness compares them. Modes that need an embedder fall back to keyword without.
     pub fn with_mode(mut self, mode: Mode) -> Self {
-        self.mode = match (mode, &self.embedder) {
-            (Mode::Vector | Mode::Hybrid, None) => Mode::Keyword,
+        self.mode = match (mode, self.embedder().is_some()) {
+            (Mode::Vector | Mode::Hybrid, false) => Mode::Keyword,
             (mode, _) => mode,
         };
         self
     }
 
+    /// The embedder in use, when there is one.
+    pub fn embedder(&self) -> Option<Arc<dyn Embedder>> {
+        self.embedder
+            .read()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .clone()
+    }
+
     /// The embedder's id, when there is one.
-    pub fn embedder_id(&self) -> Option<&str> {
-        self.embedder.as_deref().map(|e| e.id())
+    pub fn embedder_id(&self) -> Option<String> {
+        self.embedder().map(|e| e.id().to_owned())
+    }
+
+    /// What `/readyz` says about the embedder beyond its id (`None`: nothing).
+    pub fn embedder_note(&self) -> Option<String> {
+        self.embedder_note
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner())
+            .clone()
+    }
+
+    /// Replace that note.
+    pub fn set_embedder_note(&self, note: Option<String>) {
+        *self
+            .embedder_note
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner()) = note;
     }
 
     /// The keyword index's segments and stored documents (deleted ones included).
@@ -248,15 +297,34 @@ impl SearchIndex {
             && self
                 .vectors_ready
                 .load(std::sync::atomic::Ordering::Relaxed);
-        match (&self.embedder, wants_vector) {
+        match (self.embedder(), wants_vector) {
             (Some(embedder), true) => {
                 let text = if embedder.is_bag_of_words() {
                     analyse::content_text(&request.text).into_owned()
                 } else {
-                    request.text.clone()
+                    format!("{}{}", embedder.query_instruction(), request.text)
                 };
+                // The same words in the same order embed the same: spacing aside.
+                let key = (
+                    embedder.id().to_owned(),
+                    text.split_whitespace().collect::<Vec<_>>().join(" "),
+                );
+                let cached = self.query_vectors.as_ref().and_then(|cache| {
+                    let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+                    cache.get(&key).cloned()
+                });
+                if cached.is_some() {
+                    return cached;
+                }
                 match embedder.embed(std::slice::from_ref(&text)).await {
-                    Ok(mut vectors) => vectors.pop(),
+                    Ok(mut vectors) => {
+                        let vector = vectors.pop()?;
+                        if let Some(cache) = &self.query_vectors {
+                            let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+                            cache.put(key, vector.clone());
+                        }
+                        Some(vector)
+                    }
                     Err(err) => {
                         tracing::warn!(error = %err, "cannot embed query; keyword ranking only");
                         None

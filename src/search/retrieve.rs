@@ -61,7 +61,11 @@ impl SearchIndex {
             return top.into_matches(tally.total, 0, tally.counter);
         }
         let query_vector = query_vector.filter(|_| self.mode != Mode::Keyword);
-        let vectors = query_vector.zip(catalog.vectors.as_ref());
+        // A query embedded just before `switch_embedder` swapped the vectors has the old
+        // length: it ranks by keywords alone.
+        let vectors = query_vector
+            .zip(catalog.vectors.as_ref())
+            .filter(|(query, vectors)| query.len() == vectors.dim());
         let Some((query_vector, vectors)) = vectors else {
             // Keyword ranking alone: every match streams through the page's selection, and
             // most matches of a common word are only counted.
@@ -146,8 +150,7 @@ impl SearchIndex {
             }
         }
         let weight = self
-            .embedder
-            .as_ref()
+            .embedder()
             .map_or(1.0, |embedder| embedder.fusion_weight());
         let fused = ranks.fuse(&semantic, weight);
         for (slot, score) in fused.scores {

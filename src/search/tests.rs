@@ -1146,3 +1146,190 @@ async fn facets_count_the_keyword_and_the_vector_matches_once_each() {
         .expect("search");
     assert!(without.facets.is_none());
 }
+
+/// A three-dimensional embedder with a query instruction: "ocean" texts embed to [1, 0, 0],
+/// the rest to [0, 1, 0]; its first call waits for `gate`, and it records every text.
+#[derive(Default)]
+struct SwitchEmbedder {
+    gate: tokio::sync::Notify,
+    first: std::sync::atomic::AtomicBool,
+    seen: std::sync::Mutex<Vec<String>>,
+}
+
+#[async_trait::async_trait]
+impl embed::Embedder for SwitchEmbedder {
+    fn id(&self) -> &str {
+        "switch@1"
+    }
+
+    fn dim(&self) -> usize {
+        3
+    }
+
+    fn query_instruction(&self) -> &str {
+        "Q: "
+    }
+
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, embed::EmbedError> {
+        if !self.first.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            self.gate.notified().await;
+        }
+        self.seen
+            .lock()
+            .expect("lock")
+            .extend(texts.iter().cloned());
+        Ok(texts
+            .iter()
+            .map(|text| {
+                if text.contains("ocean") {
+                    vec![1.0, 0.0, 0.0]
+                } else {
+                    vec![0.0, 1.0, 0.0]
+                }
+            })
+            .collect())
+    }
+}
+
+#[tokio::test]
+async fn switching_the_embedder_embeds_every_agent_aside_and_keeps_writes_made_meanwhile() {
+    let (_dir, store) = sqlite_store().await;
+    let agents = stored(&store, "switch", 10, "Forecasts for any city.").await;
+    let index = Arc::new(one_vector_index(Arc::clone(&store), &agents).await);
+    assert_eq!(index.embedder_id().as_deref(), Some("counting@1"));
+    let next = Arc::new(SwitchEmbedder::default());
+    let switching = tokio::spawn({
+        let (index, next) = (Arc::clone(&index), Arc::clone(&next));
+        async move { index.switch_embedder(next).await }
+    });
+    while !next.first.load(std::sync::atomic::Ordering::SeqCst) {
+        tokio::task::yield_now().await;
+    }
+    // Meanwhile: one agent changes its text, another leaves, and the old embedder serves.
+    let changed = store
+        .update_agent(
+            &agents[0].id,
+            &active("com.example.switch0", "Tides of the ocean.").draft,
+            None,
+            crate::timestamp::Timestamp::now(),
+        )
+        .await
+        .expect("update");
+    index.apply(&changed).await;
+    index.delete(&agents[1].id).await;
+    let request = request::from_query_pairs(
+        &[("q".to_owned(), "forecasts".to_owned())],
+        request::LIST_LIMITS,
+    )
+    .expect("request");
+    // 8 by keywords, and the ocean agent by meaning: the old embedder gives every text one
+    // vector.
+    assert_eq!(index.search(&request).await.expect("search").total, 9);
+    assert_eq!(index.embedder_id().as_deref(), Some("counting@1"));
+
+    next.gate.notify_one();
+    switching.await.expect("join").expect("switch");
+    assert_eq!(index.embedder_id().as_deref(), Some("switch@1"));
+    {
+        let catalog = index.read_catalog();
+        let vectors = catalog.vectors.as_ref().expect("vectors");
+        assert_eq!(vectors.dim(), 3);
+        let vector_of = |id: &str| vectors.get(catalog.slots[id]);
+        let near = |v: Option<Vec<f32>>, want: [f32; 3]| {
+            v.is_some_and(|v| v.iter().zip(want).all(|(a, b)| (a - b).abs() < 0.01))
+        };
+        assert!(
+            near(vector_of(&agents[0].id), [1.0, 0.0, 0.0]),
+            "the write, by the new embedder"
+        );
+        assert_eq!(vector_of(&agents[1].id), None, "the deleted agent has none");
+        for agent in &agents[2..] {
+            assert!(near(vector_of(&agent.id), [0.0, 1.0, 0.0]), "{}", agent.id);
+        }
+    }
+    // Queries now go to the new embedder, with its instruction; writes too.
+    let page = index.search(&request).await.expect("search");
+    assert_eq!(page.total, 8);
+    assert!(
+        next.seen
+            .lock()
+            .expect("lock")
+            .iter()
+            .any(|text| text == "Q: forecasts")
+    );
+    let added = active("com.example.switchnew", "An ocean of forecasts.");
+    store.insert_agent(&added).await.expect("insert");
+    index.apply(&added).await;
+    let catalog = index.read_catalog();
+    let vectors = catalog.vectors.as_ref().expect("vectors");
+    assert_eq!(
+        vectors
+            .get(catalog.slots[added.id.as_str()])
+            .map(|v| v.len()),
+        Some(3)
+    );
+}
+
+#[tokio::test]
+async fn a_query_embedded_just_before_a_switch_ranks_by_keywords_instead_of_failing() {
+    let (_dir, store) = sqlite_store().await;
+    let agents = stored(&store, "stale", 5, "Forecasts for any city.").await;
+    let index = one_vector_index(Arc::clone(&store), &agents).await;
+    let request = request::from_query_pairs(
+        &[("q".to_owned(), "forecasts".to_owned())],
+        request::LIST_LIMITS,
+    )
+    .expect("request");
+    // A vector of another length than the index's (2): what a query embedded by the old
+    // embedder looks like once the new one's vectors are in.
+    let page = index
+        .search_with_vector(&request, Some(&[0.0, 1.0, 0.0]))
+        .expect("search");
+    assert_eq!(page.total, 5);
+}
+
+#[tokio::test]
+async fn a_repeated_query_is_embedded_once_and_spacing_does_not_matter() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let (_dir, store) = sqlite_store().await;
+    let agents = stored(&store, "cache", 3, "Forecasts for any city.").await;
+    let embedder = Arc::new(CountingEmbedder::default());
+    let index = SearchIndex::new(
+        Arc::clone(&store),
+        Some(Arc::clone(&embedder) as Arc<dyn embed::Embedder>),
+    )
+    .expect("index");
+    index.rebuild(&agents).await.expect("index");
+    let before = embedder.embedded.load(SeqCst);
+    let ask = |q: &str| {
+        request::from_query_pairs(&[("q".to_owned(), q.to_owned())], request::LIST_LIMITS)
+            .expect("request")
+    };
+    let first = index.search(&ask("city forecasts")).await.expect("search");
+    let again = index
+        .search(&ask("  city   forecasts "))
+        .await
+        .expect("search");
+    assert_eq!(ids(&first), ids(&again));
+    assert_eq!(embedder.embedded.load(SeqCst), before + 1);
+    index.search(&ask("another city")).await.expect("search");
+    assert_eq!(embedder.embedded.load(SeqCst), before + 2);
+
+    let uncached = SearchIndex::new(
+        store,
+        Some(Arc::clone(&embedder) as Arc<dyn embed::Embedder>),
+    )
+    .expect("index")
+    .without_query_cache();
+    uncached.rebuild(&agents).await.expect("index");
+    let before = embedder.embedded.load(SeqCst);
+    uncached
+        .search(&ask("city forecasts"))
+        .await
+        .expect("search");
+    uncached
+        .search(&ask("city forecasts"))
+        .await
+        .expect("search");
+    assert_eq!(embedder.embedded.load(SeqCst), before + 2);
+}

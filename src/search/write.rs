@@ -23,8 +23,19 @@ impl SearchIndex {
     /// whole batch of changes this way. Vectors are embedded together; stale writes lose.
     pub async fn apply_batch(&self, agents: &[Agent], deleted: &[String]) {
         let docs = read_active(agents.iter());
-        let vectors = self.vectors_for(&docs).await;
+        let embedder = self.embedder();
+        let mut vectors = self.vectors_for(embedder.as_ref(), &docs).await;
         let _guard = self.writes.lock().await;
+        let current = self.embedder();
+        let same = match (&embedder, &current) {
+            (Some(a), Some(b)) => std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b)),
+            (None, None) => true,
+            _ => false,
+        };
+        if !same {
+            // `switch_embedder` replaced the embedder while these were embedded.
+            vectors = self.vectors_for(current.as_ref(), &docs).await;
+        }
         let mut text_changes: Vec<(u32, Option<&DocText>)> = Vec::new();
         let graph_due = {
             let mut catalog = self.write_catalog();

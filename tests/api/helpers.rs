@@ -89,6 +89,8 @@ impl TestApp {
         config.public_url = Some("http://registry.test".parse().expect("url"));
         // The prober stays off unless a test turns it on: test agents' endpoints are made up.
         config.probe.probe_interval_secs = 0;
+        // The built-in table: tests never depend on a model in the user's cache.
+        config.embedder.kind = agent_registry::config::EmbedderKind::Static;
         let schema = if on_postgres() {
             let schema = TestSchema::create()
                 .await

@@ -218,12 +218,12 @@ struct WordPieceSpec {
 
 /// The vocabulary in id order, after checking that `tokenizer.json` describes the BERT-uncased
 /// WordPiece that [`WordPiece`] implements.
-fn read_vocabulary(json: &[u8]) -> Result<Vec<String>, EmbedError> {
+pub(super) fn read_vocabulary(json: &[u8]) -> Result<Vec<String>, EmbedError> {
     let file: TokenizerFile = serde_json::from_slice(json)
         .map_err(|error| EmbedError::Model(format!("tokenizer.json: {error}")))?;
     if !is_bert_uncased(&file) {
         return Err(EmbedError::Model(
-            "tokenizer.json is not the BERT-uncased WordPiece tokeniser of all-MiniLM-L6-v2".into(),
+            "tokenizer.json is not a BERT-uncased WordPiece tokeniser".into(),
         ));
     }
     let mut vocabulary = vec![None; file.model.vocab.len()];

@@ -7,12 +7,16 @@ use std::sync::Arc;
 
 use anyhow::Context;
 
+pub mod bge;
+mod int8;
 pub mod minilm;
+mod onnx;
 pub mod openai;
 pub mod static_table;
 pub mod wordpiece;
 
 pub use crate::config::{EmbedderConfig, EmbedderKind};
+pub use bge::BgeEmbedder;
 pub use minilm::MiniLmEmbedder;
 pub use openai::{OpenAiEmbedder, OpenAiSettings};
 pub use static_table::StaticEmbedder;
@@ -37,6 +41,12 @@ pub trait Embedder: Send + Sync {
     /// word it sees moves the vector, while a model reads a sentence as a whole.
     fn is_bag_of_words(&self) -> bool {
         false
+    }
+
+    /// What a query is prefixed with before it is embedded (descriptions never are): a
+    /// retrieval model trained with an instruction on the query side reads queries through it.
+    fn query_instruction(&self) -> &str {
+        ""
     }
 
     /// How much this embedder's ranking counts against the keyword ranking in hybrid fusion
@@ -91,6 +101,29 @@ pub fn from_config(config: &EmbedderConfig) -> anyhow::Result<Option<Arc<dyn Emb
                     .with_context(|| format!("bad static table {}", path.display()))?
             }
         }),
+        EmbedderKind::Auto => {
+            let dir = crate::models::package_dir(&config.models_dir(), &crate::models::BGE_SMALL);
+            match crate::models::is_installed(&config.models_dir(), &crate::models::BGE_SMALL) {
+                true => match BgeEmbedder::load(&dir) {
+                    Ok(bge) => Arc::new(bge),
+                    Err(error) => {
+                        tracing::warn!(%error, "cannot load bge-small; ranking with the static table");
+                        Arc::new(StaticEmbedder::builtin()?)
+                    }
+                },
+                false => Arc::new(StaticEmbedder::builtin()?),
+            }
+        }
+        EmbedderKind::BgeSmall => {
+            let dir = crate::models::package_dir(&config.models_dir(), &crate::models::BGE_SMALL);
+            Arc::new(BgeEmbedder::load(&dir).with_context(|| {
+                format!(
+                    "cannot load bge-small-en-v1.5 from {} (run `agent-registry models fetch`, \
+                     set --models-dir / REGISTRY_MODELS_DIR, or use --embedder auto)",
+                    dir.display()
+                )
+            })?)
+        }
         EmbedderKind::MiniLm => Arc::new(load_minilm(config)?),
         EmbedderKind::OpenAi => Arc::new(openai_from_config(config)?),
     };
@@ -192,13 +225,31 @@ mod tests {
     }
 
     #[test]
-    fn the_static_embedder_is_the_default() {
+    fn auto_is_the_default() {
         let config = parse(&[]);
-        assert_eq!(config.kind, EmbedderKind::Static);
+        assert_eq!(config.kind, EmbedderKind::Auto);
+        assert!(!config.offline);
+        assert_eq!(config.models_index.as_str(), crate::models::DEFAULT_INDEX);
+        assert!(parse(&["--offline"]).offline);
+        assert!(!parse(&["--offline", "false"]).offline);
         assert_eq!(
             config.minilm_dir,
             PathBuf::from("./models/all-MiniLM-L6-v2")
         );
+    }
+
+    #[test]
+    fn auto_without_the_model_ranks_with_the_static_table() {
+        let dir = tempfile::tempdir().expect("dir");
+        let models = dir.path().to_str().expect("utf-8");
+        let embedder = from_config(&parse(&["--models-dir", models]))
+            .expect("auto is valid")
+            .expect("an embedder");
+        assert!(embedder.is_bag_of_words(), "{}", embedder.id());
+        let error = from_config(&parse(&["--embedder", "bge-small", "--models-dir", models]))
+            .err()
+            .expect("bge-small needs its files");
+        assert!(format!("{error:#}").contains("models fetch"), "{error:#}");
     }
 
     #[test]

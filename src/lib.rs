@@ -232,7 +232,7 @@ pub async fn adopt_retrieval_model(
     let note = |text: String| registry.set_embedder_note(Some(text));
     if config.offline {
         let text = format!(
-            "offline: ranking with the static table; bge-small-en-v1.5 is not in {}              (`agent-registry models fetch` puts it there)",
+            "offline: ranking with the static table; bge-small-en-v1.5 is not in {} (`agent-registry models fetch` puts it there)",
             config.models_dir().display()
         );
         tracing::info!("{text}");
@@ -254,7 +254,7 @@ pub async fn adopt_retrieval_model(
         Ok(bge) => bge,
         Err(error) => {
             let text = format!(
-                "ranking with the static table: bge-small-en-v1.5 could not be fetched                  ({error:#}); the next start tries again"
+                "ranking with the static table: bge-small-en-v1.5 could not be fetched ({error:#}); the next start tries again"
             );
             tracing::warn!("{text}");
             note(text);

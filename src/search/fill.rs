@@ -269,7 +269,7 @@ impl SearchIndex {
                 embedder = embedder.id(),
                 stored = self.vectors_filled.load(Relaxed),
                 to_embed = missing.len(),
-                "embedding agents; keyword ranking until they are done"
+                "embedding agents; searches rank without their vectors until they are done"
             );
         }
         let started = std::time::Instant::now();

@@ -468,19 +468,24 @@ fn quantise(values: &[f32], width: usize, features: usize, lengths: &[usize]) ->
     }
 }
 
-/// `value` rounded to the nearest integer, halves to even, for |value| < 2²²: adding and taking
-/// away 1.5 · 2²³ leaves no fraction bits, and the FPU rounds to nearest even on the way. (The
-/// standard library's `round_ties_even` is a library call on the x86-64 baseline, and was a
-/// tenth of the embedding time.) Quantised values are within ±255 · 2, far inside the range.
+/// `value` rounded to the nearest integer, halves to even, for |value| < 2³¹: truncated, then
+/// moved by one where the remainder is over a half, or exactly a half and the truncation odd.
+/// (`round_ties_even`, and the add-and-subtract-2²³ idiom, which the compiler recognises as
+/// it, are library calls on the x86-64 baseline: an eighth of a query's embedding time.)
+/// Quantised values are within ±255 · 2, far inside the range.
 #[inline(always)]
 fn round_even(value: f32) -> f32 {
-    const SHIFT: f32 = 12_582_912.0;
-    if value.abs() < 4_194_304.0 {
-        // Not folded away: without fast-math the compiler keeps both roundings.
-        (value + SHIFT) - SHIFT
+    let truncated = value as i32;
+    let rest = value - truncated as f32;
+    let odd = truncated & 1 != 0;
+    let step = if rest > 0.5 || (rest == 0.5 && odd) {
+        1
+    } else if rest < -0.5 || (rest == -0.5 && odd) {
+        -1
     } else {
-        value.round_ties_even()
-    }
+        0
+    };
+    (truncated + step) as f32
 }
 
 /// Reads weights out of the graph by the names the export gave them.
@@ -705,43 +710,44 @@ impl Embedder for BgeEmbedder {
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let model = Arc::clone(&self.model);
         let owned = texts.to_vec();
-        tokio::task::spawn_blocking(move || model.embed_texts(&owned))
-            .await
-            .map_err(|error| EmbedError::Model(format!("embedding task failed: {error}")))?
+        super::on_blocking_pool(move || model.embed_texts(&owned)).await
     }
+}
+
+/// For tests: the directory `REGISTRY_BGE_DIR` names, else `models/bge-small-en-v1.5` (where
+/// `agent-registry models fetch --models-dir models` puts it); `None` (skip) only when the
+/// model is absent and `REGISTRY_SKIP_MODEL_TESTS=1`, a failure otherwise.
+#[cfg(test)]
+pub(crate) fn fetched_dir() -> Option<std::path::PathBuf> {
+    let dir = std::env::var_os("REGISTRY_BGE_DIR").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/bge-small-en-v1.5"),
+        std::path::PathBuf::from,
+    );
+    if dir.join("model.onnx").exists() {
+        return Some(dir);
+    }
+    let skip = std::env::var("REGISTRY_SKIP_MODEL_TESTS").is_ok_and(|v| v == "1");
+    assert!(
+        skip,
+        "bge-small is missing at {}: run `cargo run --release -- models fetch --models-dir \
+         models` (or set REGISTRY_SKIP_MODEL_TESTS=1 to skip)",
+        dir.display()
+    );
+    None
 }
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
     use std::sync::OnceLock;
 
     use super::*;
     use crate::search::embed::dot;
 
-    /// The model in the directory `REGISTRY_BGE_DIR` names, else `models/bge-small-en-v1.5`
-    /// (where `agent-registry models fetch --models-dir models` puts it), loaded once per test
-    /// binary; `None` (skip) only when absent and `REGISTRY_SKIP_MODEL_TESTS=1`.
+    /// The model loaded once per test binary from [`fetched_dir`]; `None`: skipped.
     fn model() -> Option<&'static Bge> {
         static MODEL: OnceLock<Option<Bge>> = OnceLock::new();
         MODEL
-            .get_or_init(|| {
-                let dir = std::env::var_os("REGISTRY_BGE_DIR").map_or_else(
-                    || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("models/bge-small-en-v1.5"),
-                    PathBuf::from,
-                );
-                if !dir.join("model.onnx").exists() {
-                    let skip = std::env::var("REGISTRY_SKIP_MODEL_TESTS").is_ok_and(|v| v == "1");
-                    assert!(
-                        skip,
-                        "bge-small is missing at {}: run `cargo run --release -- models fetch \
-                         --models-dir models` (or set REGISTRY_SKIP_MODEL_TESTS=1 to skip)",
-                        dir.display()
-                    );
-                    return None;
-                }
-                Some(Bge::load(&dir).expect("the fetched model loads"))
-            })
+            .get_or_init(|| Some(Bge::load(&fetched_dir()?).expect("the fetched model loads")))
             .as_ref()
     }
 
@@ -843,6 +849,12 @@ mod tests {
         assert_eq!(round_even(3.5), 4.0);
         assert_eq!(round_even(-0.5), 0.0);
         assert_eq!(round_even(-254.6), -255.0);
+        assert_eq!(round_even(-1.5), -2.0);
+        assert_eq!(round_even(0.49999997), 0.0);
+        for step in -20_000..20_000 {
+            let value = step as f32 / 37.0;
+            assert_eq!(round_even(value), value.round_ties_even(), "{value}");
+        }
     }
 
     /// erf in double precision (Abramowitz and Stegun 7.1.26 is too coarse; a series and a

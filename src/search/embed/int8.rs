@@ -33,6 +33,11 @@ const ROWS_PER_TASK: usize = 16;
 /// Below this many multiply-adds a product runs on one core.
 const PARALLEL_FROM: usize = 1 << 20;
 
+/// Below this many rows (a query's tokens) a product runs on one core: waking the pool's
+/// threads for a few tasks cost more than the second core gave (a query's embedding, p50:
+/// 16.9 ms split across two cores, 14.1–14.9 ms on one).
+const PARALLEL_ROWS: usize = 64;
+
 impl PackedWeights {
     /// Packs `weights` (`[inputs, outputs]`, row-major, zero point already taken out).
     pub fn new(weights: &[i8], inputs: usize, outputs: usize) -> Self {
@@ -92,7 +97,7 @@ impl PackedWeights {
     pub fn product(&self, a: &[u8], rows: usize) -> Vec<i32> {
         assert_eq!(a.len(), rows * self.inputs, "activations match their shape");
         let mut out = vec![0i32; rows * self.outputs];
-        if rows * self.inputs * self.outputs >= PARALLEL_FROM && rows > ROWS_PER_TASK {
+        if rows * self.inputs * self.outputs >= PARALLEL_FROM && rows >= PARALLEL_ROWS {
             use rayon::prelude::*;
             out.par_chunks_mut(ROWS_PER_TASK * self.outputs)
                 .zip(a.par_chunks(ROWS_PER_TASK * self.inputs))

@@ -293,9 +293,7 @@ impl Embedder for MiniLmEmbedder {
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
         let model = Arc::clone(&self.model);
         let owned = texts.to_vec();
-        tokio::task::spawn_blocking(move || model.embed_texts(&owned))
-            .await
-            .map_err(|error| EmbedError::Model(format!("embedding task failed: {error}")))?
+        super::on_blocking_pool(move || model.embed_texts(&owned)).await
     }
 }
 

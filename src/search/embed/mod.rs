@@ -164,6 +164,15 @@ fn openai_from_config(config: &EmbedderConfig) -> anyhow::Result<OpenAiEmbedder>
     Ok(OpenAiEmbedder::new(settings)?)
 }
 
+/// Run a local model's `work` on tokio's blocking pool: inference is CPU-bound.
+pub(crate) async fn on_blocking_pool<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, EmbedError> + Send + 'static,
+) -> Result<T, EmbedError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|error| EmbedError::Model(format!("embedding task failed: {error}")))?
+}
+
 /// Dot product of two vectors of the same length (the cosine, for normalised vectors).
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()

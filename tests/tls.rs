@@ -1,5 +1,7 @@
-//! Outbound HTTPS trusts the system's certificate store, and `SSL_CERT_FILE`, as pip and curl
-//! do: networks that inspect TLS present their own CA, which only the system knows. A test of
+//! Outbound HTTPS (the fetcher for user URLs and configured APIs, and the model fetcher's
+//! client for the package index) trusts the system's certificate store, and `SSL_CERT_FILE`,
+//! as pip and curl do: networks that inspect TLS present their own CA, which only the system
+//! knows. A test of
 //! its own (its own process), since it sets `SSL_CERT_FILE` for the process.
 
 use std::net::{IpAddr, Ipv4Addr};
@@ -126,9 +128,13 @@ async fn fetch_once() {
         .parse()
         .expect("url");
     let fetched = fetcher()
-        .get(&Fetch::get(url, JSON, 1024))
+        .get(&Fetch::get(url.clone(), JSON, 1024))
         .await
         .expect("fetched");
     assert_eq!(fetched.status, 200);
     assert_eq!(&fetched.body[..], br#"{"ok":true}"#);
+    // The model fetcher's client (the package index) trusts the same store.
+    let client = agent_registry::models::client().expect("client");
+    let answer = client.get(url).send().await.expect("the index answers");
+    assert_eq!(answer.status(), 200);
 }

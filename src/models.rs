@@ -97,6 +97,15 @@ pub fn package_dir(models_dir: &Path, package: &Package) -> PathBuf {
     models_dir.join(package.dir)
 }
 
+/// Whether every file of `package` is in its directory (what is in them, the loader checks).
+pub fn is_present(models_dir: &Path, package: &Package) -> bool {
+    let dir = package_dir(models_dir, package);
+    package
+        .files
+        .iter()
+        .all(|(name, _)| dir.join(name).is_file())
+}
+
 /// Whether every file of `package` is in its directory with its pinned hash.
 pub fn is_installed(models_dir: &Path, package: &Package) -> bool {
     let dir = package_dir(models_dir, package);

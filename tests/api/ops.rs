@@ -74,6 +74,14 @@ async fn readyz_says_ready_once_storage_and_index_are_up() {
         Some("none") => assert_eq!(response.body["embedded"], 0),
         other => panic!("a built app has its vectors: {other:?}"),
     }
+    // The embedder that ranks now is named; nothing is under way, so there is no note.
+    let embedder = response.body["embedder"].as_str().expect("embedder");
+    assert!(embedder.starts_with("static-"), "{embedder}");
+    assert!(
+        response.body.get("embedder_note").is_none(),
+        "{}",
+        response.text
+    );
 }
 
 #[tokio::test]

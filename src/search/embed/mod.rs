@@ -103,7 +103,8 @@ pub fn from_config(config: &EmbedderConfig) -> anyhow::Result<Option<Arc<dyn Emb
         }),
         EmbedderKind::Auto => {
             let dir = crate::models::package_dir(&config.models_dir(), &crate::models::BGE_SMALL);
-            match crate::models::is_installed(&config.models_dir(), &crate::models::BGE_SMALL) {
+            // The loader checks the files' hashes: hashing them here too would read 34 MB twice.
+            match crate::models::is_present(&config.models_dir(), &crate::models::BGE_SMALL) {
                 true => match BgeEmbedder::load(&dir) {
                     Ok(bge) => Arc::new(bge),
                     Err(error) => {
@@ -261,6 +262,21 @@ mod tests {
             .err()
             .expect("bge-small needs its files");
         assert!(format!("{error:#}").contains("models fetch"), "{error:#}");
+    }
+
+    #[test]
+    fn auto_with_a_corrupt_model_ranks_with_the_static_table() {
+        let dir = tempfile::tempdir().expect("dir");
+        let model = dir.path().join("bge-small-en-v1.5");
+        std::fs::create_dir_all(&model).expect("dir");
+        for (name, _) in crate::models::BGE_SMALL.files {
+            std::fs::write(model.join(name), b"not the model").expect("write");
+        }
+        let models = dir.path().to_str().expect("utf-8");
+        let embedder = from_config(&parse(&["--models-dir", models]))
+            .expect("auto is valid")
+            .expect("an embedder");
+        assert!(embedder.is_bag_of_words(), "{}", embedder.id());
     }
 
     #[test]

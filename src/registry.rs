@@ -755,11 +755,10 @@ impl Registry {
                 None => {}
             }
         }
-        if !due.is_empty() {
-            if let Err(err) = self.store.schedule_probes(&due).await {
+        if !due.is_empty()
+            && let Err(err) = self.store.schedule_probes(&due).await {
                 tracing::warn!(error = %err, "cannot schedule the probes of mirrored agents");
             }
-        }
         Ok(written)
     }
 

@@ -239,9 +239,9 @@ fn shown_filter(graph: &VectorStore, hidden: &[bool], query_vectors: &[Vec<f32>]
         return;
     }
     let shown = |slot: u32| !hidden[slot as usize];
-    let every_second = |slot: u32| slot % 2 == 0;
-    let every_fourth = |slot: u32| slot % 4 == 0;
-    let every_eighth = |slot: u32| slot % 8 == 0;
+    let every_second = |slot: u32| slot.is_multiple_of(2);
+    let every_fourth = |slot: u32| slot.is_multiple_of(4);
+    let every_eighth = |slot: u32| slot.is_multiple_of(8);
     let share = hidden.iter().filter(|h| !**h).count() as f64 / hidden.len().max(1) as f64;
     let duplicates = format!("Duplicates hidden ({:.0}% shown)", 100.0 * share);
     let filters: [(&str, &(dyn Fn(u32) -> bool + Sync)); 4] = [
@@ -386,7 +386,7 @@ pub async fn sweep(agents: &[Agent], sizes: &[usize], queries: &[String]) {
         );
         println!("|---|---|---|---|---|---|");
         for every in [2u32, 4, 8, 16, 32, 64, 128, 256] {
-            let filter = move |slot: u32| slot % every == 0;
+            let filter = move |slot: u32| slot.is_multiple_of(every);
             let exact_answers: Vec<Vec<(u32, f32)>> = query_vectors
                 .iter()
                 .map(|q| graph.nearest_exact(q, K, MIN_SIMILARITY, filter))

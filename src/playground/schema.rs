@@ -49,20 +49,18 @@ fn check(schema: &Value, value: &Value, path: &str, depth: usize, errors: &mut V
             return;
         }
     }
-    if let Some(Value::Array(allowed)) = schema.get("enum") {
-        if !allowed.contains(value) {
+    if let Some(Value::Array(allowed)) = schema.get("enum")
+        && !allowed.contains(value) {
             let shown: Vec<String> = allowed.iter().take(20).map(Value::to_string).collect();
             errors.push(FieldError::new(
                 path,
                 format!("must be one of {}", shown.join(", ")),
             ));
         }
-    }
-    if let Some(constant) = schema.get("const") {
-        if constant != value {
+    if let Some(constant) = schema.get("const")
+        && constant != value {
             errors.push(FieldError::new(path, format!("must be {constant}")));
         }
-    }
     match value {
         Value::Object(object) => check_object(schema, object, path, depth, errors),
         Value::Array(items) => check_array(schema, items, path, depth, errors),
@@ -140,22 +138,20 @@ fn check_array(
     depth: usize,
     errors: &mut Vec<FieldError>,
 ) {
-    if let Some(min) = schema.get("minItems").and_then(Value::as_u64) {
-        if (items.len() as u64) < min {
+    if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
+        && (items.len() as u64) < min {
             errors.push(FieldError::new(
                 path,
                 format!("must have at least {min} items"),
             ));
         }
-    }
-    if let Some(max) = schema.get("maxItems").and_then(Value::as_u64) {
-        if items.len() as u64 > max {
+    if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
+        && items.len() as u64 > max {
             errors.push(FieldError::new(
                 path,
                 format!("must have at most {max} items"),
             ));
         }
-    }
     if let Some(item_schema) = schema
         .get("items")
         .filter(|s| s.is_object() || s.is_boolean())
@@ -178,22 +174,20 @@ fn check_length(
     path: &str,
     errors: &mut Vec<FieldError>,
 ) {
-    if let Some(min) = schema.get("minLength").and_then(Value::as_u64) {
-        if (chars as u64) < min {
+    if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
+        && (chars as u64) < min {
             errors.push(FieldError::new(
                 path,
                 format!("must be at least {min} characters"),
             ));
         }
-    }
-    if let Some(max) = schema.get("maxLength").and_then(Value::as_u64) {
-        if chars as u64 > max {
+    if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
+        && chars as u64 > max {
             errors.push(FieldError::new(
                 path,
                 format!("must be at most {max} characters"),
             ));
         }
-    }
 }
 
 fn check_range(schema: &Map<String, Value>, n: f64, path: &str, errors: &mut Vec<FieldError>) {

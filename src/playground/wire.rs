@@ -56,8 +56,8 @@ impl SessionView {
     ) -> crate::error::ApiResult<Self> {
         let mut discovered = Vec::new();
         for id in discovered_ids(&session.steps) {
-            if let Some(agent) = state.registry.find(&id).await? {
-                if agent.state == AgentState::Active {
+            if let Some(agent) = state.registry.find(&id).await?
+                && agent.state == AgentState::Active {
                     discovered.push(DiscoveredAgent {
                         package_name: agent.package_name().to_owned(),
                         id: agent.id,
@@ -66,7 +66,6 @@ impl SessionView {
                         capabilities: agent.draft.capabilities,
                     });
                 }
-            }
         }
         Ok(Self {
             session_id: session.id.clone(),

@@ -218,7 +218,7 @@ async fn matches_counted_by_documents_page_like_every_match_visited() {
             "package_name": format!("com.example.counted{i}"),
             "name": format!("Agent {}", i % 30),
             "description": format!("Forecasts {words} {}for any city.", "weather ".repeat(i % 5)),
-            "manifest_url": if shared && i % 3 == 0 {
+            "manifest_url": if shared && i.is_multiple_of(3) {
                 format!("https://github.com/acme/repo{}/blob/main/card.json", (i / 3) % 60)
             } else {
                 format!("https://agent{i}.example.com/card.json")

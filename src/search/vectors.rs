@@ -209,7 +209,7 @@ struct Prepared {
 
 fn prepare(quantised: Quantised) -> Prepared {
     #[cfg(target_arch = "x86_64")]
-    let (wide, magnitudes, signs) = if quantised.codes.len() % 32 == 0 {
+    let (wide, magnitudes, signs) = if quantised.codes.len().is_multiple_of(32) {
         let signs: Vec<[i8; 32]> = arrays::<32>(&quantised.codes).copied().collect();
         let magnitudes = signs
             .iter()
@@ -1129,7 +1129,7 @@ trait Task {
 fn dispatch<T: Task>(dim: usize, task: T) -> T::Output {
     #[cfg(target_arch = "x86_64")]
     if let (0, Some(v3)) = (dim % 16, pulp::x86::V3::try_new()) {
-        let bytes = dim % 32 == 0;
+        let bytes = dim.is_multiple_of(32);
         return v3.vectorize(OnAvx2 { v3, bytes, task });
     }
     task.run(Portable)
@@ -1527,7 +1527,7 @@ mod tests {
         }
         store.clear(7);
         let query = pseudo_random(123_456, dim);
-        let accept = |slot: u32| slot % 3 != 0;
+        let accept = |slot: u32| !slot.is_multiple_of(3);
         let halves = store.nearest(&query, 50, -1.0, accept);
         let prepared = prepare(quantise(&query));
         let portable = store.scan(Portable, &prepared, 0..rows, 50, -1.0, &accept, false);

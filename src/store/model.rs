@@ -263,7 +263,7 @@ impl StoredEmbedding {
 
     /// The inverse of `vector_bytes`; `None` when the length is not a multiple of 4.
     pub fn vector_from_bytes(bytes: &[u8]) -> Option<Vec<f32>> {
-        (bytes.len() % 4 == 0).then(|| {
+        bytes.len().is_multiple_of(4).then(|| {
             bytes
                 .chunks_exact(4)
                 .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))

@@ -20,6 +20,10 @@ use agent_registry::store::{Agent, Store};
 use clap::Parser;
 use serde::Deserialize;
 
+/// The server's allocator, so that the figures are the server's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[path = "support/corpus.rs"]
 mod corpus;
 #[path = "support/quality.rs"]

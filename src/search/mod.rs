@@ -49,6 +49,11 @@ pub use crate::domain::DEFAULT_VERSION;
 pub use listing::{AgentKind, Listing, Strs};
 pub use page::{Hit, SearchPage};
 
+/// The text the index embeds for `agent`: for tools and benchmarks that embed as it does.
+pub fn embedding_text(agent: &crate::store::Agent) -> String {
+    catalog::embedding_text(&catalog::doc_text(agent))
+}
+
 use catalog::{Catalog, Doc};
 use embed::Embedder;
 use fill::serving_store;

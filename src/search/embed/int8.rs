@@ -12,6 +12,11 @@
 //! one instruction reads, so the kernel walks memory in order. A broadcast of four activation
 //! bytes meets eight columns' four weights; four rows and sixteen columns are kept in
 //! registers at a time, and large products split their rows across the cores.
+//!
+//! Where the CPU has AVX-512 VNNI, `vpdpbusd` does the multiply and both additions in one
+//! instruction on the same blocks (`vnni`). Its intrinsics are not among `pulp`'s safe
+//! wrappers, so reaching them takes the crate's one `unsafe` call, made once the CPU is known to
+//! have every feature the kernel is compiled for.
 
 /// An int8 weight matrix `[inputs, outputs]`, packed for the kernel, with each column's sum
 /// (which takes the activations' zero point out of the product).
@@ -43,7 +48,7 @@ impl PackedWeights {
     pub fn new(weights: &[i8], inputs: usize, outputs: usize) -> Self {
         assert_eq!(weights.len(), inputs * outputs, "weights match their shape");
         let packed_ok =
-            inputs % 4 == 0 && outputs % 8 == 0 && weights.iter().all(|w| (-64..=64).contains(w));
+            inputs.is_multiple_of(4) && outputs.is_multiple_of(8) && weights.iter().all(|w| (-64..=64).contains(w));
         let mut blocks = Vec::new();
         if packed_ok {
             blocks.reserve(outputs / 8 * inputs / 4);
@@ -94,34 +99,65 @@ impl PackedWeights {
     }
 
     /// `out[r][c] = Σ_k a[r][k] · w[k][c]` for the `rows` rows of `a` (`[rows, inputs]`).
+    #[cfg(test)]
     pub fn product(&self, a: &[u8], rows: usize) -> Vec<i32> {
-        assert_eq!(a.len(), rows * self.inputs, "activations match their shape");
         let mut out = vec![0i32; rows * self.outputs];
+        self.product_to(a, rows, &mut out);
+        out
+    }
+
+    /// [`Self::product`] written over `out` (`[rows, outputs]`).
+    pub fn product_to(&self, a: &[u8], rows: usize, out: &mut [i32]) {
+        assert_eq!(a.len(), rows * self.inputs, "activations match their shape");
+        assert_eq!(
+            out.len(),
+            rows * self.outputs,
+            "the output matches its shape"
+        );
         if rows * self.inputs * self.outputs >= PARALLEL_FROM && rows >= PARALLEL_ROWS {
             use rayon::prelude::*;
             out.par_chunks_mut(ROWS_PER_TASK * self.outputs)
                 .zip(a.par_chunks(ROWS_PER_TASK * self.inputs))
                 .for_each(|(out, a)| self.product_into(a, out));
         } else {
-            self.product_into(a, &mut out);
+            self.product_into(a, out);
         }
-        out
     }
 
     fn product_into(&self, a: &[u8], out: &mut [i32]) {
-        #[cfg(target_arch = "x86_64")]
-        if self.packed_ok {
-            if let Some(v3) = pulp::x86::V3::try_new() {
+        self.product_with(Kernel::best(self), a, out);
+    }
+
+    fn product_with(&self, kernel: Kernel, a: &[u8], out: &mut [i32]) {
+        match kernel {
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Vnni => {
+                assert!(
+                    self.packed_ok && vnni::available(),
+                    "the VNNI kernel can run"
+                );
+                // SAFETY: `vnni::product` is compiled for AVX2, AVX-512F, AVX-512VL and
+                // AVX-512 VNNI, and `vnni::available` found every one of them on this CPU.
+                // Its body is safe code (no pointer is read or written): this call is the only
+                // obligation.
+                #[allow(unsafe_code)]
+                unsafe {
+                    vnni::product(self, a, out)
+                };
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => {
+                let v3 = pulp::x86::V3::try_new().expect("the AVX2 kernel can run");
+                assert!(self.packed_ok, "the AVX2 kernel can run");
                 v3.vectorize(Avx2Product {
                     v3,
                     weights: self,
                     a,
                     out,
                 });
-                return;
             }
+            Kernel::Portable => self.portable(a, out),
         }
-        self.portable(a, out);
     }
 
     fn portable(&self, a: &[u8], out: &mut [i32]) {
@@ -158,6 +194,53 @@ impl PackedWeights {
             }
         }
         plain
+    }
+}
+
+/// Which loop multiplies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kernel {
+    /// Any CPU, any weights.
+    Portable,
+    /// AVX2, weights within ±64.
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    /// AVX-512 VNNI (with AVX-512VL), the same packing.
+    #[cfg(target_arch = "x86_64")]
+    Vnni,
+}
+
+impl Kernel {
+    /// Every kernel this CPU runs for `weights`, fastest first.
+    #[cfg(test)]
+    fn available(weights: &PackedWeights) -> Vec<Kernel> {
+        let mut kernels = Vec::new();
+        #[cfg(target_arch = "x86_64")]
+        if weights.packed_ok {
+            if vnni::available() {
+                kernels.push(Kernel::Vnni);
+            }
+            if pulp::x86::V3::try_new().is_some() {
+                kernels.push(Kernel::Avx2);
+            }
+        }
+        let _ = weights;
+        kernels.push(Kernel::Portable);
+        kernels
+    }
+
+    fn best(weights: &PackedWeights) -> Kernel {
+        #[cfg(target_arch = "x86_64")]
+        if weights.packed_ok {
+            if vnni::available() {
+                return Kernel::Vnni;
+            }
+            if pulp::x86::V3::try_new().is_some() {
+                return Kernel::Avx2;
+            }
+        }
+        let _ = weights;
+        Kernel::Portable
     }
 }
 
@@ -210,6 +293,15 @@ impl pulp::NullaryFnOnce for Avx2Product<'_> {
     }
 }
 
+/// Rows `row..row + R` of the activations as groups of four bytes (what one broadcast
+/// carries), each exactly `fours` long, so the kernels' loops index them without bounds checks.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn row_words<const R: usize>(a: &[u8], row: usize, fours: usize) -> [&[[u8; 4]]; R] {
+    let (words, _) = a.as_chunks::<4>();
+    std::array::from_fn(|r| &words[(row + r) * fours..][..fours])
+}
+
 /// `R` rows × `B` blocks of eight columns, starting at `row` and `block`, kept in registers
 /// over all inputs.
 #[cfg(target_arch = "x86_64")]
@@ -228,19 +320,13 @@ fn tile<const R: usize, const B: usize>(
     let fours = inputs / 4;
     let ones = v3.avx._mm256_set1_epi16(1);
     let mut sums: [[__m256i; B]; R] = [[v3.avx._mm256_setzero_si256(); B]; R];
-    let rows: [&[u8]; R] = std::array::from_fn(|r| &a[(row + r) * inputs..(row + r + 1) * inputs]);
+    let rows = row_words::<R>(a, row, fours);
     let columns: [&[[i8; 32]]; B] =
         std::array::from_fn(|b| &weights.blocks[(block + b) * fours..(block + b + 1) * fours]);
     for four in 0..fours {
         let w: [__m256i; B] = std::array::from_fn(|b| cast(columns[b][four]));
         for r in 0..R {
-            let bytes = [
-                rows[r][four * 4],
-                rows[r][four * 4 + 1],
-                rows[r][four * 4 + 2],
-                rows[r][four * 4 + 3],
-            ];
-            let x = v3.avx._mm256_set1_epi32(i32::from_le_bytes(bytes));
+            let x = v3.avx._mm256_set1_epi32(i32::from_le_bytes(rows[r][four]));
             for b in 0..B {
                 let pairs = v3.avx2._mm256_maddubs_epi16(x, w[b]);
                 sums[r][b] = v3
@@ -254,6 +340,109 @@ fn tile<const R: usize, const B: usize>(
             let lanes: [i32; 8] = cast(*sum);
             let at = (row + r) * outputs + (block + b) * 8;
             out[at..at + 8].copy_from_slice(&lanes);
+        }
+    }
+}
+
+/// The same product with AVX-512 VNNI's `vpdpbusd`, which multiplies four unsigned activation
+/// bytes by four signed weight bytes and adds them into a 32-bit lane in one instruction (the
+/// AVX2 path needs three: `maddubs`, `madd`, `add`). It reads the same packed blocks, on
+/// 256-bit registers: on the CPUs that have it, two 256-bit ones issue per cycle where one
+/// 512-bit one does, and the packing stays the AVX2 one. AVX-512VL's 32 registers hold a tile
+/// of four rows by four blocks (sixteen accumulators).
+#[cfg(target_arch = "x86_64")]
+mod vnni {
+    use std::arch::x86_64::{
+        __m256i, _mm256_dpbusd_epi32, _mm256_set1_epi32, _mm256_setzero_si256,
+    };
+    use std::sync::LazyLock;
+
+    use pulp::bytemuck::cast;
+
+    use super::PackedWeights;
+
+    static AVAILABLE: LazyLock<bool> = LazyLock::new(|| {
+        std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+            && std::arch::is_x86_feature_detected!("avx512vnni")
+            && std::env::var_os("REGISTRY_NO_VNNI").is_none()
+    });
+
+    /// Whether this CPU runs [`product`] (`REGISTRY_NO_VNNI` set: never, to measure the AVX2
+    /// path on the same machine).
+    pub(super) fn available() -> bool {
+        *AVAILABLE
+    }
+
+    #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
+    pub(super) fn product(weights: &PackedWeights, a: &[u8], out: &mut [i32]) {
+        let (inputs, outputs) = (weights.inputs, weights.outputs);
+        let (rows, blocks) = (a.len() / inputs, outputs / 8);
+        let mut row = 0;
+        while row < rows {
+            let take = (rows - row).min(4);
+            let mut block = 0;
+            while block < blocks {
+                let width = (blocks - block).min(4);
+                match (take, width) {
+                    (4, 4) => tile::<4, 4>(weights, a, out, row, block),
+                    (4, _) => {
+                        for b in block..block + width {
+                            tile::<4, 1>(weights, a, out, row, b);
+                        }
+                    }
+                    (_, 4) => {
+                        for r in row..row + take {
+                            tile::<1, 4>(weights, a, out, r, block);
+                        }
+                    }
+                    _ => {
+                        for r in row..row + take {
+                            for b in block..block + width {
+                                tile::<1, 1>(weights, a, out, r, b);
+                            }
+                        }
+                    }
+                }
+                block += width;
+            }
+            row += take;
+        }
+    }
+
+    /// `R` rows × `B` blocks of eight columns, starting at `row` and `block`, kept in registers
+    /// over all inputs.
+    #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
+    #[inline]
+    fn tile<const R: usize, const B: usize>(
+        weights: &PackedWeights,
+        a: &[u8],
+        out: &mut [i32],
+        row: usize,
+        block: usize,
+    ) {
+        let (inputs, outputs) = (weights.inputs, weights.outputs);
+        let fours = inputs / 4;
+        let mut sums: [[__m256i; B]; R] = [[_mm256_setzero_si256(); B]; R];
+        let rows = super::row_words::<R>(a, row, fours);
+        let columns: [&[[i8; 32]]; B] =
+            std::array::from_fn(|b| &weights.blocks[(block + b) * fours..(block + b + 1) * fours]);
+        for four in 0..fours {
+            let w: [__m256i; B] = std::array::from_fn(|b| cast(columns[b][four]));
+            for r in 0..R {
+                let x = _mm256_set1_epi32(i32::from_le_bytes(rows[r][four]));
+                for b in 0..B {
+                    sums[r][b] = _mm256_dpbusd_epi32(sums[r][b], x, w[b]);
+                }
+            }
+        }
+        for (r, sums) in sums.iter().enumerate() {
+            for (b, sum) in sums.iter().enumerate() {
+                let lanes: [i32; 8] = cast(*sum);
+                let at = (row + r) * outputs + (block + b) * 8;
+                out[at..at + 8].copy_from_slice(&lanes);
+            }
         }
     }
 }
@@ -312,10 +501,13 @@ mod tests {
             .collect();
             let packed = PackedWeights::new(&w, inputs, outputs);
             assert!(packed.packed_ok);
-            assert_eq!(
-                packed.product(&a, rows),
-                naive(&a, &w, rows, inputs, outputs)
-            );
+            let expected = naive(&a, &w, rows, inputs, outputs);
+            assert_eq!(packed.product(&a, rows), expected);
+            for kernel in Kernel::available(&packed) {
+                let mut out = vec![0; rows * outputs];
+                packed.product_with(kernel, &a, &mut out);
+                assert_eq!(out, expected, "{kernel:?} on {rows}×{inputs}×{outputs}");
+            }
             assert_eq!(
                 packed.column_sums()[0],
                 (0..inputs).map(|k| i32::from(w[k * outputs])).sum::<i32>()

@@ -250,7 +250,9 @@ impl Bge {
                 layer.intermediate.weights.inputs() == config.hidden_size
                     && layer.intermediate.weights.outputs() == config.intermediate_size
             })
-            && config.hidden_size.is_multiple_of(config.num_attention_heads)
+            && config
+                .hidden_size
+                .is_multiple_of(config.num_attention_heads)
             && (config.hidden_size / config.num_attention_heads).is_multiple_of(8)
             && config.max_position_embeddings >= MAX_TOKENS;
         if !shapes_agree {
@@ -443,17 +445,16 @@ fn attention(
             }
             for token in 0..length {
                 let query = &heads.query[row(token, head)..][..size];
-                for (block, eight) in scores.as_chunks_mut::<8>().0[..blocks]
-                    .iter_mut()
-                    .enumerate()
-                {
-                    let mut sums = [0.0f32; 8];
-                    for (q, k) in query.iter().zip(&keys[block * size..][..size]) {
-                        for lane in 0..8 {
-                            sums[lane] += q * k[lane];
-                        }
+                let blocks_of_scores = &mut scores.as_chunks_mut::<8>().0[..blocks];
+                let mut block = 0;
+                while block < blocks {
+                    if blocks - block >= 4 {
+                        score_blocks::<4>(query, &keys, size, block, blocks_of_scores);
+                        block += 4;
+                    } else {
+                        score_blocks::<1>(query, &keys, size, block, blocks_of_scores);
+                        block += 1;
                     }
-                    *eight = sums;
                 }
                 let scores = &mut scores[..length];
                 let mut max = f32::MIN;
@@ -468,22 +469,68 @@ fn attention(
                 for score in scores.iter_mut() {
                     *score /= sum;
                 }
-                // Eight features at a time, summed over the tokens in a register.
                 let out = &mut context[row(token, head)..][..size];
-                for (eight, out) in out.as_chunks_mut::<8>().0.iter_mut().enumerate() {
-                    let mut sums = [0.0f32; 8];
-                    for (other, weight) in scores.iter().enumerate() {
-                        let value = &heads.value[row(other, head) + eight * 8..][..8];
-                        for lane in 0..8 {
-                            sums[lane] += weight * value[lane];
-                        }
+                let values = |other: usize| &heads.value[row(other, head)..][..size];
+                let mut eight = 0;
+                while eight < size / 8 {
+                    if size / 8 - eight >= 4 {
+                        weigh_values::<4>(scores, values, eight, out);
+                        eight += 4;
+                    } else {
+                        weigh_values::<1>(scores, values, eight, out);
+                        eight += 1;
                     }
-                    *out = sums;
                 }
             }
         }
     }
     context
+}
+
+/// The scores of `query` against key blocks `block..block + B` (`keys`: `[blocks, size, 8]`).
+/// `B` blocks at once keep `B` independent sums in flight: one alone waits on its own
+/// additions. Each score is summed in feature order.
+#[inline(always)]
+fn score_blocks<const B: usize>(
+    query: &[f32],
+    keys: &[[f32; 8]],
+    size: usize,
+    block: usize,
+    scores: &mut [[f32; 8]],
+) {
+    let keys: [&[[f32; 8]]; B] = std::array::from_fn(|b| &keys[(block + b) * size..][..size]);
+    let mut sums = [[0.0f32; 8]; B];
+    for (feature, q) in query.iter().enumerate() {
+        for b in 0..B {
+            for lane in 0..8 {
+                sums[b][lane] += q * keys[b][feature][lane];
+            }
+        }
+    }
+    scores[block..block + B].copy_from_slice(&sums);
+}
+
+/// Features `eight · 8 .. (eight + E) · 8` of the weighted sum of the value rows (`values(t)`
+/// is token `t`'s), summed over the tokens in order, `E` registers at once.
+#[inline(always)]
+fn weigh_values<'a, const E: usize>(
+    weights: &[f32],
+    values: impl Fn(usize) -> &'a [f32],
+    eight: usize,
+    out: &mut [f32],
+) {
+    let mut sums = [[0.0f32; 8]; E];
+    for (other, weight) in weights.iter().enumerate() {
+        let value = &values(other)[eight * 8..][..E * 8];
+        for e in 0..E {
+            for lane in 0..8 {
+                sums[e][lane] += weight * value[e * 8 + lane];
+            }
+        }
+    }
+    for (e, sums) in sums.iter().enumerate() {
+        out[(eight + e) * 8..][..8].copy_from_slice(sums);
+    }
 }
 
 /// `e^x` for `x ≤ 0` (a softmax's shifted scores), within about two units in the last place:

@@ -132,13 +132,14 @@ impl Authenticator {
     pub async fn authenticate(&self, secret: &str) -> ApiResult<Caller> {
         let hash = hash_secret(secret);
         if let Some(master_hash) = &self.master_key_hash
-            && bool::from(hash.as_bytes().ct_eq(master_hash.as_bytes())) {
-                return Ok(Caller {
-                    owner: MASTER_OWNER.to_owned(),
-                    scopes: Scope::ALL.to_vec(),
-                    is_master: true,
-                });
-            }
+            && bool::from(hash.as_bytes().ct_eq(master_hash.as_bytes()))
+        {
+            return Ok(Caller {
+                owner: MASTER_OWNER.to_owned(),
+                scopes: Scope::ALL.to_vec(),
+                is_master: true,
+            });
+        }
         // The lookup is by hash, so timing reveals nothing about the secret itself.
         let token = self.store.find_token_by_hash(&hash).await?;
         match token {

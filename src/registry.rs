@@ -756,9 +756,10 @@ impl Registry {
             }
         }
         if !due.is_empty()
-            && let Err(err) = self.store.schedule_probes(&due).await {
-                tracing::warn!(error = %err, "cannot schedule the probes of mirrored agents");
-            }
+            && let Err(err) = self.store.schedule_probes(&due).await
+        {
+            tracing::warn!(error = %err, "cannot schedule the probes of mirrored agents");
+        }
         Ok(written)
     }
 

@@ -296,9 +296,10 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for GuardedIo<T> {
         ready!(this.drain(cx))?;
         let non_empty: Vec<&io::IoSlice<'_>> = bufs.iter().filter(|b| !b.is_empty()).collect();
         if let [only] = non_empty.as_slice()
-            && let Some(answer) = automatic_error_answer(only, this.target_too_long()) {
-                return this.answer_instead(cx, answer, only.len());
-            }
+            && let Some(answer) = automatic_error_answer(only, this.target_too_long())
+        {
+            return this.answer_instead(cx, answer, only.len());
+        }
         let n = ready!(Pin::new(&mut this.inner).poll_write_vectored(cx, bufs))?;
         this.touch();
         this.next_request();

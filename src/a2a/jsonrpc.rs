@@ -466,12 +466,13 @@ fn list_tasks(params: Option<&Value>) -> Result<Value, RpcError> {
         },
     };
     if let Some(value) = get("historyLength", "history_length")
-        && value.as_i64().is_none_or(|n| n < 0) {
-            errors.push(FieldError::new(
-                "historyLength",
-                "must be a non-negative integer",
-            ));
-        }
+        && value.as_i64().is_none_or(|n| n < 0)
+    {
+        errors.push(FieldError::new(
+            "historyLength",
+            "must be a non-negative integer",
+        ));
+    }
     if let Some(value) = get("status", "status") {
         let known = value.as_str().is_some_and(|s| {
             s.is_empty() || s == "TASK_STATE_UNSPECIFIED" || TASK_STATES.contains(&s)
@@ -485,9 +486,10 @@ fn list_tasks(params: Option<&Value>) -> Result<Value, RpcError> {
     }
     // There is never a next page, so no token can name one.
     if let Some(value) = get("pageToken", "page_token")
-        && value.as_str() != Some("") {
-            errors.push(FieldError::new("pageToken", "names no page of this list"));
-        }
+        && value.as_str() != Some("")
+    {
+        errors.push(FieldError::new("pageToken", "names no page of this list"));
+    }
     if !errors.is_empty() {
         return Err(RpcError {
             field_errors: errors,

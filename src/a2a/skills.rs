@@ -46,9 +46,11 @@ pub async fn ard_search(
     text: &str,
 ) -> ApiResult<(Value, String)> {
     if let Some(query) = body.get_mut("query").and_then(Value::as_object_mut)
-        && !text.trim().is_empty() && query.get("text").is_none_or(Value::is_null) {
-            query.insert("text".to_owned(), Value::String(text.to_owned()));
-        }
+        && !text.trim().is_empty()
+        && query.get("text").is_none_or(Value::is_null)
+    {
+        query.insert("text".to_owned(), Value::String(text.to_owned()));
+    }
     let answer = crate::ard::search::run(&state.ard, &Value::Object(body), None)
         .await
         .map_err(ApiError::from)?;

@@ -186,9 +186,10 @@ async fn find_manifest(pass: &Pass<'_>) -> Result<Url, MirrorError> {
     )
     .await
         && let Some(link) = ard_link(&home.text()).and_then(|href| home.url.join(&href).ok())
-            && same_origin(origin, &link) {
-                return Ok(link);
-            }
+        && same_origin(origin, &link)
+    {
+        return Ok(link);
+    }
     origin
         .join(crate::ard::AI_CATALOG_PATH)
         .map_err(|err| MirrorError::Malformed(err.to_string()))
@@ -302,9 +303,10 @@ fn read_entry(page: &Url, entry: &Value) -> Read {
         body["manifest_url"] = json!(url.to_string());
     }
     if entry.get("type").and_then(Value::as_str) == Some(crate::ard::A2A_TYPE)
-        && let Some(card) = entry.get("data").filter(|data| data.is_object()) {
-            body["card"] = card.clone();
-        }
+        && let Some(card) = entry.get("data").filter(|data| data.is_object())
+    {
+        body["card"] = card.clone();
+    }
     match AgentDraft::parse(&body) {
         Ok(draft) => Read::Entry(Box::new(Entry {
             upstream_id: identifier.to_owned(),

@@ -50,17 +50,19 @@ fn check(schema: &Value, value: &Value, path: &str, depth: usize, errors: &mut V
         }
     }
     if let Some(Value::Array(allowed)) = schema.get("enum")
-        && !allowed.contains(value) {
-            let shown: Vec<String> = allowed.iter().take(20).map(Value::to_string).collect();
-            errors.push(FieldError::new(
-                path,
-                format!("must be one of {}", shown.join(", ")),
-            ));
-        }
+        && !allowed.contains(value)
+    {
+        let shown: Vec<String> = allowed.iter().take(20).map(Value::to_string).collect();
+        errors.push(FieldError::new(
+            path,
+            format!("must be one of {}", shown.join(", ")),
+        ));
+    }
     if let Some(constant) = schema.get("const")
-        && constant != value {
-            errors.push(FieldError::new(path, format!("must be {constant}")));
-        }
+        && constant != value
+    {
+        errors.push(FieldError::new(path, format!("must be {constant}")));
+    }
     match value {
         Value::Object(object) => check_object(schema, object, path, depth, errors),
         Value::Array(items) => check_array(schema, items, path, depth, errors),
@@ -139,19 +141,21 @@ fn check_array(
     errors: &mut Vec<FieldError>,
 ) {
     if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
-        && (items.len() as u64) < min {
-            errors.push(FieldError::new(
-                path,
-                format!("must have at least {min} items"),
-            ));
-        }
+        && (items.len() as u64) < min
+    {
+        errors.push(FieldError::new(
+            path,
+            format!("must have at least {min} items"),
+        ));
+    }
     if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
-        && items.len() as u64 > max {
-            errors.push(FieldError::new(
-                path,
-                format!("must have at most {max} items"),
-            ));
-        }
+        && items.len() as u64 > max
+    {
+        errors.push(FieldError::new(
+            path,
+            format!("must have at most {max} items"),
+        ));
+    }
     if let Some(item_schema) = schema
         .get("items")
         .filter(|s| s.is_object() || s.is_boolean())
@@ -175,19 +179,21 @@ fn check_length(
     errors: &mut Vec<FieldError>,
 ) {
     if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
-        && (chars as u64) < min {
-            errors.push(FieldError::new(
-                path,
-                format!("must be at least {min} characters"),
-            ));
-        }
+        && (chars as u64) < min
+    {
+        errors.push(FieldError::new(
+            path,
+            format!("must be at least {min} characters"),
+        ));
+    }
     if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
-        && chars as u64 > max {
-            errors.push(FieldError::new(
-                path,
-                format!("must be at most {max} characters"),
-            ));
-        }
+        && chars as u64 > max
+    {
+        errors.push(FieldError::new(
+            path,
+            format!("must be at most {max} characters"),
+        ));
+    }
 }
 
 fn check_range(schema: &Map<String, Value>, n: f64, path: &str, errors: &mut Vec<FieldError>) {

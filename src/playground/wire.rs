@@ -57,15 +57,16 @@ impl SessionView {
         let mut discovered = Vec::new();
         for id in discovered_ids(&session.steps) {
             if let Some(agent) = state.registry.find(&id).await?
-                && agent.state == AgentState::Active {
-                    discovered.push(DiscoveredAgent {
-                        package_name: agent.package_name().to_owned(),
-                        id: agent.id,
-                        name: agent.draft.name,
-                        description: agent.draft.description,
-                        capabilities: agent.draft.capabilities,
-                    });
-                }
+                && agent.state == AgentState::Active
+            {
+                discovered.push(DiscoveredAgent {
+                    package_name: agent.package_name().to_owned(),
+                    id: agent.id,
+                    name: agent.draft.name,
+                    description: agent.draft.description,
+                    capabilities: agent.draft.capabilities,
+                });
+            }
         }
         Ok(Self {
             session_id: session.id.clone(),

@@ -52,9 +52,10 @@ pub fn group_key(agent: &Agent) -> Option<String> {
     let draft = &agent.draft;
     let reach = &draft.reach;
     if let Some(repository) = &reach.repository
-        && let Some(key) = repository_key(&repository.url) {
-            return Some(key);
-        }
+        && let Some(key) = repository_key(&repository.url)
+    {
+        return Some(key);
+    }
     if let Some(key) = draft.manifest_url.as_deref().and_then(repository_key) {
         return Some(key);
     }

@@ -819,7 +819,11 @@ mod tests {
         let mut index = FacetIndex::default();
         let version = |round: usize, slot: u32| {
             labelled(
-                if slot.is_multiple_of(2) { "Even" } else { "Odd" },
+                if slot.is_multiple_of(2) {
+                    "Even"
+                } else {
+                    "Odd"
+                },
                 &[&format!("round{round}"), "always"],
                 Some(PaymentModel::Free),
             )

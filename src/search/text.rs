@@ -346,9 +346,10 @@ impl TextIndex {
     fn prepared(&self, searcher: &Searcher) -> Result<Arc<Prepared>, TextIndexError> {
         let generation = searcher.generation().generation_id();
         if let Some(prepared) = self.cached.prepared.load_full()
-            && prepared.generation == generation {
-                return Ok(prepared);
-            }
+            && prepared.generation == generation
+        {
+            return Ok(prepared);
+        }
         let [(first, _), (second, _)] = self.fields.text;
         let segments = searcher
             .segment_readers()

@@ -65,17 +65,19 @@ impl SearchIndex {
                 }
                 catalog.revisions.insert(id.to_owned(), revision);
                 if let Some(slot) = catalog.slots.get(id).copied()
-                    && catalog.take(slot) {
-                        text_changes.push((slot, None));
-                    }
+                    && catalog.take(slot)
+                {
+                    text_changes.push((slot, None));
+                }
             }
             catalog.filling.is_none()
                 && catalog.vectors.as_ref().is_some_and(VectorStore::graph_due)
         };
         if !text_changes.is_empty()
-            && let Err(err) = self.text.apply_batch(text_changes.into_iter()) {
-                tracing::error!(error = %err, "cannot index a batch of agents");
-            }
+            && let Err(err) = self.text.apply_batch(text_changes.into_iter())
+        {
+            tracing::error!(error = %err, "cannot index a batch of agents");
+        }
         if graph_due {
             self.build_graph_aside().await;
         }
@@ -98,10 +100,11 @@ impl SearchIndex {
     pub fn set_health(&self, id: &str, health: Option<Health>) {
         let mut catalog = self.write_health();
         if let Some(slot) = catalog.slots.get(id).copied()
-            && catalog.doc(slot).is_some() {
-                let clear = health.is_none();
-                catalog.update_health(slot, health.map(Arc::new), clear);
-            }
+            && catalog.doc(slot).is_some()
+        {
+            let clear = health.is_none();
+            catalog.update_health(slot, health.map(Arc::new), clear);
+        }
     }
 
     /// Indexed agents by health status; those never probed count as `unknown`.

@@ -47,8 +47,9 @@ impl PackedWeights {
     /// Packs `weights` (`[inputs, outputs]`, row-major, zero point already taken out).
     pub fn new(weights: &[i8], inputs: usize, outputs: usize) -> Self {
         assert_eq!(weights.len(), inputs * outputs, "weights match their shape");
-        let packed_ok =
-            inputs.is_multiple_of(4) && outputs.is_multiple_of(8) && weights.iter().all(|w| (-64..=64).contains(w));
+        let packed_ok = inputs.is_multiple_of(4)
+            && outputs.is_multiple_of(8)
+            && weights.iter().all(|w| (-64..=64).contains(w));
         let mut blocks = Vec::new();
         if packed_ok {
             blocks.reserve(outputs / 8 * inputs / 4);

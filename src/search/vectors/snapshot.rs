@@ -385,7 +385,8 @@ mod tests {
         let store = store_of(200);
         store.save(&path, "static@1", 1, key).expect("save");
         // Every tenth agent is gone; the others moved up by 1,000.
-        let place = |slot: u32, _: &str, _: &str| (!slot.is_multiple_of(10)).then_some(slot + 1_000);
+        let place =
+            |slot: u32, _: &str, _: &str| (!slot.is_multiple_of(10)).then_some(slot + 1_000);
         let loaded =
             VectorStore::load(&path, "static@1", &store.empty_like(), place).expect("load");
         // 199 saved (slot 5 was cleared), 20 of them on a multiple of ten.

@@ -112,7 +112,7 @@ pub struct TextStats {
     pub live_docs: u64,
 }
 
-/// The index's fields: each agent's slot, and its text in two fields.
+/// The index's fields: each agent's slot, and its text in three fields.
 fn schema() -> (Schema, Fields) {
     let mut builder = Schema::builder();
     let slot = builder.add_u64_field("slot", INDEXED | FAST);
@@ -122,8 +122,8 @@ fn schema() -> (Schema, Fields) {
             .set_index_option(IndexRecordOption::WithFreqsAndPositions),
     );
     let mut text = |name: &str, boost: f32| (builder.add_text_field(name, options.clone()), boost);
-    // Two fields, not one per source: each query term reads two posting lists instead of
-    // six. The head (name, tags, category) is short, so BM25's length normalisation already
+    // Three fields, not one per source: each query term reads three posting lists instead
+    // of seven. The head (name, tags, category) is short, so BM25's length normalisation already
     // scores a word found there high; a boost above 1 let any incidental word of a name
     // outrank the description that says what an agent does (measured on the hard dev set:
     // head boost 2.5 → 0.259 NDCG@10, 1.0 → 0.315, 0.25 → 0.368, 0.1 → 0.374).

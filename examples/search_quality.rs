@@ -34,16 +34,19 @@ use quality::{ndcg_at, recall_at, reciprocal_rank};
 /// Print search-quality metrics for every ranking mode.
 #[derive(Parser)]
 struct Args {
-    /// The agents to search.
+    /// The agents to search: one file, or several separated by commas (a labelled addition
+    /// beside the catalogue, such as `eval/hard/representative/agents.jsonl`).
     #[arg(
         long,
         env = "REGISTRY_BENCH_DATA",
-        default_value = "bench-data/agents-real.jsonl"
+        default_value = "bench-data/agents-real.jsonl",
+        value_delimiter = ','
     )]
-    data: PathBuf,
-    /// The labelled queries.
-    #[arg(long, default_value = "eval/queries.jsonl")]
-    queries: PathBuf,
+    data: Vec<PathBuf>,
+    /// The labelled queries: one file, or several separated by commas (each file's figures are
+    /// then printed as well).
+    #[arg(long, default_value = "eval/queries.jsonl", value_delimiter = ',')]
+    queries: Vec<PathBuf>,
     /// Also evaluate the full MiniLM model (weights from scripts/fetch-minilm.sh).
     #[arg(long)]
     minilm: bool,
@@ -90,6 +93,9 @@ struct Labelled {
     kind: String,
     #[serde(default)]
     relevant: HashMap<String, u8>,
+    /// The file it came from.
+    #[serde(skip)]
+    set: String,
 }
 
 #[derive(Default)]
@@ -139,7 +145,11 @@ fn load_queries(path: &Path) -> anyhow::Result<Vec<Labelled>> {
     std::fs::read_to_string(path)?
         .lines()
         .filter(|line| !line.trim().is_empty())
-        .map(|line| Ok(serde_json::from_str(line)?))
+        .map(|line| {
+            let mut labelled: Labelled = serde_json::from_str(line)?;
+            labelled.set = path.display().to_string();
+            Ok(labelled)
+        })
         .collect()
 }
 
@@ -166,6 +176,7 @@ impl Run<'_> {
         index.rebuild(self.agents).await?;
         let mut overall = Totals::default();
         let mut by_kind: HashMap<String, Totals> = HashMap::new();
+        let mut by_set: Vec<(String, Totals)> = Vec::new();
         let mut per: Vec<(String, f64)> = Vec::new();
         for labelled in self.queries {
             let request = SearchRequest {
@@ -198,6 +209,12 @@ impl Run<'_> {
                 &labelled.relevant,
                 micros,
             );
+            if by_set.last().is_none_or(|(set, _)| *set != labelled.set) {
+                by_set.push((labelled.set.clone(), Totals::default()));
+            }
+            if let Some((_, totals)) = by_set.last_mut() {
+                totals.add(&ranking, &labelled.relevant, micros);
+            }
             per.push((format!("{} {}", labelled.id, labelled.query), ndcg));
             if let Some(file) = self.dump.as_mut() {
                 let line = serde_json::json!({
@@ -215,6 +232,11 @@ impl Run<'_> {
         for (kind, totals) in kinds {
             println!("{}", totals.row(&format!("  {label}, {kind} queries")));
         }
+        if by_set.len() > 1 {
+            for (set, totals) in by_set {
+                println!("{}", totals.row(&format!("  {label}, {set}")));
+            }
+        }
         if per_query {
             for (query, ndcg) in per {
                 println!("    {ndcg:.3}  {query}");
@@ -227,13 +249,27 @@ impl Run<'_> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let agents = corpus::agents_from_jsonl(&args.data, "eval", 1)?;
-    let queries = load_queries(&args.queries)?;
+    let mut agents = Vec::new();
+    for data in &args.data {
+        agents.extend(corpus::agents_from_jsonl(data, "eval", 1)?);
+    }
+    let mut queries = Vec::new();
+    for path in &args.queries {
+        queries.extend(load_queries(path)?);
+    }
+    let shown = |paths: &[PathBuf]| {
+        paths
+            .iter()
+            .map(|path| path.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     println!(
-        "{} labelled queries over {} agents ({})\n",
+        "{} labelled queries ({}) over {} agents ({})\n",
         queries.len(),
+        shown(&args.queries),
         agents.len(),
-        args.data.display()
+        shown(&args.data)
     );
     let temporary = tempfile::tempdir()?;
     let dir = args

@@ -321,6 +321,7 @@ pub(super) fn text_hash(text: &DocText) -> [u8; 32] {
         &text.category,
         &text.description,
         &text.capabilities,
+        &text.queries,
     ];
     for field in fields {
         digest.update((field.len() as u64).to_le_bytes());
@@ -332,13 +333,10 @@ pub(super) fn text_hash(text: &DocText) -> [u8; 32] {
 /// The searchable text of an agent, field by field.
 pub(super) fn doc_text(agent: &Agent) -> DocText {
     let draft = &agent.draft;
-    // Representative queries say what the agent does in its users' words: searched (and
-    // embedded) with the capabilities, after them, so agents without any index as before.
     let capabilities = draft
         .capabilities
         .iter()
         .map(|c| format!("{} {}", c.name.replace('_', " "), c.description))
-        .chain(draft.representative_queries.iter().cloned())
         .collect::<Vec<_>>()
         .join("\n");
     DocText {
@@ -348,6 +346,9 @@ pub(super) fn doc_text(agent: &Agent) -> DocText {
         category: draft.category.clone().unwrap_or_default(),
         description: draft.description.clone(),
         capabilities,
+        // Representative queries say what the agent does in its users' words (a card's skill
+        // examples fill them in when the publisher gives none: `AgentDraft::parse`).
+        queries: draft.representative_queries.join("\n"),
     }
 }
 
@@ -364,8 +365,13 @@ fn package_words(package_name: &str) -> String {
 }
 
 /// What the embedder sees of an agent: the fields that say what it does, most telling first.
+/// Representative queries come right after the description: a model reads the first 256
+/// tokens, and a long list of capabilities would otherwise cut them off.
 pub(super) fn embedding_text(text: &DocText) -> String {
     let mut parts = vec![text.name.as_str(), text.description.as_str()];
+    if !text.queries.is_empty() {
+        parts.push(text.queries.as_str());
+    }
     if !text.tags.is_empty() {
         parts.push(text.tags.as_str());
     }

@@ -1333,3 +1333,66 @@ async fn a_repeated_query_is_embedded_once_and_spacing_does_not_matter() {
         .expect("search");
     assert_eq!(embedder.embedded.load(SeqCst), before + 2);
 }
+
+#[tokio::test]
+async fn an_agent_whose_representative_query_is_the_request_ranks_first() {
+    let (_dir, store) = sqlite_store().await;
+    // Competitors with the request's words in their name, description or capabilities.
+    let menus = active_draft(serde_json::json!({
+        "package_name": "com.example.menus",
+        "name": "Restaurant Menu Designer",
+        "description": "Design a restaurant menu and translate its prices into any currency.",
+        "capabilities": [{"name": "translate_prices", "description": "Menu prices in yen, euros or dollars"}],
+    }));
+    let guide = active_draft(serde_json::json!({
+        "package_name": "com.example.guide",
+        "name": "Japanese Restaurant Guide",
+        "description": "Reviews of restaurants in Japan with photos of their menus, translated.",
+    }));
+    // One agent says so in its representative queries, another in its card's skill examples.
+    let lingo = active_draft(serde_json::json!({
+        "package_name": "com.example.lingo",
+        "name": "Lingo",
+        "description": "Photo translation for travellers.",
+        "representative_queries": [
+            "translate a restaurant menu into English",
+            "what does this street sign say",
+        ],
+    }));
+    let carded = active_draft(serde_json::json!({
+        "package_name": "com.example.signs",
+        "card": {
+            "name": "Signs",
+            "description": "Reads signs aloud.",
+            "skills": [{"name": "read", "description": "Read a sign", "tags": [],
+                        "examples": ["read the platform sign at the station to me"]}],
+        },
+    }));
+    assert_eq!(
+        carded.draft.representative_queries,
+        ["read the platform sign at the station to me"]
+    );
+    let index = SearchIndex::new(store, None).expect("index");
+    index
+        .rebuild_keyword(&[menus, guide, lingo, carded])
+        .await
+        .expect("index");
+    async fn first(index: &SearchIndex, text: &str) -> String {
+        let request = SearchRequest {
+            text: text.to_owned(),
+            filters: Filters::default(),
+            sort: None,
+            limit: 10,
+            cursor: None,
+            offset: 0,
+            facets: false,
+        };
+        let page = index.search(&request).await.expect("search");
+        assert!(page.total >= 2, "{text}: competitors match too");
+        page.hits[0].listing.package_name().to_owned()
+    }
+    let request = "can you translate this restaurant menu into English for me?";
+    assert_eq!(first(&index, request).await, "com.example.lingo");
+    let request = "read the sign at the station";
+    assert_eq!(first(&index, request).await, "com.example.signs");
+}

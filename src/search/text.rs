@@ -38,6 +38,13 @@ const MIN_FUZZY_CHARS: usize = 4;
 const FUZZY_BOOST: f32 = 0.5;
 /// The weight of the head field (name, package name, tags, category) against the body.
 const HEAD_BOOST: f32 = 0.25;
+/// The weight of the queries field (representative queries, or the card's skill examples)
+/// against the body.
+const QUERIES_BOOST: f32 = 1.0;
+/// The searchable text fields: head, body, queries.
+const TEXT_FIELDS: usize = 3;
+/// The index of the queries field among them.
+const QUERIES: usize = 2;
 
 /// The text of one agent, field by field.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -48,12 +55,15 @@ pub struct DocText {
     pub category: String,
     pub description: String,
     pub capabilities: String,
+    /// Requests the agent serves, in its users' words (its representative queries), one a
+    /// line.
+    pub queries: String,
 }
 
 struct Fields {
     slot: Field,
     /// (field, boost) for every searchable text field.
-    text: [(Field, f32); 2],
+    text: [(Field, f32); TEXT_FIELDS],
 }
 
 /// The in-memory BM25 index. Documents are keyed by the search index's slot number.
@@ -102,7 +112,7 @@ pub struct TextStats {
     pub live_docs: u64,
 }
 
-/// The index's fields: each agent's slot, and its text in two fields.
+/// The index's fields: each agent's slot, and its text in three fields.
 fn schema() -> (Schema, Fields) {
     let mut builder = Schema::builder();
     let slot = builder.add_u64_field("slot", INDEXED | FAST);
@@ -112,12 +122,19 @@ fn schema() -> (Schema, Fields) {
             .set_index_option(IndexRecordOption::WithFreqsAndPositions),
     );
     let mut text = |name: &str, boost: f32| (builder.add_text_field(name, options.clone()), boost);
-    // Two fields, not one per source: each query term reads two posting lists instead of
-    // six. The head (name, tags, category) is short, so BM25's length normalisation already
+    // Three fields, not one per source: each query term reads three posting lists instead
+    // of seven. The head (name, tags, category) is short, so BM25's length normalisation already
     // scores a word found there high; a boost above 1 let any incidental word of a name
     // outrank the description that says what an agent does (measured on the hard dev set:
     // head boost 2.5 → 0.259 NDCG@10, 1.0 → 0.315, 0.25 → 0.368, 0.1 → 0.374).
-    let fields = [text("head", HEAD_BOOST), text("body", 1.0)];
+    // Representative queries get a field of their own: they are requests in users' words,
+    // not a description, and a field none of an agent's words are in costs it nothing (an
+    // agent without queries has no postings there, so the common case reads an empty list).
+    let fields = [
+        text("head", HEAD_BOOST),
+        text("body", 1.0),
+        text("queries", QUERIES_BOOST),
+    ];
     (builder.build(), Fields { slot, text: fields })
 }
 
@@ -181,12 +198,15 @@ impl TextIndex {
         doc.add_u64(self.fields.slot, u64::from(slot));
         let head = [&text.name, &text.package_name, &text.tags, &text.category];
         let body = [&text.description, &text.capabilities];
-        let [(head_field, _), (body_field, _)] = self.fields.text;
+        let [(head_field, _), (body_field, _), (queries_field, _)] = self.fields.text;
         for value in head {
             doc.add_text(head_field, value);
         }
         for value in body {
             doc.add_text(body_field, value);
+        }
+        if !text.queries.is_empty() {
+            doc.add_text(queries_field, &text.queries);
         }
         doc
     }
@@ -350,21 +370,23 @@ impl TextIndex {
         {
             return Ok(prepared);
         }
-        let [(first, _), (second, _)] = self.fields.text;
+        let fields = self.fields.text.map(|(field, _)| field);
         let segments = searcher
             .segment_readers()
             .iter()
             .map(|reader| {
+                let inverted = fields
+                    .iter()
+                    .map(|field| reader.inverted_index(*field))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let norms = fields
+                    .iter()
+                    .map(|field| reader.get_fieldnorms_reader(*field))
+                    .collect::<Result<Vec<_>, _>>()?;
                 Ok(PreparedSegment {
-                    slots: self.cached.slot_map(reader)?,
-                    inverted: [
-                        reader.inverted_index(first)?,
-                        reader.inverted_index(second)?,
-                    ],
-                    norms: [
-                        reader.get_fieldnorms_reader(first)?,
-                        reader.get_fieldnorms_reader(second)?,
-                    ],
+                    slots: self.cached.slot_map(reader, fields[QUERIES])?,
+                    inverted: per_field(inverted),
+                    norms: per_field(norms),
                     shown: Default::default(),
                     shown_builds: Arc::clone(&self.cached.shown_builds),
                     raw_terms: std::sync::OnceLock::new(),
@@ -526,25 +548,37 @@ impl TextIndex {
     ) -> Result<Planned<'s>, TextIndexError> {
         // BM25's statistics as tantivy's `Bm25Weight::for_terms` reads them from the searcher.
         let docs_in_all: u64 = readers.iter().map(|r| u64::from(r.max_doc())).sum();
+        // Except for the queries field, whose average length is over the documents that have
+        // it: most agents have none, and an average over every agent (a fraction of a word)
+        // would make any agent's few queries look hundreds of times too long.
         let average_length = |field: usize| {
             let tokens: u64 = prepared
                 .segments
                 .iter()
                 .map(|part| part.inverted[field].total_num_tokens())
                 .sum();
-            tokens as f32 / docs_in_all.max(1) as f32
+            let docs = if field == QUERIES {
+                prepared
+                    .segments
+                    .iter()
+                    .map(|part| part.slots.with_words)
+                    .sum()
+            } else {
+                docs_in_all
+            };
+            tokens as f32 / docs.max(1) as f32
         };
-        let averages = [average_length(0), average_length(1)];
+        let averages: [f32; TEXT_FIELDS] = std::array::from_fn(average_length);
         let mut known: Vec<Known> = Vec::new();
         // Per unknown word, per field: the documents holding a word within its edit distance,
         // each scored the field's boost (times `FUZZY_BOOST`) once.
         let mut fuzzy: Vec<(Arc<Typos>, usize, Field, f32)> = Vec::new();
         for term in terms {
-            let mut found = false;
-            for (field_index, (field, boost)) in self.fields.text.iter().enumerate() {
+            // Each segment's entry for the word in each field: one dictionary lookup, for the
+            // document frequency and then the postings.
+            let mut entries: Vec<(Vec<Option<TermInfo>>, u64)> = Vec::with_capacity(TEXT_FIELDS);
+            for (field_index, (field, _)) in self.fields.text.iter().enumerate() {
                 let word = Term::from_field_text(*field, term);
-                // Each segment's entry for the word: one dictionary lookup, for the document
-                // frequency and then the postings.
                 let infos: Vec<Option<TermInfo>> = prepared
                     .segments
                     .iter()
@@ -552,23 +586,36 @@ impl TextIndex {
                     .collect::<Result<_, _>>()
                     .map_err(tantivy::TantivyError::from)?;
                 let frequency: u64 = infos.iter().flatten().map(|i| u64::from(i.doc_freq)).sum();
-                if frequency > 0 {
-                    found = true;
-                    known.push(Known {
-                        field: field_index,
-                        weight: Bm25Weight::for_one_term_without_explain(
-                            frequency,
-                            docs_in_all,
-                            averages[field_index],
-                        )
-                        .boost_by(*boost),
-                        infos,
-                        frequency,
-                    });
+                entries.push((infos, frequency));
+            }
+            let found = entries.iter().any(|(_, frequency)| *frequency > 0);
+            // A word of the queries field is as rare as the catalogue's texts say, not as rare
+            // as it is among the few agents that list queries (there, nearly every word is in
+            // one agent's queries and would weigh as much as the rarest word of a description).
+            let most_frequent = entries.iter().map(|(_, frequency)| *frequency).max();
+            for (field_index, (infos, frequency)) in entries.into_iter().enumerate() {
+                if frequency == 0 {
+                    continue;
                 }
+                let rarity = if field_index == QUERIES {
+                    most_frequent.unwrap_or(frequency)
+                } else {
+                    frequency
+                };
+                known.push(Known {
+                    field: field_index,
+                    weight: Bm25Weight::for_one_term_without_explain(
+                        rarity,
+                        docs_in_all,
+                        averages[field_index],
+                    )
+                    .boost_by(self.fields.text[field_index].1),
+                    infos,
+                    frequency,
+                });
             }
             if !found && term.chars().count() >= MIN_FUZZY_CHARS {
-                // One automaton for both fields, built once.
+                // One automaton for every field, built once.
                 let typos = Arc::new(Typos::of(term));
                 for (field_index, (field, boost)) in self.fields.text.into_iter().enumerate() {
                     fuzzy.push((Arc::clone(&typos), field_index, field, boost * FUZZY_BOOST));
@@ -620,6 +667,25 @@ impl TextIndex {
     }
 }
 
+/// How many of `segment`'s documents (deleted ones included) have words in `field`.
+fn with_words(segment: &SegmentReader, field: Field) -> Result<u64, TextIndexError> {
+    if segment.inverted_index(field)?.total_num_tokens() == 0 {
+        return Ok(0);
+    }
+    let norms = segment.get_fieldnorms_reader(field)?;
+    Ok((0..segment.max_doc())
+        .filter(|doc| norms.fieldnorm_id(*doc) != 0)
+        .count() as u64)
+}
+
+/// One value per text field, from a list that has one per field.
+fn per_field<T>(values: Vec<T>) -> [T; TEXT_FIELDS] {
+    match values.try_into() {
+        Ok(values) => values,
+        Err(_) => unreachable!("one value per text field"),
+    }
+}
+
 /// Background jobs of one kind under way, and a signal when one ends.
 #[derive(Default)]
 struct Running {
@@ -666,8 +732,13 @@ struct SegmentCache {
 }
 
 impl SegmentCache {
-    /// The slot of every document of `segment`, by document id.
-    fn slot_map(&self, segment: &SegmentReader) -> Result<Arc<SlotMap>, TextIndexError> {
+    /// The slot of every document of `segment`, by document id, and how many of its documents
+    /// have words in the `sparse` field.
+    fn slot_map(
+        &self,
+        segment: &SegmentReader,
+        sparse: Field,
+    ) -> Result<Arc<SlotMap>, TextIndexError> {
         let id = segment.segment_id();
         let known = self
             .slot_maps
@@ -689,6 +760,7 @@ impl SegmentCache {
                 })
                 .collect(),
             by_slot: std::sync::OnceLock::new(),
+            with_words: with_words(segment, sparse)?,
         });
         self.slot_maps
             .write()
@@ -732,15 +804,15 @@ struct Prepared {
 struct PreparedSegment {
     slots: Arc<SlotMap>,
     /// Per text field: its inverted index and document lengths.
-    inverted: [Arc<InvertedIndexReader>; 2],
-    norms: [FieldNormReader; 2],
+    inverted: [Arc<InvertedIndexReader>; TEXT_FIELDS],
+    norms: [FieldNormReader; TEXT_FIELDS],
     /// Per `ShownFilter` variant, its documents' bits as of the latest version built.
     shown: [Arc<ShownCache>; SHOWN_VARIANTS],
     /// The index's count of those bits being built.
     shown_builds: Arc<Running>,
     /// Per text field, its term dictionary's FST for typo correction, opened by the first
     /// query that corrects a word (`None` inside: tantivy's own walk answers).
-    raw_terms: std::sync::OnceLock<Option<[RawTerms; 2]>>,
+    raw_terms: std::sync::OnceLock<Option<[RawTerms; TEXT_FIELDS]>>,
 }
 
 impl PreparedSegment {
@@ -748,16 +820,13 @@ impl PreparedSegment {
         &self,
         index: &Index,
         reader: &SegmentReader,
-        fields: [(Field, f32); 2],
-    ) -> Option<&[RawTerms; 2]> {
+        fields: [(Field, f32); TEXT_FIELDS],
+    ) -> Option<&[RawTerms; TEXT_FIELDS]> {
         self.raw_terms
             .get_or_init(|| {
-                let [(first, _), (second, _)] = fields;
-                RawTerms::open(
-                    index,
-                    reader,
-                    [(first, &self.inverted[0]), (second, &self.inverted[1])],
-                )
+                let fields: [(Field, &InvertedIndexReader); TEXT_FIELDS] =
+                    std::array::from_fn(|at| (fields[at].0, &*self.inverted[at]));
+                RawTerms::open(index, reader, fields)
             })
             .as_ref()
     }
@@ -1159,6 +1228,9 @@ struct Known {
 struct SlotMap {
     /// By document id.
     slots: Box<[u32]>,
+    /// Documents with words in the queries field (deleted ones included, as in tantivy's
+    /// statistics).
+    with_words: u64,
     /// The document ids ordered by slot, built the first time a slot is looked up.
     by_slot: std::sync::OnceLock<Box<[DocId]>>,
 }
@@ -1663,6 +1735,35 @@ mod tests {
     }
 
     #[test]
+    fn a_request_an_agent_lists_among_its_queries_ranks_it_above_the_same_words_elsewhere() {
+        let index = TextIndex::new().expect("index");
+        let mut translator = doc("Lingo", "Translation for travellers.");
+        translator.queries = "translate a restaurant menu into Japanese\n\
+            what does this street sign say in Korean"
+            .to_owned();
+        let docs = [
+            doc(
+                "Menu Maker",
+                "Design a restaurant menu and translate its prices into any currency.",
+            ),
+            doc(
+                "Japanese Restaurant Guide",
+                "Reviews of restaurants in Japan, with their menus.",
+            ),
+            translator,
+        ];
+        index
+            .replace_all(docs.iter().enumerate().map(|(i, d)| (i as u32, d)))
+            .expect("replace");
+        let found = slots(&index, "translate this restaurant menu into Japanese");
+        assert_eq!(found.len(), 3);
+        assert_eq!(found[0], 2);
+        // The queries field is searched like the others, typos included.
+        assert_eq!(slots(&index, "korean"), [2]);
+        assert_eq!(slots(&index, "streat"), [2]);
+    }
+
+    #[test]
     fn a_conversational_query_ranks_by_its_task_not_by_its_fillers() {
         let index = TextIndex::new().expect("index");
         let docs = [
@@ -1715,13 +1816,12 @@ mod tests {
                     .map(|(i, d)| (*i, d)),
             )
             .expect("replace");
+        // The later segments have words in the queries field, the first none (tantivy
+        // writes no dictionary for a field without words).
         for slot in (0..200).step_by(9) {
-            index
-                .upsert(
-                    slot,
-                    &doc(&text(slot as usize + 7), &text(slot as usize + 50)),
-                )
-                .expect("upsert");
+            let mut rewritten = doc(&text(slot as usize + 7), &text(slot as usize + 50));
+            rewritten.queries = text(slot as usize + 150);
+            index.upsert(slot, &rewritten).expect("upsert");
         }
         // A merge finishing in the background removes its segments' files, and a searcher
         // taken before cannot open their term files any more (searches then fall back to
@@ -1805,8 +1905,27 @@ mod tests {
     /// The same query as a tree of tantivy's own scorers (its fuzzy query for unknown words):
     /// what `search` must agree with.
     fn reference(index: &TextIndex, query: &str) -> Vec<(u32, f32)> {
-        use tantivy::query::TermQuery;
+        use tantivy::postings::Postings;
+        use tantivy::query::{Bm25StatisticsProvider, TermQuery};
+        use tantivy::{DocSet, TERMINATED};
         let searcher = index.reader.searcher();
+        // The queries field's known words are scored by tantivy's BM25 weight over its postings,
+        // with the field's average length over the documents that have it (tantivy's own is
+        // over every one) and the word's rarity where it is most frequent.
+        let (queries_field, queries_boost) = index.fields.text[QUERIES];
+        let with_words: u64 = searcher
+            .segment_readers()
+            .iter()
+            .map(|reader| {
+                let norms = reader.get_fieldnorms_reader(queries_field).expect("norms");
+                (0..reader.max_doc())
+                    .filter(|doc| norms.fieldnorm_id(*doc) != 0)
+                    .count() as u64
+            })
+            .sum();
+        let average = searcher.total_num_tokens(queries_field).expect("tokens") as f32
+            / with_words.max(1) as f32;
+        let mut queries_scores: HashMap<(SegmentOrdinal, DocId), f32> = HashMap::new();
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for term in analyze(query) {
             let known = index.fields.text.iter().any(|(field, _)| {
@@ -1817,6 +1936,51 @@ mod tests {
             });
             for (field, boost) in index.fields.text {
                 let word = Term::from_field_text(field, &term);
+                if known && field == queries_field {
+                    if searcher.doc_freq(&word).expect("doc freq") == 0 {
+                        continue;
+                    }
+                    // As rare as in the field where it is most frequent.
+                    let frequency = index
+                        .fields
+                        .text
+                        .iter()
+                        .map(|(field, _)| {
+                            searcher
+                                .doc_freq(&Term::from_field_text(*field, &term))
+                                .expect("doc freq")
+                        })
+                        .max()
+                        .unwrap_or(0);
+                    let weight = Bm25Weight::for_one_term(
+                        frequency,
+                        searcher.total_num_docs().expect("docs"),
+                        average,
+                    )
+                    .boost_by(queries_boost);
+                    for (ordinal, reader) in searcher.segment_readers().iter().enumerate() {
+                        let Some(mut postings) = reader
+                            .inverted_index(field)
+                            .expect("inverted")
+                            .read_postings(&word, IndexRecordOption::WithFreqs)
+                            .expect("postings")
+                        else {
+                            continue;
+                        };
+                        let norms = reader.get_fieldnorms_reader(field).expect("norms");
+                        while postings.doc() != TERMINATED {
+                            let doc = postings.doc();
+                            if !reader.is_deleted(doc) {
+                                *queries_scores
+                                    .entry((ordinal as SegmentOrdinal, doc))
+                                    .or_default() +=
+                                    weight.score(norms.fieldnorm_id(doc), postings.term_freq());
+                            }
+                            postings.advance();
+                        }
+                    }
+                    continue;
+                }
                 let query: Box<dyn Query> = if known {
                     Box::new(BoostQuery::new(
                         Box::new(TermQuery::new(word, IndexRecordOption::WithFreqs)),
@@ -1837,16 +2001,19 @@ mod tests {
         let by_segment = searcher
             .search(&BooleanQuery::new(clauses), &SegmentScores)
             .expect("search");
-        let mut found = Vec::new();
         for (ordinal, matches) in by_segment {
+            for (doc, score) in matches {
+                *queries_scores.entry((ordinal, doc)).or_default() += score;
+            }
+        }
+        let mut found = Vec::new();
+        for ((ordinal, doc), score) in queries_scores {
             let slots = searcher
                 .segment_reader(ordinal)
                 .fast_fields()
                 .u64("slot")
                 .expect("slots");
-            for (doc, score) in matches {
-                found.push((slots.first(doc).expect("slot") as u32, score));
-            }
+            found.push((slots.first(doc).expect("slot") as u32, score));
         }
         found.sort_by_key(|(slot, _)| *slot);
         found
@@ -1868,6 +2035,12 @@ mod tests {
             .map(|i| DocText {
                 name: text(i, 1 + i % 3),
                 description: text(i + 1, 3 + i % 17),
+                // A third of them with representative queries.
+                queries: if i % 3 == 0 {
+                    text(i + 2, 4 + i % 5)
+                } else {
+                    String::new()
+                },
                 ..DocText::default()
             })
             .collect();

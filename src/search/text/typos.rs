@@ -65,18 +65,20 @@ impl Automaton for Typos {
 }
 
 /// A segment field's term dictionary as the FST tantivy stores it; its outputs are term
-/// ordinals.
-pub(super) struct RawTerms(Fst<OwnedBytes>);
+/// ordinals. `None` for a field with no words in the segment (tantivy writes no dictionary for
+/// it): nothing is within an edit of anything there.
+pub(super) struct RawTerms(Option<Fst<OwnedBytes>>);
 
 impl RawTerms {
     /// The FSTs of `fields`' term dictionaries in `segment`, in that order, or `None` when the
     /// term file cannot be read as expected (then tantivy's own walk answers): each must hold
-    /// as many terms as tantivy's dictionary for the field.
-    pub(super) fn open(
+    /// as many terms as tantivy's dictionary for the field. A field the file has no part for
+    /// must have no terms (a segment none of whose documents has words in that field).
+    pub(super) fn open<const N: usize>(
         index: &Index,
         segment: &SegmentReader,
-        fields: [(tantivy::schema::Field, &InvertedIndexReader); 2],
-    ) -> Option<[RawTerms; 2]> {
+        fields: [(tantivy::schema::Field, &InvertedIndexReader); N],
+    ) -> Option<[RawTerms; N]> {
         // tantivy names a segment's files by its id and component (`SegmentMeta::relative_path`).
         let path = format!("{}.term", segment.segment_id().uuid_string());
         let bytes = index
@@ -87,16 +89,17 @@ impl RawTerms {
             .ok()?;
         let parts = composite_parts(&bytes).ok()?;
         let open = |(field, inverted): (tantivy::schema::Field, &InvertedIndexReader)| {
-            let range = parts
+            let Some((_, _, range)) = parts
                 .iter()
-                .find(|(id, idx, _)| *id == field.field_id() && *idx == 0)?
-                .2
-                .clone();
-            let fst = term_fst(bytes.slice(range)).ok()?;
-            (fst.len() == inverted.terms().num_terms()).then_some(RawTerms(fst))
+                .find(|(id, idx, _)| *id == field.field_id() && *idx == 0)
+            else {
+                return (inverted.terms().num_terms() == 0).then_some(RawTerms(None));
+            };
+            let fst = term_fst(bytes.slice(range.clone())).ok()?;
+            (fst.len() == inverted.terms().num_terms()).then_some(RawTerms(Some(fst)))
         };
-        let [first, second] = fields;
-        Some([open(first)?, open(second)?])
+        let opened: Vec<RawTerms> = fields.into_iter().map(open).collect::<Option<_>>()?;
+        opened.try_into().ok()
     }
 
     /// The term infos of every word `typos` accepts, in the dictionary's order.
@@ -119,7 +122,9 @@ impl RawTerms {
     /// Call `found` with every word `automaton` accepts, depth first. A transition is followed
     /// only when the automaton can still match after its byte.
     fn walk<A: Automaton>(&self, automaton: &A, mut found: impl FnMut(&[u8])) {
-        let fst = &self.0;
+        let Some(fst) = &self.0 else {
+            return;
+        };
         let root = fst.root();
         let start = automaton.start();
         if !automaton.can_match(&start) {

@@ -42,8 +42,20 @@ const BATCH: usize = 16;
 /// model is published: `models::BGE_SMALL`).
 pub const FILES: &[(&str, &str)] = crate::models::BGE_SMALL.files;
 
+/// How a sequence's last hidden states become one vector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pooling {
+    /// The `[CLS]` token's state: what the model was trained to produce, and what it embeds with.
+    Cls,
+    /// The mean over the sequence's real tokens, `[CLS]` and `[SEP]` included.
+    Mean,
+    /// The mean over the tokens between `[CLS]` and `[SEP]`.
+    Inner,
+}
+
 /// The loaded network and its tokeniser.
 pub struct Bge {
+    vocabulary: Vec<String>,
     tokenizer: WordPiece,
     cls: u32,
     sep: u32,
@@ -224,6 +236,7 @@ impl Bge {
             });
         }
         let bge = Self {
+            vocabulary,
             tokenizer,
             cls,
             sep,
@@ -256,6 +269,11 @@ impl Bge {
     /// Width of the output vectors (384).
     pub fn hidden_size(&self) -> usize {
         self.hidden
+    }
+
+    /// The vocabulary of `tokenizer.json`, in id order.
+    pub fn vocabulary(&self) -> &[String] {
+        &self.vocabulary
     }
 
     /// The WordPiece tokeniser over this model's vocabulary.
@@ -292,7 +310,7 @@ impl Bge {
             .map(|chunk| {
                 let framed: Vec<Vec<u32>> =
                     chunk.iter().map(|i| self.frame(&encoded[*i])).collect();
-                self.forward(&framed).map_err(model_error)?
+                self.forward(&framed, Pooling::Cls).map_err(model_error)?
             })
             .collect::<Result<_, EmbedError>>()?;
         for (index, mut vector) in order.iter().zip(pooled.into_iter().flatten()) {
@@ -302,10 +320,20 @@ impl Bge {
         Ok(out)
     }
 
-    /// The `[CLS]` hidden state of each framed sequence, in one forward pass.
+    /// Pooled, not normalised, last hidden states of framed id sequences (see [`Bge::frame`]),
+    /// in one forward pass: what distilling a static table from this model needs.
+    pub fn pool(&self, batch: &[Vec<u32>], pooling: Pooling) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.forward(batch, pooling).map_err(model_error)?
+    }
+
+    /// The pooled hidden states of each framed sequence, in one forward pass.
     fn forward(
         &self,
         batch: &[Vec<u32>],
+        pooling: Pooling,
     ) -> candle_core::Result<Result<Vec<Vec<f32>>, EmbedError>> {
         let (count, width, hidden) = (
             batch.len(),
@@ -340,7 +368,24 @@ impl Bge {
             x = self.layer(layer, &x, &mask, &lengths)?;
         }
         let pooled = (0..count)
-            .map(|text| x[text * width * hidden..][..hidden].to_vec())
+            .map(|text| {
+                let rows = &x[text * width * hidden..][..lengths[text] * hidden];
+                let averaged = match pooling {
+                    Pooling::Cls => return rows[..hidden].to_vec(),
+                    Pooling::Mean => rows,
+                    Pooling::Inner if rows.len() > 2 * hidden => &rows[hidden..rows.len() - hidden],
+                    Pooling::Inner => rows,
+                };
+                let mut mean = vec![0.0f32; hidden];
+                for row in averaged.chunks_exact(hidden) {
+                    for (total, value) in mean.iter_mut().zip(row) {
+                        *total += value;
+                    }
+                }
+                let count = (averaged.len() / hidden) as f32;
+                mean.iter_mut().for_each(|total| *total /= count);
+                mean
+            })
             .collect();
         Ok(Ok(pooled))
     }
@@ -791,6 +836,27 @@ mod tests {
             ],
         );
         assert!(dot(&v[0], &v[1]) > dot(&v[0], &v[2]) + 0.1);
+    }
+
+    #[test]
+    fn cls_pooling_is_the_embedding_and_the_means_differ_from_it() {
+        let Some(model) = model() else { return };
+        let text = "invoice payment reminders";
+        let framed = model.frame(&model.tokenizer().encode(text));
+        let pooled: Vec<Vec<f32>> = [Pooling::Cls, Pooling::Mean, Pooling::Inner]
+            .into_iter()
+            .map(|pooling| {
+                let mut vector = model
+                    .pool(std::slice::from_ref(&framed), pooling)
+                    .expect("pools");
+                l2_normalize(&mut vector[0]);
+                vector.remove(0)
+            })
+            .collect();
+        assert!(dot(&pooled[0], &embed(model, &[text])[0]) > 0.99999);
+        assert!(dot(&pooled[0], &pooled[1]) < 0.999);
+        assert!(dot(&pooled[1], &pooled[2]) < 0.999);
+        assert!(model.pool(&[], Pooling::Mean).expect("pools").is_empty());
     }
 
     #[test]

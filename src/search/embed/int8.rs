@@ -303,6 +303,36 @@ fn row_words<const R: usize>(a: &[u8], row: usize, fours: usize) -> [&[[u8; 4]];
     std::array::from_fn(|r| &words[(row + r) * fours..][..fours])
 }
 
+/// Column blocks `block..block + B` of the packed weights, each `fours` long.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn column_blocks<const B: usize>(
+    weights: &PackedWeights,
+    block: usize,
+    fours: usize,
+) -> [&[[i8; 32]]; B] {
+    std::array::from_fn(|b| &weights.blocks[(block + b) * fours..][..fours])
+}
+
+/// A finished tile's sums, written to their rows and columns of `out`.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn write_tile<const R: usize, const B: usize>(
+    sums: &[[std::arch::x86_64::__m256i; B]; R],
+    out: &mut [i32],
+    outputs: usize,
+    row: usize,
+    block: usize,
+) {
+    for (r, sums) in sums.iter().enumerate() {
+        for (b, sum) in sums.iter().enumerate() {
+            let lanes: [i32; 8] = pulp::bytemuck::cast(*sum);
+            let at = (row + r) * outputs + (block + b) * 8;
+            out[at..at + 8].copy_from_slice(&lanes);
+        }
+    }
+}
+
 /// `R` rows × `B` blocks of eight columns, starting at `row` and `block`, kept in registers
 /// over all inputs.
 #[cfg(target_arch = "x86_64")]
@@ -322,8 +352,7 @@ fn tile<const R: usize, const B: usize>(
     let ones = v3.avx._mm256_set1_epi16(1);
     let mut sums: [[__m256i; B]; R] = [[v3.avx._mm256_setzero_si256(); B]; R];
     let rows = row_words::<R>(a, row, fours);
-    let columns: [&[[i8; 32]]; B] =
-        std::array::from_fn(|b| &weights.blocks[(block + b) * fours..(block + b + 1) * fours]);
+    let columns = column_blocks::<B>(weights, block, fours);
     for four in 0..fours {
         let w: [__m256i; B] = std::array::from_fn(|b| cast(columns[b][four]));
         for r in 0..R {
@@ -336,13 +365,7 @@ fn tile<const R: usize, const B: usize>(
             }
         }
     }
-    for (r, sums) in sums.iter().enumerate() {
-        for (b, sum) in sums.iter().enumerate() {
-            let lanes: [i32; 8] = cast(*sum);
-            let at = (row + r) * outputs + (block + b) * 8;
-            out[at..at + 8].copy_from_slice(&lanes);
-        }
-    }
+    write_tile(&sums, out, outputs, row, block);
 }
 
 /// The same product with AVX-512 VNNI's `vpdpbusd`, which multiplies four unsigned activation
@@ -427,8 +450,7 @@ mod vnni {
         let fours = inputs / 4;
         let mut sums: [[__m256i; B]; R] = [[_mm256_setzero_si256(); B]; R];
         let rows = super::row_words::<R>(a, row, fours);
-        let columns: [&[[i8; 32]]; B] =
-            std::array::from_fn(|b| &weights.blocks[(block + b) * fours..(block + b + 1) * fours]);
+        let columns = super::column_blocks::<B>(weights, block, fours);
         for four in 0..fours {
             let w: [__m256i; B] = std::array::from_fn(|b| cast(columns[b][four]));
             for r in 0..R {
@@ -438,13 +460,7 @@ mod vnni {
                 }
             }
         }
-        for (r, sums) in sums.iter().enumerate() {
-            for (b, sum) in sums.iter().enumerate() {
-                let lanes: [i32; 8] = cast(*sum);
-                let at = (row + r) * outputs + (block + b) * 8;
-                out[at..at + 8].copy_from_slice(&lanes);
-            }
-        }
+        super::write_tile(&sums, out, outputs, row, block);
     }
 }
 

@@ -451,12 +451,7 @@ async fn a_write_that_keeps_the_text_keeps_the_keyword_document() {
     assert_eq!(index.text.commits(), commits);
     let found = |text: &str| SearchRequest {
         text: text.to_owned(),
-        filters: Filters::default(),
-        sort: None,
-        limit: 10,
-        cursor: None,
-        offset: 0,
-        facets: false,
+        ..ordered(Sort::Relevance, 10, 0, None)
     };
     let page = index.search(&found("alpaca")).await.expect("search");
     assert_eq!(
@@ -1380,12 +1375,7 @@ async fn an_agent_whose_representative_query_is_the_request_ranks_first() {
     async fn first(index: &SearchIndex, text: &str) -> String {
         let request = SearchRequest {
             text: text.to_owned(),
-            filters: Filters::default(),
-            sort: None,
-            limit: 10,
-            cursor: None,
-            offset: 0,
-            facets: false,
+            ..ordered(Sort::Relevance, 10, 0, None)
         };
         let page = index.search(&request).await.expect("search");
         assert!(page.total >= 2, "{text}: competitors match too");

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use agent_registry::search::embed::{self, EmbedderConfig, EmbedderKind};
-use agent_registry::search::{Filters, Mode, SearchIndex, SearchRequest};
+use agent_registry::search::{Feedback, Filters, Mode, SearchIndex, SearchRequest};
 use agent_registry::store::sqlite::SqliteStore;
 use agent_registry::store::{Agent, Store};
 use clap::Parser;
@@ -58,6 +58,11 @@ struct Args {
     /// keyword ranking's 1, one hybrid row each, instead of at the embedder's own weight.
     #[arg(long, value_delimiter = ',')]
     fusion_weight: Vec<f64>,
+    /// Also rank each embedder's hybrid row with pseudo-relevance feedback for sentence queries
+    /// set otherwise than by default (a model's vectors: on; the static table's: off), one row
+    /// per setting `docs:terms:weight` (e.g. `5:8:0.3`; see `search::Feedback`) or `off`.
+    #[arg(long, value_delimiter = ',', value_parser = parse_feedback)]
+    feedback: Vec<Option<Feedback>>,
     /// Skip the keyword and static-table rows (when only a model's rows are wanted).
     #[arg(long)]
     models_only: bool,
@@ -170,13 +175,17 @@ impl Run<'_> {
         label: &str,
         embedder: Option<Arc<dyn embed::Embedder>>,
         mode: Mode,
+        feedback: Option<Option<Feedback>>,
         per_query: bool,
     ) -> anyhow::Result<()> {
-        let index = SearchIndex::new(self.store.clone(), embedder)?.with_mode(mode);
+        let mut index = SearchIndex::new(self.store.clone(), embedder)?.with_mode(mode);
+        if let Some(feedback) = feedback {
+            index = index.with_feedback(feedback);
+        }
         index.rebuild(self.agents).await?;
         let mut overall = Totals::default();
         let mut by_kind: HashMap<String, Totals> = HashMap::new();
-        let mut by_set: Vec<(String, Totals)> = Vec::new();
+        let mut by_set: Vec<(String, Totals, HashMap<String, Totals>)> = Vec::new();
         let mut per: Vec<(String, f64)> = Vec::new();
         for labelled in self.queries {
             let request = SearchRequest {
@@ -209,11 +218,16 @@ impl Run<'_> {
                 &labelled.relevant,
                 micros,
             );
-            if by_set.last().is_none_or(|(set, _)| *set != labelled.set) {
-                by_set.push((labelled.set.clone(), Totals::default()));
+            if by_set.last().is_none_or(|(set, _, _)| *set != labelled.set) {
+                by_set.push((labelled.set.clone(), Totals::default(), HashMap::new()));
             }
-            if let Some((_, totals)) = by_set.last_mut() {
+            if let Some((_, totals, kinds)) = by_set.last_mut() {
                 totals.add(&ranking, &labelled.relevant, micros);
+                kinds.entry(labelled.kind.clone()).or_default().add(
+                    &ranking,
+                    &labelled.relevant,
+                    micros,
+                );
             }
             per.push((format!("{} {}", labelled.id, labelled.query), ndcg));
             if let Some(file) = self.dump.as_mut() {
@@ -226,15 +240,20 @@ impl Run<'_> {
                 writeln!(file, "{line}")?;
             }
         }
+        let print_kinds = |label: &str, by_kind: HashMap<String, Totals>| {
+            let mut kinds: Vec<_> = by_kind.into_iter().collect();
+            kinds.sort_by(|a, b| a.0.cmp(&b.0));
+            for (kind, totals) in kinds {
+                println!("{}", totals.row(&format!("  {label}, {kind} queries")));
+            }
+        };
         println!("{}", overall.row(label));
-        let mut kinds: Vec<_> = by_kind.into_iter().collect();
-        kinds.sort_by(|a, b| a.0.cmp(&b.0));
-        for (kind, totals) in kinds {
-            println!("{}", totals.row(&format!("  {label}, {kind} queries")));
-        }
+        print_kinds(label, by_kind);
         if by_set.len() > 1 {
-            for (set, totals) in by_set {
-                println!("{}", totals.row(&format!("  {label}, {set}")));
+            for (set, totals, kinds) in by_set {
+                let label = format!("{label}, {set}");
+                println!("{}", totals.row(&format!("  {label}")));
+                print_kinds(&label, kinds);
             }
         }
         if per_query {
@@ -304,7 +323,7 @@ async fn main() -> anyhow::Result<()> {
     println!("|---|---|---|---|---|---|---|");
     let mut embedders = Vec::new();
     if !args.models_only {
-        run.evaluate("keyword (BM25)", None, Mode::Keyword, false)
+        run.evaluate("keyword (BM25)", None, Mode::Keyword, None, false)
             .await?;
         embedders.push(("static", EmbedderKind::Static));
     }
@@ -322,6 +341,7 @@ async fn main() -> anyhow::Result<()> {
             &format!("vector ({name})"),
             embedder.clone(),
             Mode::Vector,
+            None,
             false,
         )
         .await?;
@@ -339,11 +359,46 @@ async fn main() -> anyhow::Result<()> {
                 ),
                 embedder => (format!("hybrid ({name})"), embedder),
             };
-            run.evaluate(&label, embedder, Mode::Hybrid, args.per_query)
+            run.evaluate(&label, embedder.clone(), Mode::Hybrid, None, args.per_query)
                 .await?;
+            for feedback in &args.feedback {
+                let shown = match feedback {
+                    Some(Feedback {
+                        docs,
+                        terms,
+                        weight,
+                    }) => format!("feedback {docs} docs, {terms} terms at {weight}"),
+                    None => "no feedback".to_owned(),
+                };
+                run.evaluate(
+                    &format!("{label}, {shown}"),
+                    embedder.clone(),
+                    Mode::Hybrid,
+                    Some(*feedback),
+                    args.per_query,
+                )
+                .await?;
+            }
         }
     }
     Ok(())
+}
+
+/// `docs:terms:weight` or `off`, as `--feedback` takes it.
+fn parse_feedback(setting: &str) -> Result<Option<Feedback>, String> {
+    if setting == "off" {
+        return Ok(None);
+    }
+    let parts: Vec<&str> = setting.split(':').collect();
+    let [docs, terms, weight] = parts[..] else {
+        return Err(format!("{setting}: expected docs:terms:weight"));
+    };
+    let number = |part: &str| part.parse::<f32>().map_err(|e| format!("{setting}: {e}"));
+    Ok(Some(Feedback {
+        docs: docs.parse().map_err(|e| format!("{setting}: {e}"))?,
+        terms: terms.parse().map_err(|e| format!("{setting}: {e}"))?,
+        weight: number(weight)?,
+    }))
 }
 
 /// An embedder whose ranking is fused at `weight` (the vectors are the inner embedder's, under

@@ -61,10 +61,7 @@ const REQUEST_WORDS: &[&str] = &[
 /// The text of `query` that keyword ranking should match: the query without its fillers when
 /// it is a sentence, the query itself otherwise (see the module notes).
 pub fn content_text(query: &str) -> Cow<'_, str> {
-    let words: Vec<&str> = query
-        .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’'))
-        .filter(|word| !word.is_empty())
-        .collect();
+    let words: Vec<&str> = words(query).collect();
     if words.len() < SENTENCE_WORDS_FUNCTION {
         return Cow::Borrowed(query);
     }
@@ -78,6 +75,17 @@ pub fn content_text(query: &str) -> Cow<'_, str> {
         return Cow::Borrowed(query);
     }
     Cow::Owned(kept.join(" "))
+}
+
+/// Whether `query` is a sentence (at least [`SENTENCE_WORDS_REQUEST`] words), not keywords.
+pub fn is_sentence(query: &str) -> bool {
+    words(query).count() >= SENTENCE_WORDS_REQUEST
+}
+
+fn words(query: &str) -> impl Iterator<Item = &str> {
+    query
+        .split(|c: char| !(c.is_alphanumeric() || c == '\'' || c == '’'))
+        .filter(|word| !word.is_empty())
 }
 
 fn is_filler(word: &str, sentence: bool) -> bool {

@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 
+use super::analyse;
 use super::catalog::Catalog;
 use super::facets::{self, SlotSet};
 use super::fusion::{Fusion, KeywordRanks};
@@ -123,22 +124,51 @@ impl SearchIndex {
             let Fusion { tally, ranks, .. } = fusion;
             (semantic, tally, ranks)
         };
+        // A sentence's keyword query may be expanded by the words of its nearest agents
+        // (pseudo-relevance feedback): then those are found first, not beside.
+        let feedback = self
+            .feedback()
+            .filter(|_| self.mode == Mode::Hybrid && analyse::is_sentence(&request.text))
+            .map(|feedback| {
+                let semantic = nearest();
+                let documents: Vec<String> = semantic
+                    .iter()
+                    .take(feedback.docs)
+                    .filter_map(|(slot, _)| catalog.doc(*slot))
+                    .map(|doc| feedback_text(&doc.listing))
+                    .collect();
+                let terms = self.text.feedback_terms(
+                    &request.text,
+                    &documents,
+                    feedback.terms,
+                    feedback.weight,
+                );
+                (semantic, terms)
+            });
         let (semantic, mut tally, ranks) = if self.mode == Mode::Vector {
             fuse(nearest(), None)
         } else {
-            // A large store's vector search takes the other core while the keyword matches
-            // are scored.
-            self.text.search_beside(
-                &request.text,
-                vectors.searches_long(),
-                nearest,
-                |semantic, matches| {
-                    let matches = matches
-                        .inspect_err(|err| tracing::error!(error = %err, "keyword search failed"))
-                        .ok();
-                    fuse(semantic, matches)
-                },
-            )
+            let then = |semantic, matches: Result<text::Matches<'_>, text::TextIndexError>| {
+                let matches = matches
+                    .inspect_err(|err| tracing::error!(error = %err, "keyword search failed"))
+                    .ok();
+                fuse(semantic, matches)
+            };
+            match feedback {
+                Some((semantic, terms)) => {
+                    self.text
+                        .search_beside(&request.text, &terms, false, || semantic, then)
+                }
+                // A large store's vector search takes the other core while the keyword
+                // matches are scored.
+                None => self.text.search_beside(
+                    &request.text,
+                    &[],
+                    vectors.searches_long(),
+                    nearest,
+                    then,
+                ),
+            }
         };
         if request.facets {
             // The vector matches no keyword found; the keyword ones were counted as visited.
@@ -175,6 +205,16 @@ impl SearchIndex {
             tracing::error!(error = %err, "keyword search failed");
         }
     }
+}
+
+/// What pseudo-relevance feedback reads of an agent: the words that say what it does.
+fn feedback_text(listing: &super::Listing) -> String {
+    let mut text = format!("{}\n{}", listing.name(), listing.description());
+    for part in listing.tags().chain(listing.capabilities()) {
+        text.push('\n');
+        text.push_str(part);
+    }
+    text
 }
 
 /// The matches a search counts, with their facet values when asked for.

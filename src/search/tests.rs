@@ -1386,3 +1386,59 @@ async fn an_agent_whose_representative_query_is_the_request_ranks_first() {
     let request = "read the sign at the station";
     assert_eq!(first(&index, request).await, "com.example.signs");
 }
+
+#[tokio::test]
+async fn feedback_finds_by_keywords_what_a_sentences_nearest_agents_share() {
+    let (_dir, store) = sqlite_store().await;
+    let agents = [
+        (
+            "com.example.weather",
+            "Weather Agent",
+            "Forecasts and current conditions for any city.",
+        ),
+        (
+            "com.example.radar",
+            "Rain Radar",
+            "Rain forecasts and current conditions near you.",
+        ),
+        (
+            "com.example.prices",
+            "Crypto Prices",
+            "Prices of bitcoin and other coins.",
+        ),
+    ]
+    .map(|(package_name, name, description)| {
+        active_draft(serde_json::json!({
+            "package_name": package_name, "name": name, "description": description,
+        }))
+    });
+    let request = SearchRequest {
+        text: "will it rain in Paris tomorrow morning, please?".to_owned(),
+        ..ordered(Sort::Relevance, 10, 0, None)
+    };
+    let embedder: Arc<dyn embed::Embedder> =
+        Arc::new(embed::StaticEmbedder::builtin().expect("table"));
+    // Where the weather agent ranks, and its score, with and without feedback.
+    let mut found = Vec::new();
+    for feedback in [None, Some(Feedback::DEFAULT)] {
+        let index = SearchIndex::new(Arc::clone(&store), Some(Arc::clone(&embedder)))
+            .expect("index")
+            .with_feedback(feedback);
+        index.rebuild(&agents).await.expect("index");
+        let page = index.search(&request).await.expect("search");
+        let names: Vec<&str> = page.hits.iter().map(|h| h.listing.package_name()).collect();
+        let weather = page
+            .hits
+            .iter()
+            .find(|hit| hit.listing.package_name() == "com.example.weather")
+            .and_then(|hit| hit.score);
+        assert_eq!(names[0], "com.example.radar", "{names:?}");
+        found.push(weather.unwrap_or(0.0));
+    }
+    // Expanded by "forecast", "current" and "condition", which the radar (the nearest agent
+    // with the query's "rain") shares with it, the weather agent now matches by keywords too.
+    assert!(found[1] > found[0], "{found:?}");
+    // The static table's own default is no feedback; a model's is the default feedback.
+    let index = SearchIndex::new(Arc::clone(&store), Some(embedder)).expect("index");
+    assert_eq!(index.feedback(), None);
+}

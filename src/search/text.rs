@@ -33,6 +33,8 @@ use typos::{RawTerms, Typos};
 const ANALYZER: &str = "registry_en";
 /// Query terms beyond this are ignored (a query is a sentence, not a document).
 const MAX_QUERY_TERMS: usize = 32;
+/// Pseudo-relevance feedback reads at most this many words of each document.
+const FEEDBACK_WORDS: usize = 256;
 /// Terms shorter than this are never corrected (too many neighbours at distance 1).
 const MIN_FUZZY_CHARS: usize = 4;
 const FUZZY_BOOST: f32 = 0.5;
@@ -417,6 +419,70 @@ impl TextIndex {
         }
     }
 
+    /// Pseudo-relevance feedback: the `count` terms that best say what `documents` (the texts
+    /// of a query's strongest matches by meaning) have in common and the query `text` does not
+    /// hold, the strongest at `weight` and the rest in proportion. A term scores its share of
+    /// each document's words, summed over the documents, times its rarity in the catalogue
+    /// (in the field where it is commonest); a term fewer than two of the documents hold says
+    /// nothing shared (one agent's product name) and is left out.
+    pub fn feedback_terms(
+        &self,
+        text: &str,
+        documents: &[String],
+        count: usize,
+        weight: f32,
+    ) -> Vec<(String, f32)> {
+        let query = analyze(&super::analyse::content_text(text));
+        let mut shares: HashMap<String, (f32, usize)> = HashMap::new();
+        for document in documents {
+            let mut analyzer = QUERY_ANALYZER.clone();
+            let mut stream = analyzer.token_stream(document);
+            let mut counts: HashMap<String, usize> = HashMap::new();
+            let mut length = 0usize;
+            while length < FEEDBACK_WORDS && stream.advance() {
+                *counts.entry(stream.token().text.clone()).or_default() += 1;
+                length += 1;
+            }
+            for (term, times) in counts {
+                let entry = shares.entry(term).or_default();
+                entry.0 += times as f32 / length as f32;
+                entry.1 += 1;
+            }
+        }
+        let searcher = self.reader.searcher();
+        let docs = searcher.num_docs().max(1) as f32;
+        let mut scored: Vec<(String, f32)> = shares
+            .into_iter()
+            .filter(|(term, (_, held))| {
+                *held >= 2 && term.chars().count() > 2 && !query.contains(term)
+            })
+            .filter_map(|(term, (share, _))| {
+                let frequency = self
+                    .fields
+                    .text
+                    .iter()
+                    .filter_map(|(field, _)| {
+                        searcher
+                            .doc_freq(&Term::from_field_text(*field, &term))
+                            .ok()
+                    })
+                    .max()
+                    .unwrap_or(0);
+                (frequency > 0).then(|| {
+                    let rarity = (1.0 + docs / frequency as f32).ln();
+                    (term, share * rarity)
+                })
+            })
+            .collect();
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        scored.truncate(count);
+        let strongest = scored.first().map_or(1.0, |(_, score)| *score);
+        scored
+            .into_iter()
+            .map(|(term, score)| (term, weight * score / strongest))
+            .collect()
+    }
+
     fn lock_writer(&self) -> std::sync::MutexGuard<'_, IndexWriter> {
         self.writer
             .lock()
@@ -462,6 +528,7 @@ impl TextIndex {
     ) -> Result<(), TextIndexError> {
         self.search_beside(
             text,
+            &[],
             false,
             || (),
             |(), matches| matches.map(|matches| matches.visit(visitor)),
@@ -469,18 +536,28 @@ impl TextIndex {
     }
 
     /// Score `text`'s matches while `beside` runs, then hand `then` its result and the matches
-    /// to visit (or why there are none). `beside` runs on the caller's thread; with `together`,
-    /// a query with enough postings to be worth it is scored on a pool thread meanwhile,
-    /// otherwise after it. `then` is called once, whatever happens. Neither may search this
-    /// thread's text indexes again (the accumulator is in use).
+    /// to visit (or why there are none). `expansion` adds analysed terms (`feedback_terms`)
+    /// to the query's, each scored at its weight. `beside` runs on the caller's thread; with
+    /// `together`, a query with enough postings to be worth it is scored on a pool thread
+    /// meanwhile, otherwise after it. `then` is called once, whatever happens. Neither may
+    /// search this thread's text indexes again (the accumulator is in use).
     pub fn search_beside<A, R>(
         &self,
         text: &str,
+        expansion: &[(String, f32)],
         together: bool,
         beside: impl FnOnce() -> A,
         then: impl FnOnce(A, Result<Matches<'_>, TextIndexError>) -> R,
     ) -> R {
-        let terms = analyze(&super::analyse::content_text(text));
+        let mut terms: Vec<(String, f32)> = analyze(&super::analyse::content_text(text))
+            .into_iter()
+            .map(|term| (term, 1.0))
+            .collect();
+        for (term, weight) in expansion {
+            if !terms.iter().any(|(known, _)| known == term) {
+                terms.push((term.clone(), *weight));
+            }
+        }
         if terms.is_empty() {
             return then(beside(), Ok(Matches::none()));
         }
@@ -542,7 +619,7 @@ impl TextIndex {
     /// and every segment's place in the accumulator.
     fn plan<'s>(
         &self,
-        terms: &[String],
+        terms: &[(String, f32)],
         readers: &'s [SegmentReader],
         prepared: &'s Prepared,
     ) -> Result<Planned<'s>, TextIndexError> {
@@ -573,7 +650,7 @@ impl TextIndex {
         // Per unknown word, per field: the documents holding a word within its edit distance,
         // each scored the field's boost (times `FUZZY_BOOST`) once.
         let mut fuzzy: Vec<(Arc<Typos>, usize, Field, f32)> = Vec::new();
-        for term in terms {
+        for (term, term_weight) in terms {
             // Each segment's entry for the word in each field: one dictionary lookup, for the
             // document frequency and then the postings.
             let mut entries: Vec<(Vec<Option<TermInfo>>, u64)> = Vec::with_capacity(TEXT_FIELDS);
@@ -609,7 +686,7 @@ impl TextIndex {
                         docs_in_all,
                         averages[field_index],
                     )
-                    .boost_by(self.fields.text[field_index].1),
+                    .boost_by(self.fields.text[field_index].1 * term_weight),
                     infos,
                     frequency,
                 });
@@ -618,7 +695,8 @@ impl TextIndex {
                 // One automaton for every field, built once.
                 let typos = Arc::new(Typos::of(term));
                 for (field_index, (field, boost)) in self.fields.text.into_iter().enumerate() {
-                    fuzzy.push((Arc::clone(&typos), field_index, field, boost * FUZZY_BOOST));
+                    let boost = boost * FUZZY_BOOST * term_weight;
+                    fuzzy.push((Arc::clone(&typos), field_index, field, boost));
                 }
             }
         }
@@ -1721,6 +1799,48 @@ mod tests {
     }
 
     #[test]
+    fn feedback_terms_are_what_the_documents_share_and_the_query_lacks() {
+        let index = sample();
+        let documents = [
+            "Weather Agent\nForecasts and current conditions for any city.".to_owned(),
+            "Rain Radar\nForecasts of rain and current conditions near you.".to_owned(),
+        ];
+        let terms = index.feedback_terms("will it rain in Paris tomorrow", &documents, 8, 0.5);
+        let words: Vec<&str> = terms.iter().map(|(term, _)| term.as_str()).collect();
+        // Shared and indexed: "forecast", "current", "condit"; not "rain" (the query's own
+        // word), not "citi" or "radar" (one document's), not "any" (a stop word).
+        assert_eq!(words.len(), 3, "{terms:?}");
+        for word in ["forecast", "current", "condit"] {
+            assert!(words.contains(&word), "{word} in {terms:?}");
+        }
+        // The strongest at the weight given, the rest below it.
+        assert_eq!(terms[0].1, 0.5);
+        assert!(
+            terms
+                .iter()
+                .all(|(_, weight)| *weight > 0.0 && *weight <= 0.5)
+        );
+        // Expanded, the query matches what its own words do not.
+        let mut found = Vec::new();
+        index.search_beside(
+            "will it rain in Paris tomorrow",
+            &terms,
+            false,
+            || (),
+            |(), matches| {
+                if let Ok(matches) = matches {
+                    matches.visit(&mut |slot: u32, _score: f32| found.push(slot));
+                }
+            },
+        );
+        found.sort_unstable();
+        // The weather agent by "forecast" and "condit", the crypto one by "current" alone.
+        assert_eq!(found, [0, 1]);
+        assert!(slots(&index, "will it rain in Paris tomorrow").is_empty());
+        assert!(index.feedback_terms("weather", &[], 8, 0.5).is_empty());
+    }
+
+    #[test]
     fn a_word_of_a_name_does_not_outrank_what_a_description_says_an_agent_does() {
         let index = TextIndex::new().expect("index");
         let docs = [
@@ -2202,6 +2322,7 @@ mod tests {
             index.set_parallel_from(parallel_from);
             let (beside, recorder) = index.search_beside(
                 "weather",
+                &[],
                 together,
                 || (std::thread::current().id(), 42),
                 |beside, matches| {
@@ -2226,7 +2347,7 @@ mod tests {
             assert!(matches >= 5_000);
             // Matches handed on but never visited are cleared: the next search sees none of
             // them.
-            index.search_beside("weather", together, || (), |(), _matches| ());
+            index.search_beside("weather", &[], together, || (), |(), _matches| ());
             assert_eq!(sorted(index.search("tides").expect("search")), tides);
         }
         // A visit that panics halfway leaves the rest touched; the next query clears it.

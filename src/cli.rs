@@ -2,13 +2,14 @@
 
 use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use serde_json::Value;
 
 use crate::auth::{self, Scope};
-use crate::config::{Config, StorageConfig};
+use crate::config::{Config, EmbedderConfig, StorageConfig};
 use crate::domain::{AgentDraft, FieldError};
 use crate::registry::{ImportMode, Imported, Registry, RegistryError};
 use crate::store::{self, Agent};
@@ -37,7 +38,7 @@ pub enum Command {
     #[command(subcommand)]
     Token(TokenCommand),
     /// Load agents from a JSON Lines file of publish bodies.
-    Import(ImportArgs),
+    Import(Box<ImportArgs>),
     /// Write every agent as JSON Lines (publish body plus id, owner, state).
     Export(ExportArgs),
     /// Serve MCP on standard input and output, answering from a registry over HTTP (for hosts
@@ -144,6 +145,12 @@ pub struct ImportArgs {
     pub rejects: Option<PathBuf>,
     #[command(flatten)]
     pub storage: StorageConfig,
+    /// After the lines, every ACTIVE agent without a stored vector is embedded with this
+    /// embedder (`auto`: bge-small when it is in the models directory, never fetched here; the
+    /// static table otherwise) and its vector stored, so that `serve` restores vectors
+    /// instead of embedding. `--embedder none` skips it.
+    #[command(flatten)]
+    pub embedder: EmbedderConfig,
 }
 
 #[derive(clap::Args, Debug)]
@@ -176,7 +183,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Serve(config) => crate::serve(*config).await,
         Command::Token(command) => run_token(command).await,
-        Command::Import(args) => import(args).await,
+        Command::Import(args) => import(*args).await,
         Command::Export(args) => export(args).await,
         Command::Mcp(args) => mcp_stdio(args).await,
         Command::Mirror(MirrorCommand::Sync(args)) => mirror_sync(args).await,
@@ -409,7 +416,8 @@ async fn import(args: ImportArgs) -> anyhow::Result<()> {
         None => None,
     };
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let registry = Registry::offline(store::open(&args.storage).await?);
+    let store = store::open(&args.storage).await?;
+    let registry = Registry::offline(Arc::clone(&store));
     let mode = ImportMode {
         update: args.update,
         go_live: args.go_live,
@@ -460,6 +468,9 @@ async fn import(args: ImportArgs) -> anyhow::Result<()> {
     if let Some(out) = &mut rejects_file {
         out.flush()?;
     }
+    if let Some((embedder, agents)) = embed_active(store, &args.embedder).await? {
+        eprintln!("import: {agents} ACTIVE agents have their {embedder} vectors");
+    }
     for rejection in &shown {
         let reasons: Vec<String> = rejection
             .errors
@@ -480,6 +491,44 @@ async fn import(args: ImportArgs) -> anyhow::Result<()> {
     }
     eprintln!("import: {counts}");
     Ok(())
+}
+
+/// Give every ACTIVE agent in `store` its vector from `config`'s embedder (those already
+/// stored for its current text are kept), in batches on the blocking pool, with a progress bar
+/// counting agents: what `serve` would do at its next start. The embedder's id and how many
+/// agents it covers; `None` without an embedder.
+async fn embed_active(
+    store: Arc<dyn store::Store>,
+    config: &EmbedderConfig,
+) -> anyhow::Result<Option<(String, usize)>> {
+    // `auto` takes bge-small when it is on disk; an import never downloads.
+    let Some(embedder) = crate::search::embed::from_config(config)? else {
+        return Ok(None);
+    };
+    let id = embedder.id().to_owned();
+    let mut index = crate::search::SearchIndex::new(store, Some(embedder))?;
+    index.load_catalogue().await?;
+    let index = Arc::new(index);
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} agents embedded ({per_sec}, {eta} left)",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let filling = tokio::spawn({
+        let index = Arc::clone(&index);
+        async move { index.fill_vectors().await }
+    });
+    while !filling.is_finished() {
+        let progress = index.vector_progress();
+        bar.set_length(progress.total as u64);
+        bar.set_position(progress.embedded as u64);
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    filling.await??;
+    bar.finish_and_clear();
+    Ok(Some((id, index.vector_progress().total)))
 }
 
 fn reject(message: impl Into<String>) -> Vec<FieldError> {

@@ -257,6 +257,7 @@ async fn import_loads_a_jsonl_file_and_reports_rejected_lines() {
     let data_dir = dir.path().join("data");
     let output = Command::new(env!("CARGO_BIN_EXE_agent-registry"))
         .arg("import")
+        .env("REGISTRY_EMBEDDER", "static")
         .arg(&file)
         .args(["--owner", "importer", "--go-live", "--data-dir"])
         .arg(&data_dir)
@@ -272,6 +273,21 @@ async fn import_loads_a_jsonl_file_and_reports_rejected_lines() {
     );
     assert!(stderr.contains("line 2:"), "{stderr}");
     assert!(stderr.contains("line 3: invalid JSON"), "{stderr}");
+    // The ACTIVE agents were embedded and their vectors stored: `serve` restores them.
+    let embedder = agent_registry::search::embed::StaticEmbedder::builtin().expect("table");
+    let id = agent_registry::search::embed::Embedder::id(&embedder).to_owned();
+    assert!(
+        stderr.contains(&format!("import: 2 ACTIVE agents have their {id} vectors")),
+        "{stderr}"
+    );
+    {
+        use agent_registry::store::Store;
+        let store = agent_registry::store::sqlite::SqliteStore::open_dir(&data_dir)
+            .await
+            .expect("store");
+        let stored = store.embeddings_page(&id, None, 10).await.expect("vectors");
+        assert_eq!(stored.len(), 2);
+    }
 
     let exported = Command::new(env!("CARGO_BIN_EXE_agent-registry"))
         .args(["export", "--data-dir"])
@@ -297,6 +313,7 @@ async fn import_loads_a_jsonl_file_and_reports_rejected_lines() {
 fn run_import(file: &Path, data_dir: &Path, owner: &str, args: &[&str]) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_agent-registry"))
         .arg("import")
+        .env("REGISTRY_EMBEDDER", "static")
         .arg(file)
         .args(["--owner", owner])
         .args(args)
@@ -992,6 +1009,7 @@ async fn followed_import(count: usize, database_url: Option<&str>) -> Duration {
     let mut import = Command::new(env!("CARGO_BIN_EXE_agent-registry"));
     import
         .arg("import")
+        .env("REGISTRY_EMBEDDER", "static")
         .arg(&file)
         .args(["--owner", "bulk", "--go-live", "--data-dir"])
         .arg(&data_dir)

@@ -18,26 +18,29 @@ async fn main() -> anyhow::Result<()> {
         None => serve(cli.serve).await,
         Some(Command::Serve(config)) => serve(*config).await,
         Some(command) => {
-            init_tracing(LogFormat::Text);
+            // A command's own output says what it did (an import's progress bar counts the
+            // agents it embeds); the search index's progress lines would only interleave.
+            init_tracing(LogFormat::Text, ",agent_registry::search=warn");
             agent_registry::cli::run(command).await
         }
     }
 }
 
 async fn serve(config: Config) -> anyhow::Result<()> {
-    init_tracing(config.log_format);
+    init_tracing(config.log_format, "");
     agent_registry::serve(config).await
 }
 
-fn init_tracing(format: LogFormat) {
+/// `quieter`: directives added to the default filter (`RUST_LOG` replaces both).
+fn init_tracing(format: LogFormat, quieter: &str) {
     // Libraries log at `warn`, so the log says what the registry did. tantivy's segment manager
     // warns each time a background merge finishes after a newer commit already replaced the
     // segments it merged; the merge is dropped and nothing is lost, so that one is `error`.
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        EnvFilter::new(
+        EnvFilter::new(format!(
             "info,sqlx=warn,tantivy=warn,tantivy::indexer::segment_manager=error,hyper=warn,\
-             tower_http=info",
-        )
+             tower_http=info{quieter}"
+        ))
     });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

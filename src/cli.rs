@@ -468,8 +468,15 @@ async fn import(args: ImportArgs) -> anyhow::Result<()> {
     if let Some(out) = &mut rejects_file {
         out.flush()?;
     }
-    if let Some((embedder, agents)) = embed_active(store, &args.embedder).await? {
-        eprintln!("import: {agents} ACTIVE agents have their {embedder} vectors");
+    // The lines are in whatever happens here: without stored vectors `serve` embeds them.
+    match embed_active(store, &args.embedder).await {
+        Ok(Some((embedder, agents))) => {
+            eprintln!("import: {agents} ACTIVE agents have their {embedder} vectors");
+        }
+        Ok(None) => {}
+        Err(error) => eprintln!(
+            "import: vectors not stored ({error:#}); `serve` embeds these agents when it starts"
+        ),
     }
     for rejection in &shown {
         let reasons: Vec<String> = rejection

@@ -308,6 +308,32 @@ async fn import_loads_a_jsonl_file_and_reports_rejected_lines() {
     );
 }
 
+#[test]
+fn an_import_whose_embedder_cannot_load_keeps_its_agents_and_says_so() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("agents.jsonl");
+    let one = r#"{"package_name": "io.github.a.one", "name": "One", "description": "First."}"#;
+    std::fs::write(&file, one).expect("write");
+    let empty = dir.path().join("no-models");
+    let models_dir = format!("--models-dir={}", empty.display());
+    let stderr = run_import(
+        &file,
+        &dir.path().join("data"),
+        "importer",
+        &["--go-live", "--embedder", "bge-small", &models_dir],
+    );
+    assert!(
+        stderr.contains("import: vectors not stored (cannot load bge-small"),
+        "{stderr}"
+    );
+    assert!(
+        stderr
+            .trim_end()
+            .ends_with("import: created 1, updated 0, unchanged 0, rejected 0"),
+        "{stderr}"
+    );
+}
+
 /// `agent-registry import FILE --owner OWNER ARGS… --data-dir DIR`: its stderr, after checking
 /// that it succeeded.
 fn run_import(file: &Path, data_dir: &Path, owner: &str, args: &[&str]) -> String {

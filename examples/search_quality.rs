@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use agent_registry::search::embed::{self, EmbedderConfig, EmbedderKind};
-use agent_registry::search::{Feedback, Filters, Mode, SearchIndex, SearchRequest};
+use agent_registry::search::{Feedback, FeedbackRule, Filters, Mode, SearchIndex, SearchRequest};
 use agent_registry::store::sqlite::SqliteStore;
 use agent_registry::store::{Agent, Store};
 use clap::Parser;
@@ -175,13 +175,12 @@ impl Run<'_> {
         label: &str,
         embedder: Option<Arc<dyn embed::Embedder>>,
         mode: Mode,
-        feedback: Option<Option<Feedback>>,
+        feedback: FeedbackRule,
         per_query: bool,
     ) -> anyhow::Result<()> {
-        let mut index = SearchIndex::new(self.store.clone(), embedder)?.with_mode(mode);
-        if let Some(feedback) = feedback {
-            index = index.with_feedback(feedback);
-        }
+        let index = SearchIndex::new(self.store.clone(), embedder)?
+            .with_mode(mode)
+            .with_feedback(feedback);
         index.rebuild(self.agents).await?;
         let mut overall = Totals::default();
         let mut by_kind: HashMap<String, Totals> = HashMap::new();
@@ -323,8 +322,14 @@ async fn main() -> anyhow::Result<()> {
     println!("|---|---|---|---|---|---|---|");
     let mut embedders = Vec::new();
     if !args.models_only {
-        run.evaluate("keyword (BM25)", None, Mode::Keyword, None, false)
-            .await?;
+        run.evaluate(
+            "keyword (BM25)",
+            None,
+            Mode::Keyword,
+            FeedbackRule::ByEmbedder,
+            false,
+        )
+        .await?;
         embedders.push(("static", EmbedderKind::Static));
     }
     if args.minilm {
@@ -341,7 +346,7 @@ async fn main() -> anyhow::Result<()> {
             &format!("vector ({name})"),
             embedder.clone(),
             Mode::Vector,
-            None,
+            FeedbackRule::ByEmbedder,
             false,
         )
         .await?;
@@ -359,8 +364,14 @@ async fn main() -> anyhow::Result<()> {
                 ),
                 embedder => (format!("hybrid ({name})"), embedder),
             };
-            run.evaluate(&label, embedder.clone(), Mode::Hybrid, None, args.per_query)
-                .await?;
+            run.evaluate(
+                &label,
+                embedder.clone(),
+                Mode::Hybrid,
+                FeedbackRule::ByEmbedder,
+                args.per_query,
+            )
+            .await?;
             for feedback in &args.feedback {
                 let shown = match feedback {
                     Some(Feedback {
@@ -374,7 +385,7 @@ async fn main() -> anyhow::Result<()> {
                     &format!("{label}, {shown}"),
                     embedder.clone(),
                     Mode::Hybrid,
-                    Some(*feedback),
+                    FeedbackRule::Fixed(*feedback),
                     args.per_query,
                 )
                 .await?;

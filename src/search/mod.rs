@@ -102,11 +102,13 @@ impl Feedback {
 }
 
 /// When a search expands its sentence queries by feedback.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum FeedbackRule {
-    /// [`Feedback::DEFAULT`] with an embedder that is not a bag of words.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum FeedbackRule {
+    /// [`Feedback::DEFAULT`] with an embedder that is not a bag of words (the default).
+    #[default]
     ByEmbedder,
-    /// Always these settings, or never (the quality harness compares them).
+    /// Always these settings, or never, whatever the embedder (the quality harness compares
+    /// them).
     Fixed(Option<Feedback>),
 }
 
@@ -199,10 +201,9 @@ impl SearchIndex {
         self
     }
 
-    /// Expand sentence queries by pseudo-relevance feedback at these settings whatever the
-    /// embedder, or (`None`) never, instead of by the embedder ([`Feedback`]).
-    pub fn with_feedback(mut self, feedback: Option<Feedback>) -> Self {
-        self.feedback = FeedbackRule::Fixed(feedback);
+    /// Expand sentence queries by pseudo-relevance feedback as `rule` says ([`Feedback`]).
+    pub fn with_feedback(mut self, rule: FeedbackRule) -> Self {
+        self.feedback = rule;
         self
     }
 

@@ -1423,7 +1423,7 @@ async fn feedback_finds_by_keywords_what_a_sentences_nearest_agents_share() {
     for feedback in [None, Some(Feedback::DEFAULT)] {
         let index = SearchIndex::new(Arc::clone(&store), Some(Arc::clone(&embedder)))
             .expect("index")
-            .with_feedback(feedback);
+            .with_feedback(FeedbackRule::Fixed(feedback));
         index.rebuild(&agents).await.expect("index");
         let page = index.search(&request).await.expect("search");
         let names: Vec<&str> = page.hits.iter().map(|h| h.listing.package_name()).collect();

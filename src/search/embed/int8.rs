@@ -212,36 +212,46 @@ enum Kernel {
 }
 
 impl Kernel {
+    /// Every kernel, fastest first.
+    const ALL: &[Kernel] = &[
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Vnni,
+        #[cfg(target_arch = "x86_64")]
+        Kernel::Avx2,
+        Kernel::Portable,
+    ];
+
+    /// Whether this CPU runs this kernel for `weights`.
+    fn runs(self, weights: &PackedWeights) -> bool {
+        match self {
+            // (`weights` is read only by the x86 kernels' arms.)
+            Kernel::Portable => {
+                let _ = weights;
+                true
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => weights.packed_ok && pulp::x86::V3::try_new().is_some(),
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Vnni => weights.packed_ok && vnni::available(),
+        }
+    }
+
     /// Every kernel this CPU runs for `weights`, fastest first.
     #[cfg(test)]
     fn available(weights: &PackedWeights) -> Vec<Kernel> {
-        let mut kernels = Vec::new();
-        #[cfg(target_arch = "x86_64")]
-        if weights.packed_ok {
-            if vnni::available() {
-                kernels.push(Kernel::Vnni);
-            }
-            if pulp::x86::V3::try_new().is_some() {
-                kernels.push(Kernel::Avx2);
-            }
-        }
-        let _ = weights;
-        kernels.push(Kernel::Portable);
-        kernels
+        Self::ALL
+            .iter()
+            .copied()
+            .filter(|kernel| kernel.runs(weights))
+            .collect()
     }
 
     fn best(weights: &PackedWeights) -> Kernel {
-        #[cfg(target_arch = "x86_64")]
-        if weights.packed_ok {
-            if vnni::available() {
-                return Kernel::Vnni;
-            }
-            if pulp::x86::V3::try_new().is_some() {
-                return Kernel::Avx2;
-            }
-        }
-        let _ = weights;
-        Kernel::Portable
+        Self::ALL
+            .iter()
+            .copied()
+            .find(|kernel| kernel.runs(weights))
+            .unwrap_or(Kernel::Portable)
     }
 }
 

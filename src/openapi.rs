@@ -636,7 +636,7 @@ fn publish_request() -> Value {
             "maxLength": crate::domain::urn::MAX_CHARS,
             "pattern": format!("^[{WS}]*(?:[Uu][Rr][Nn]:[Aa][Ii][Rr]:{label}(?:\\.{label})*(?::[A-Za-z0-9._-]+)+)?[{WS}]*$", label = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"),
             "examples": ["urn:air:example.com:weather"],
-            "description": "Publish only: the agent's own discovery identifier, `urn:air:<publisher-domain>:<name>[:<name>…]`, whose publisher must be the package's domain (the one domain verification proves; `com.example.weather` → `example.com`). Absent, the registry derives it from the package name. It cannot change afterwards: an update may repeat it. Unique ignoring case (409 `conflict` when taken).",
+            "description": "Publish only: the agent's own discovery identifier, `urn:air:<publisher-domain>:<name>[:<name>…]`, whose publisher must be the package's domain (the one domain verification proves; `com.example.weather` → `example.com`) or a host under it that the package name's leading labels name (`ai.lifie.hub.tasks` may carry `urn:air:hub.lifie.ai:tasks`). Absent, the registry derives it from the package name. It cannot change afterwards: an update may repeat it. Unique ignoring case (409 `conflict` when taken).",
         }),
     );
     properties.insert(

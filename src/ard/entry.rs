@@ -10,7 +10,7 @@
 //! | `capabilities` | the names of its skills or tools |
 //! | `representativeQueries` | the publisher's (or its card's skill examples), when 2–5 |
 //! | `metadata` | package name, record URL, verification level, category, audience |
-//! | `trustManifest` | only when the registry verified the publisher's domain: `identity` is that domain, the URN's publisher; the attestation is the agent's record |
+//! | `trustManifest` | only when the registry verified the publisher's domain: `identity` is that domain, the URN's publisher; the attestation is the agent's record. The registry's own agents have none: their identifiers' publishers (`utility.registry`) are names, not domains anyone proved |
 
 use serde_json::{Map, Value, json};
 
@@ -109,8 +109,11 @@ pub fn trust_manifest(listing: &Listing, base: &str) -> Option<Value> {
     serde_json::from_slice(&out).ok()
 }
 
+/// Whether the registry proved the listing's publisher domain. Its own agents count as
+/// verified for search, but their identifiers' publishers (`utility.registry`) are names no
+/// one proved, so no trust manifest vouches for them.
 fn is_verified(listing: &Listing) -> bool {
-    listing.verification_level == VerificationLevel::DomainVerified
+    listing.verification_level == VerificationLevel::DomainVerified && !listing.operated
 }
 
 fn write_trust(out: &mut Vec<u8>, listing: &Listing, base: &str) -> serde_json::Result<()> {

@@ -300,8 +300,9 @@ fn skill_examples(card: &Value) -> Vec<String> {
 }
 
 /// A publisher's own `urn:air:` identifier: valid, and published by the package's domain (the
-/// domain that verifying the agent proves), so that no one names an agent for a domain the
-/// package does not claim.
+/// domain that verifying the agent proves) or by a host under it that the package's leading
+/// labels name (`ai.lifie.hub.tasks` may carry `urn:air:hub.lifie.ai:…`), so that no one names
+/// an agent for a host the package does not claim.
 fn parse_identifier(
     value: Option<&Value>,
     package_name: Option<&PackageName>,
@@ -316,14 +317,14 @@ fn parse_identifier(
     let urn = super::AirUrn::parse(&raw)
         .map_err(|message| errors.push(FieldError::new(field, message)))
         .ok()?;
-    let derived = super::AirUrn::of_package(package_name?);
-    let domain = derived.publisher();
-    if urn.publisher() != domain {
+    let package_name = package_name?;
+    if !urn.is_published_by(package_name) {
         errors.push(FieldError::new(
             field,
             format!(
-                "its publisher '{}' must be the package's domain '{domain}', the domain verification proves",
-                urn.publisher()
+                "its publisher '{}' must be the package's domain '{}' or a host under it that the package name starts with (reversed)",
+                urn.publisher(),
+                package_name.domain()
             ),
         ));
         return None;

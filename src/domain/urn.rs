@@ -162,6 +162,21 @@ impl AirUrn {
         Self(format!("{PREFIX}{publisher}:{segments}"))
     }
 
+    /// Whether the identifier's publisher is a host `package` claims: the package's domain, or
+    /// a subdomain of it whose labels the package name starts with, reversed
+    /// (`ai.lifie.hub.tasks` claims `lifie.ai` and `hub.lifie.ai`, not `other.lifie.ai`).
+    /// `_` in a package label stands for `-` in a host name, as in [`Self::of_package`].
+    pub fn is_published_by(&self, package: &PackageName) -> bool {
+        let labels: Vec<&str> = package.as_str().split('.').collect();
+        let publisher: Vec<&str> = self.publisher().split('.').rev().collect();
+        publisher.len() >= domain_labels(&labels)
+            && publisher.len() <= labels.len()
+            && publisher
+                .iter()
+                .zip(&labels)
+                .all(|(host, label)| host.eq_ignore_ascii_case(&label.replace('_', "-")))
+    }
+
     /// The package name an identifier stands for: the publisher's labels reversed, then each
     /// segment as a label, lowercased, with characters a label cannot hold (`.` included)
     /// written `-`; `_` stands for no label. Fails when that is not a valid package name.
@@ -359,6 +374,62 @@ mod tests {
                 "{urn}"
             );
             assert_eq!(AirUrn::parse(urn.as_str()).as_ref(), Ok(&urn));
+        }
+    }
+
+    #[test]
+    fn a_package_claims_its_domain_and_the_hosts_its_leading_labels_name() {
+        let claims = |urn: &str, name: &str| {
+            AirUrn::parse(urn)
+                .expect("valid")
+                .is_published_by(&package(name))
+        };
+        // Real A2A publishers on subdomains, with the package names their identifiers give.
+        for (urn, name) in [
+            (
+                "urn:air:hub.lifie.ai:agents:travel",
+                "ai.lifie.hub.agents.travel",
+            ),
+            ("urn:air:hub.lifie.ai:x", "ai.lifie.hub"),
+            (
+                "urn:air:governance.taskhawktech.com:audit",
+                "com.taskhawktech.governance.audit",
+            ),
+            (
+                "urn:air:www.luminarylane.app:concierge",
+                "app.luminarylane.www.concierge",
+            ),
+            (
+                "urn:air:lucid.itsgloria.ai:gloria",
+                "ai.itsgloria.lucid.gloria",
+            ),
+            (
+                "urn:air:hello.a2aregistry.org:registry",
+                "org.a2aregistry.hello.registry",
+            ),
+            ("urn:air:lifie.ai:tasks", "ai.lifie.hub.tasks"),
+            ("urn:air:Hub.Lifie.AI:tasks", "ai.lifie.hub.tasks"),
+            ("urn:air:my-co.com:bot", "com.my_co.bot"),
+            ("urn:air:alice.github.io:search", "io.github.alice.search"),
+        ] {
+            assert!(claims(urn, name), "{name} claims {urn}");
+            let mapped = AirUrn::parse(urn).expect("valid").to_package_name();
+            assert!(
+                claims(urn, mapped.expect("maps").as_str()),
+                "{urn} maps to a claimant"
+            );
+        }
+        for (urn, name) in [
+            // A sibling host, a host above the domain, another domain, a user of a shared host.
+            ("urn:air:other.lifie.ai:tasks", "ai.lifie.hub.tasks"),
+            ("urn:air:ai:tasks", "ai.lifie.hub.tasks"),
+            ("urn:air:lifie.com:tasks", "ai.lifie.hub.tasks"),
+            ("urn:air:bob.github.io:search", "io.github.alice.search"),
+            ("urn:air:github.io:search", "io.github.alice.search"),
+            // Deeper than the package name itself.
+            ("urn:air:a.hub.lifie.ai:tasks", "ai.lifie.hub"),
+        ] {
+            assert!(!claims(urn, name), "{name} must not claim {urn}");
         }
     }
 

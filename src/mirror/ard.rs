@@ -364,4 +364,52 @@ mod tests {
         let local = json!({"type": crate::ard::CATALOG_TYPE, "url": "/ard.json?page=2"});
         assert!(nested(&page, &local).is_some());
     }
+
+    #[test]
+    fn entries_of_publishers_on_subdomains_read_as_agents() {
+        // Real A2A publishers serve their manifests from subdomains of their domain.
+        for (host, name, package) in [
+            (
+                "hub.lifie.ai",
+                "travel-planner",
+                "ai.lifie.hub.travel-planner",
+            ),
+            (
+                "governance.taskhawktech.com",
+                "audit",
+                "com.taskhawktech.governance.audit",
+            ),
+            (
+                "www.luminarylane.app",
+                "concierge",
+                "app.luminarylane.www.concierge",
+            ),
+            ("lucid.itsgloria.ai", "gloria", "ai.itsgloria.lucid.gloria"),
+            (
+                "hello.a2aregistry.org",
+                "registry-bot",
+                "org.a2aregistry.hello.registry-bot",
+            ),
+        ] {
+            let page = Url::parse(&format!("https://{host}/.well-known/ard.json")).expect("url");
+            let identifier = format!("urn:air:{host}:{name}");
+            let entry = json!({"identifier": identifier, "displayName": name,
+                "type": crate::ard::A2A_TYPE, "url": format!("/agents/{name}.json"),
+                "description": "An agent."});
+            let read = read_entry(&page, &entry);
+            let Read::Entry(read) = read else {
+                panic!("{host}: {read:?}");
+            };
+            assert_eq!(read.draft.package_name.as_str(), package);
+            assert_eq!(
+                read.draft.identifier.as_ref().map(|urn| urn.as_str()),
+                Some(identifier.as_str())
+            );
+        }
+        // A package name of the domain itself does not claim a subdomain's identifier.
+        let page = Url::parse("https://hub.lifie.ai/.well-known/ard.json").expect("url");
+        let entry = json!({"identifier": "urn:air:hub.lifie.ai:tasks", "type": crate::ard::A2A_TYPE,
+            "metadata": {"packageName": "ai.lifie.tasks"}, "url": "/t.json"});
+        assert!(matches!(read_entry(&page, &entry), Read::Skipped { .. }));
+    }
 }

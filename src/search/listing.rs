@@ -26,6 +26,8 @@ pub struct Listing {
     pub verification_level: VerificationLevel,
     /// Whether it lists an MCP remote or package.
     pub mcp: bool,
+    /// One of the registry's own agents (its card and the hosted utility agents).
+    pub operated: bool,
     /// Boxed: most agents have none, and the struct is 150 bytes.
     pub payment: Option<Box<Payment>>,
     pub published_at: Option<Timestamp>,
@@ -110,6 +112,7 @@ impl Listing {
             kind: AgentKind::of(draft),
             verification_level: agent.verification_level,
             mcp: !draft.reach.remotes.is_empty() || !draft.reach.packages.is_empty(),
+            operated: agent.owner == crate::domain::access::SYSTEM_OWNER,
             payment: draft.payment.clone().map(Box::new),
             published_at: agent.published_at,
             updated_at: agent.updated_at,

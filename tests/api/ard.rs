@@ -162,6 +162,20 @@ async fn the_manifest_lists_the_registry_and_every_active_agent_as_ard_entries()
     assert_eq!(forecast["capabilities"], json!(["get_forecast"]));
     assert_eq!(forecast["metadata"]["packageName"], "com.example.forecast");
     assert!(forecast.get("trustManifest").is_none(), "not verified");
+    // The registry's own agents are listed, but no trust manifest claims a domain for them:
+    // `utility.registry` is a name no one proved.
+    let operated: Vec<&Value> = entries
+        .iter()
+        .filter(|e| {
+            e["metadata"]["packageName"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("registry."))
+        })
+        .collect();
+    assert!(operated.len() >= 3, "the hosted agents are listed");
+    for entry in operated {
+        assert!(entry.get("trustManifest").is_none(), "{entry}");
+    }
     let server = entries
         .iter()
         .find(|e| e["identifier"] == "urn:air:acme.github.io:weather-mcp")

@@ -83,6 +83,56 @@ async fn an_identifier_on_another_domain_is_a_422_naming_the_field() {
 }
 
 #[tokio::test]
+async fn a_publisher_on_a_subdomain_carries_its_own_identifier_and_is_found_by_it() {
+    let app = TestApp::spawn().await;
+    let alice = app.token("alice", &[]).await;
+    // Real A2A publishers whose host is a subdomain of the package's domain.
+    for (package, identifier) in [
+        ("ai.lifie.hub.travel", "urn:air:hub.lifie.ai:travel"),
+        (
+            "com.taskhawktech.governance.audit",
+            "urn:air:governance.taskhawktech.com:audit",
+        ),
+        (
+            "app.luminarylane.www.concierge",
+            "urn:air:www.luminarylane.app:concierge",
+        ),
+        ("ai.itsgloria.lucid", "urn:air:lucid.itsgloria.ai:gloria"),
+    ] {
+        let record = app
+            .publish_live(
+                &alice,
+                with(agent_body(package), json!({"identifier": identifier})),
+            )
+            .await;
+        assert_eq!(record["identifier"], identifier);
+        let encoded = identifier.replace(':', "%3A");
+        let found = app.get(&format!("/ard/agents/{encoded}")).await;
+        assert_eq!(found.status, 200, "{identifier}: {}", found.text);
+        assert_eq!(found.body["identifier"], identifier);
+        let public = app.get(&format!("/public/agents/{identifier}")).await;
+        assert_eq!(public.body["package_name"], package, "{}", public.text);
+    }
+
+    // A sibling host, or a subdomain the package name does not spell, is still refused.
+    for (package, identifier) in [
+        ("ai.lifie.hub.other", "urn:air:other.lifie.ai:tasks"),
+        ("ai.lifie.tasks", "urn:air:hub.lifie.ai:tasks"),
+    ] {
+        let response = app
+            .post(
+                "/api/agents/publish",
+                Some(&alice),
+                with(agent_body(package), json!({"identifier": identifier})),
+            )
+            .await;
+        response.assert_problem(422, "validation_failed");
+        assert_eq!(error_fields(&response), ["identifier"], "{identifier}");
+        assert!(response.text.contains("lifie.ai"), "{}", response.text);
+    }
+}
+
+#[tokio::test]
 async fn a_taken_identifier_is_a_conflict() {
     let app = TestApp::spawn().await;
     let alice = app.token("alice", &[]).await;

@@ -263,8 +263,12 @@ async fn mirror_sync(args: MirrorSyncArgs) -> anyhow::Result<()> {
         stage: args.stage,
         lease: std::time::Duration::from_secs(90),
     };
+    // Beside a running server on the same data it names itself apart (the server holds the
+    // data directory); alone, it takes back a pass its own earlier run left leased.
+    let instance = crate::instance::Instance::resolve(&args.storage);
     let mirrors =
-        crate::mirror::Mirrors::new(registry, store, std::sync::Arc::new(outbound), settings);
+        crate::mirror::Mirrors::new(registry, store, std::sync::Arc::new(outbound), settings)
+            .for_instance(&instance);
     let bar = indicatif::ProgressBar::new_spinner();
     bar.enable_steady_tick(std::time::Duration::from_millis(200));
     bar.set_message(format!("{}: starting", args.source.id));

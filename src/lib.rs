@@ -12,6 +12,7 @@ pub mod error;
 pub mod extract;
 pub mod follow;
 pub mod hosted;
+pub mod instance;
 pub mod mcp;
 pub mod middleware;
 pub mod mirror;
@@ -108,17 +109,26 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
         )?),
         usize::try_from(config.ai_catalog_page_size).unwrap_or(1000),
     ));
-    let prober = probe::Prober::spawn(Arc::clone(&registry), Arc::clone(&outbound), &config.probe)
-        .map(Arc::new);
-    // Mirror sources are the operator's: any address, like the hosted agents' APIs.
-    let mirrors = Arc::new(mirror::Mirrors::new(
+    let instance = Arc::new(instance::Instance::resolve(&config.storage));
+    let prober = probe::Prober::spawn(
         Arc::clone(&registry),
-        Arc::clone(&store),
-        Arc::new(outbound::Outbound::new(
-            outbound::OutboundSettings::for_configured_apis(&config.upstreams, &base_url),
-        )?),
-        mirror::Settings::of(&config.mirror),
-    ));
+        Arc::clone(&outbound),
+        &config.probe,
+        &instance,
+    )
+    .map(Arc::new);
+    // Mirror sources are the operator's: any address, like the hosted agents' APIs.
+    let mirrors = Arc::new(
+        mirror::Mirrors::new(
+            Arc::clone(&registry),
+            Arc::clone(&store),
+            Arc::new(outbound::Outbound::new(
+                outbound::OutboundSettings::for_configured_apis(&config.upstreams, &base_url),
+            )?),
+            mirror::Settings::of(&config.mirror),
+        )
+        .for_instance(&instance),
+    );
     let mirroring = Arc::clone(&mirrors).spawn().map(Arc::new);
     let auth = Arc::new(auth::Authenticator::new(
         Arc::clone(&store),
@@ -140,6 +150,7 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
         mirrors,
         _prober: prober,
         _mirroring: mirroring,
+        instance,
     });
     let router = router::router(state.clone());
     Ok(App { state, router })

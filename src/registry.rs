@@ -836,6 +836,11 @@ impl Registry {
             .await?)
     }
 
+    /// Release the probe leases `owner` holds (see `Store::release_probe_leases`).
+    pub async fn release_probe_leases(&self, owner: &str) -> RegistryResult<u64> {
+        Ok(self.store.release_probe_leases(owner).await?)
+    }
+
     /// A claimed agent and what to probe; `None`, and off the schedule, when it is gone, no
     /// longer ACTIVE, or lists no endpoint any more.
     pub async fn probe_subject(&self, id: &str) -> RegistryResult<Option<(Agent, ProbeTarget)>> {

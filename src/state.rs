@@ -60,6 +60,8 @@ pub struct Shared {
     pub _prober: Option<Arc<crate::task::AbortOnDrop>>,
     /// The mirrors' background passes, stopped with the state; `None` without sources.
     pub _mirroring: Option<Arc<crate::task::AbortOnDrop>>,
+    /// Who this process is for its leases; holds the data directory's lock while it lives.
+    pub instance: Arc<crate::instance::Instance>,
 }
 
 impl axum::extract::FromRef<AppState> for Arc<crate::auth::Authenticator> {

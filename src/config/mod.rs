@@ -30,6 +30,13 @@ pub struct StorageConfig {
     /// A `postgres://` URL selects PostgreSQL instead of the embedded SQLite database.
     #[arg(long, env = "REGISTRY_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
+
+    /// This process's name for the leases it takes (mirror sources, probes), the same across
+    /// its restarts so that a restarted process resumes its own work at once. Default: the host
+    /// name and the data directory (which the process locks). Never give two live processes
+    /// the same one.
+    #[arg(long, env = "REGISTRY_INSTANCE_ID")]
+    pub instance_id: Option<String>,
 }
 
 /// Everything `serve` needs.

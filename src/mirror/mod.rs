@@ -141,6 +141,13 @@ impl Mirrors {
         }
     }
 
+    /// Take leases under `instance`'s name: a source this process's earlier run left
+    /// leased (it died mid-pass) is resumed at once, not when the lease runs out.
+    pub fn for_instance(mut self, instance: &crate::instance::Instance) -> Self {
+        self.owner = format!("mir:{}", instance.id());
+        self
+    }
+
     pub fn settings(&self) -> &Settings {
         &self.settings
     }

@@ -58,6 +58,7 @@ impl Prober {
         registry: Arc<Registry>,
         outbound: Arc<Outbound>,
         config: &ProbeConfig,
+        instance: &crate::instance::Instance,
     ) -> Option<AbortOnDrop> {
         let interval = config.interval()?;
         let prober = Arc::new(Self {
@@ -66,13 +67,22 @@ impl Prober {
             interval,
             timeout: config.timeout(),
             concurrency: config.concurrency(),
-            owner: format!("prb_{}", ulid::Ulid::new()),
+            owner: format!("prb:{}", instance.id()),
             hosts: Mutex::new(HashMap::new()),
         });
         Some(AbortOnDrop::new(tokio::spawn(prober.run())))
     }
 
     async fn run(self: Arc<Self>) {
+        // Probes this process's earlier run leased and never finished (it died mid-probe)
+        // are due again now, not when their leases run out.
+        match self.registry.release_probe_leases(&self.owner).await {
+            Ok(0) => {}
+            Ok(released) => {
+                tracing::info!(released, "resuming the probes this instance left leased")
+            }
+            Err(err) => tracing::warn!(error = %err, "cannot release this instance's probe leases"),
+        }
         let spread = self.interval.min(MAX_START_SPREAD);
         let started = Timestamp::now();
         let scheduled = self

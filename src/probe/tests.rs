@@ -419,6 +419,15 @@ fn draft(package: &str, fields: Value) -> AgentDraft {
     AgentDraft::parse(&body).expect("draft")
 }
 
+/// An instance of the given name (as `--instance-id` gives one).
+fn instance(id: &str) -> crate::instance::Instance {
+    crate::instance::Instance::resolve(&crate::config::StorageConfig {
+        data_dir: std::env::temp_dir(),
+        database_url: None,
+        instance_id: Some(id.to_owned()),
+    })
+}
+
 async fn wait_until<F: std::future::Future<Output = bool>>(
     what: &str,
     mut done: impl FnMut() -> F,
@@ -483,7 +492,13 @@ async fn the_prober_records_health_politely_and_search_filters_on_it() {
         probe_timeout_secs: 2,
         probe_concurrency: 8,
     };
-    let _prober = Prober::spawn(Arc::clone(&registry), outbound(), &config).expect("prober on");
+    let _prober = Prober::spawn(
+        Arc::clone(&registry),
+        outbound(),
+        &config,
+        &instance("test"),
+    )
+    .expect("prober on");
     let health = |package: &'static str| {
         let registry = Arc::clone(&registry);
         async move {
@@ -631,7 +646,13 @@ async fn a_changed_endpoint_is_probed_again_and_an_unpublished_agent_leaves_the_
         probe_timeout_secs: 2,
         probe_concurrency: 2,
     };
-    let _prober = Prober::spawn(Arc::clone(&registry), outbound(), &config).expect("prober on");
+    let _prober = Prober::spawn(
+        Arc::clone(&registry),
+        outbound(),
+        &config,
+        &instance("test"),
+    )
+    .expect("prober on");
     let status = || {
         let registry = Arc::clone(&registry);
         async move {
@@ -691,4 +712,57 @@ async fn a_changed_endpoint_is_probed_again_and_an_unpublished_agent_leaves_the_
         claimed.is_empty(),
         "an unpublished agent is not probed: {claimed:?}"
     );
+}
+
+#[tokio::test]
+async fn a_restarted_instance_probes_at_once_what_its_earlier_run_left_leased() {
+    let concurrency = Arc::new(Concurrency::default());
+    let port = spawn_fake(Arc::clone(&concurrency)).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open_dir(dir.path()).await.expect("store"));
+    let registry = Arc::new(
+        Registry::open(Arc::clone(&store), None, Vectors::Wait)
+            .await
+            .expect("registry"),
+    );
+    let live = ImportMode {
+        update: false,
+        go_live: true,
+    };
+    let agent = draft(
+        "test.up",
+        json!({"manifest_url": format!("http://up.test:{port}/card"),
+            "url": format!("http://up.test:{port}/rpc")}),
+    );
+    registry.import(agent, "alice", live).await.expect("import");
+    // The earlier run of instance `web-0` leased the probe for a day, then died (`kill -9`).
+    let now = Timestamp::now();
+    let leased = registry
+        .claim_probes("prb:web-0", now.plus_days(1), now.plus_days(2), 10)
+        .await
+        .expect("claim");
+    assert_eq!(leased.len(), 1);
+    let config = ProbeConfig {
+        probe_interval_secs: 3600,
+        probe_timeout_secs: 2,
+        probe_concurrency: 2,
+    };
+
+    let _prober = Prober::spawn(
+        Arc::clone(&registry),
+        outbound(),
+        &config,
+        &instance("web-0"),
+    )
+    .expect("prober on");
+
+    wait_until("the restarted instance probes the agent", || async {
+        registry
+            .find("test.up")
+            .await
+            .expect("find")
+            .and_then(|agent| agent.health)
+            .is_some()
+    })
+    .await;
 }

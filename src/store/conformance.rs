@@ -1025,6 +1025,17 @@ pub async fn due_probes_are_leased_to_one_claimer_at_a_time(store: &dyn Store) {
         .await
         .expect("claim");
     assert_eq!(again, ids[4..].to_vec(), "earliest due first");
+    // A restarted claimer releases the leases its earlier run left: they are due again at once.
+    assert_eq!(store.release_probe_leases("p3").await.expect("release"), 2);
+    let resumed = store
+        .claim_probes("p3", at(10), at(100), 10)
+        .await
+        .expect("claim");
+    assert_eq!(
+        resumed,
+        ids[4..].to_vec(),
+        "released leases are claimed again"
+    );
     let expired = store
         .claim_probes("p3", at(101), at(200), 10)
         .await

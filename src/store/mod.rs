@@ -206,6 +206,11 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
     ) -> StoreResult<Vec<String>>;
 
+    /// Release every probe lease `owner` holds: what a restarted process does with the leases
+    /// its earlier run took and never finished, so their probes are due again at once instead
+    /// of when the leases run out. Returns how many it released.
+    async fn release_probe_leases(&self, owner: &str) -> StoreResult<u64>;
+
     /// Record one probe of `agent_id`: count it in the day's uptime, write the agent's new
     /// health (from `Health::after`), schedule the next probe at `next_at` and release the
     /// lease, and log a `Health` change when the status changed. Returns the new health and

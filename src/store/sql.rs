@@ -952,6 +952,16 @@ where
         Ok(claimed.into_iter().map(|(id, _)| id).collect())
     }
 
+    async fn release_probe_leases(&self, owner: &str) -> StoreResult<u64> {
+        let released = sqlx::query(
+            "UPDATE agent_probes SET lease_owner = NULL, lease_until = NULL WHERE lease_owner = $1",
+        )
+        .bind(owner)
+        .execute(&self.writer)
+        .await?;
+        Ok(DB::rows_affected(&released))
+    }
+
     async fn record_probe(
         &self,
         agent_id: &str,

@@ -1,5 +1,10 @@
 //! Durability across restarts: what was acknowledged is there after a restart.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use agent_registry::mirror::{Quiet, Source};
 use serde_json::json;
 
 use crate::helpers::{MASTER_KEY, TestApp, agent_body, package_names, str_at};
@@ -140,4 +145,82 @@ async fn the_hosted_agents_are_registered_once_across_restarts() {
     assert_eq!(after.body["id"], before.body["id"]);
     assert_eq!(after.body["revision"], before.body["revision"]);
     assert_eq!(app.get("/public/agents?tags=test").await.body["total"], 3);
+}
+
+/// An MCP Registry whose first listing request never answers (the pass under way when the
+/// process died) and whose later ones list nothing.
+async fn stalling_upstream() -> (String, Arc<AtomicUsize>) {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&hits);
+    let router = axum::Router::new().route(
+        "/v0.1/servers",
+        axum::routing::get(move || {
+            let hits = Arc::clone(&counted);
+            async move {
+                if hits.fetch_add(1, Ordering::SeqCst) == 0 {
+                    std::future::pending::<()>().await;
+                }
+                axum::Json(json!({"servers": [], "metadata": {"count": 0}}))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+        .await
+        .expect("bind");
+    let origin = format!("http://{}", listener.local_addr().expect("address"));
+    tokio::spawn(async move { axum::serve(listener, router).await.expect("serve") });
+    (origin, hits)
+}
+
+#[tokio::test]
+async fn a_restarted_server_resumes_the_mirror_pass_its_earlier_run_left_leased() {
+    let (origin, hits) = stalling_upstream().await;
+    let source = Source::parse(&format!("mcp-registry={origin}")).expect("source");
+    let app = TestApp::spawn().await;
+    assert!(
+        app.state.instance.is_stable(),
+        "{}",
+        app.state.instance.id()
+    );
+    let mirrors = Arc::clone(&app.state.mirrors);
+    let pass = {
+        let source = source.clone();
+        tokio::spawn(async move { mirrors.pass_if_due(&source, true, &Quiet).await })
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while hits.load(Ordering::SeqCst) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the pass never reached the upstream"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Another live process on the same data leaves the source to the one that holds it.
+    let sibling = app.sibling().await;
+    assert_ne!(sibling.state.instance.id(), app.state.instance.id());
+    let turn = sibling
+        .state
+        .mirrors
+        .pass_if_due(&source, false, &Quiet)
+        .await
+        .expect("no error");
+    assert!(turn.is_none(), "a live process's lease holds");
+    drop(sibling);
+
+    // The process dies mid-pass: its lease stays in storage.
+    pass.abort();
+    let _ = pass.await;
+    let app = app.restart().await;
+
+    let resumed = app
+        .state
+        .mirrors
+        .pass_if_due(&source, false, &Quiet)
+        .await
+        .expect("the pass succeeds");
+    assert!(
+        resumed.is_some(),
+        "the restarted process takes back its own lease at once"
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 2);
 }

@@ -121,6 +121,16 @@ async fn app_with(
     (dir, app)
 }
 
+/// Retries a few milliseconds apart: an unreachable index is given up on at once.
+fn quick() -> crate::models::Settings {
+    crate::models::Settings {
+        attempts: 2,
+        backoff: std::time::Duration::from_millis(1),
+        max_backoff: std::time::Duration::from_millis(5),
+        ..Default::default()
+    }
+}
+
 fn ask(text: &str) -> SearchRequest {
     crate::search::request::from_query_pairs(
         &[("q".to_owned(), text.to_owned())],
@@ -149,6 +159,7 @@ async fn auto_fetches_the_model_embeds_every_agent_and_switches() {
         Arc::clone(&registry),
         app.state.config.embedder.clone(),
         package,
+        quick(),
     )
     .await;
 
@@ -189,6 +200,7 @@ async fn offline_or_unreachable_keeps_the_static_table_and_says_why() {
             Arc::clone(&registry),
             app.state.config.embedder.clone(),
             crate::models::BGE_SMALL,
+            quick(),
         )
         .await;
         assert_eq!(registry.embedder_id(), before);

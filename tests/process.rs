@@ -958,6 +958,55 @@ async fn a_declared_oversized_body_is_refused_before_it_is_sent() {
 }
 
 #[tokio::test]
+async fn a_client_that_sends_a_whole_oversized_body_before_reading_gets_the_413() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = Server::start(dir.path()).await;
+    // As Python's `urllib` (and so `requests`) does: the whole 2 MiB body is written before a
+    // byte of the answer is read. A server that answers from the head and closes at once
+    // resets the connection under the client, which then sees a broken pipe or a reset
+    // instead of the 413, depending on timing: twenty tries catch it.
+    let body = format!(
+        "{{\"package_name\": \"com.example.big\", \"description\": \"{}\"}}",
+        "x".repeat(2 * 1024 * 1024)
+    );
+    let head = format!(
+        "POST /api/agents/publish HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {MASTER_KEY}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let address = server.base.trim_start_matches("http://").to_owned();
+    for attempt in 0..20 {
+        let mut stream = tokio::net::TcpStream::connect(&address)
+            .await
+            .expect("connect");
+        let exchange = async {
+            stream.write_all(head.as_bytes()).await?;
+            stream.write_all(body.as_bytes()).await?;
+            let mut answer = Vec::new();
+            stream.read_to_end(&mut answer).await?;
+            std::io::Result::Ok(answer)
+        };
+        let answer = tokio::time::timeout(Duration::from_secs(20), exchange)
+            .await
+            .expect("an answer in time")
+            .unwrap_or_else(|err| panic!("try {attempt}: {err}"));
+        let text = String::from_utf8_lossy(&answer);
+        let (head, body) = text.split_once("\r\n\r\n").expect("an HTTP answer");
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .expect("a status");
+        assert_problem_answer(
+            &(status, head.to_ascii_lowercase(), body.to_owned()),
+            413,
+            "payload_too_large",
+        );
+    }
+}
+
+#[tokio::test]
 async fn the_server_answers_healthz_at_once_and_readyz_reports_the_vectors() {
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("agents.jsonl");

@@ -9,7 +9,7 @@ use crate::auth::{Caller, Scope};
 use crate::error::ApiResult;
 use crate::mirror::Source;
 use crate::state::AppState;
-use crate::store::MirrorRecord;
+use crate::store::{MirrorRecord, MirrorSkip};
 use crate::timestamp::Timestamp;
 
 /// The mirror sources of this registry.
@@ -42,6 +42,9 @@ pub struct MirrorView {
     pub skipped: i64,
     /// Upstream entries left out because a local agent holds their package name or identifier.
     pub collisions: i64,
+    /// The latest entries left out (skipped or colliding), newest first: the last 20, kept with
+    /// the source in the database.
+    pub recent_skips: Vec<MirrorSkip>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_success: Option<Timestamp>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -94,6 +97,7 @@ impl MirrorView {
             entries: record.map_or(0, |r| r.entries),
             skipped: record.map_or(0, |r| r.skipped),
             collisions: record.map_or(0, |r| r.collisions),
+            recent_skips: record.map(|r| r.recent_skips.clone()).unwrap_or_default(),
             last_success,
             last_attempt: record.and_then(|r| r.last_attempt),
             lag_secs: last_success.map(|at| (now.micros() - at.micros()).max(0) / 1_000_000),
@@ -109,7 +113,7 @@ impl MirrorView {
 }
 
 /// The mirror sources, each with its state, entry count, last success, lag, skipped entries
-/// and last error.
+/// (counted, and the latest with their reasons) and last error.
 #[utoipa::path(get, path = "/api/mirrors", tag = "operations",
     responses((status = 200, body = MirrorList),
               (status = 401, body = crate::error::Problem, description = "`unauthorized`"),

@@ -56,7 +56,8 @@ pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Value>> {
 /// index's size, the liveness prober's work (`registry_agents_by_health{status}`,
 /// `registry_probes_total{status}`, `registry_probe_duration_seconds`), and each mirror
 /// source's state (`registry_mirror_entries`, `…_skipped`, `…_collisions`, `…_failures`,
-/// `…_lag_seconds`, by `source`; `registry_mirror_passes_total{source,outcome}`).
+/// `…_lag_seconds`, by `source`; `registry_mirror_passes_total{source,outcome}`,
+/// `registry_mirror_entries_skipped_total{source,reason}`).
 #[utoipa::path(get, path = "/metrics", tag = "operations",
     responses((status = 200, description = "Prometheus text exposition format: request counts and latencies by route and status, index size, agents by health status, probes run by outcome", body = String, content_type = "text/plain")))]
 pub async fn metrics(State(state): State<AppState>) -> impl IntoResponse {

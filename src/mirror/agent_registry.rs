@@ -12,7 +12,7 @@ use crate::timestamp::Timestamp;
 
 use super::Pass;
 use super::fetch::{self, MirrorError};
-use super::plan::{Entry, Read, Status};
+use super::plan::{Entry, Read, Skip, Status};
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Position {
@@ -66,16 +66,7 @@ fn read_change(change: &Value) -> Option<Read> {
     let record = change.get("agent")?;
     let draft = match AgentDraft::parse(record) {
         Ok(draft) => draft,
-        Err(errors) => {
-            let reasons: Vec<String> = errors
-                .iter()
-                .map(|error| format!("{}: {}", error.field, error.message))
-                .collect();
-            return Some(Read::Skipped {
-                upstream_id: upstream_id.to_owned(),
-                reason: reasons.join("; "),
-            });
-        }
+        Err(errors) => return Some(Read::Skipped(Skip::fields(upstream_id, &errors))),
     };
     let published_at = record
         .get("published_at")

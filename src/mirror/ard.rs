@@ -24,7 +24,7 @@ use crate::timestamp::Timestamp;
 
 use super::Pass;
 use super::fetch::{self, MirrorError, Validators};
-use super::plan::{Entry, Read, Status};
+use super::plan::{Entry, Read, Skip, Status};
 
 /// Most catalogue pages read in one crawl.
 const MAX_PAGES: usize = 2_000;
@@ -261,17 +261,17 @@ fn read_entry(page: &Url, entry: &Value) -> Read {
         .get("identifier")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    let skipped = |reason: &str| Read::Skipped {
-        upstream_id: identifier.to_owned(),
-        reason: reason.to_owned(),
-    };
     let package = entry
         .pointer("/metadata/packageName")
         .and_then(Value::as_str)
         .and_then(|name| crate::domain::PackageName::parse(name).ok())
         .or_else(|| crate::domain::urn::package_name_of(identifier));
     let Some(package) = package else {
-        return skipped("the identifier is neither a package name nor urn:air:…");
+        return Read::Skipped(Skip::new(
+            identifier,
+            Skip::IDENTIFIER,
+            "the identifier is neither a package name nor urn:air:…",
+        ));
     };
     let text = |keys: &[&str]| {
         keys.iter()
@@ -318,13 +318,7 @@ fn read_entry(page: &Url, entry: &Value) -> Read {
                 .cloned()
                 .and_then(|value| serde_json::from_value::<Timestamp>(value).ok()),
         })),
-        Err(errors) => {
-            let reasons: Vec<String> = errors
-                .iter()
-                .map(|error| format!("{}: {}", error.field, error.message))
-                .collect();
-            skipped(&reasons.join("; "))
-        }
+        Err(errors) => Read::Skipped(Skip::fields(identifier, &errors)),
     }
 }
 

@@ -15,7 +15,7 @@ use crate::timestamp::Timestamp;
 
 use super::Pass;
 use super::fetch::{self, MirrorError, Validators};
-use super::plan::{Entry, Read, Status};
+use super::plan::{Entry, Read, Skip, Status};
 
 /// The `_meta` key of registry-managed metadata.
 const OFFICIAL_META: &str = "io.modelcontextprotocol.registry/official";
@@ -136,19 +136,19 @@ fn read_server(item: &Value) -> (Read, Option<Timestamp>) {
         text(key).and_then(|value| serde_json::from_value::<Timestamp>(Value::from(value)).ok())
     };
     let updated = time("updatedAt");
-    let skipped = |reason: String| Read::Skipped {
-        upstream_id: name.clone(),
-        reason,
-    };
+    let skipped = |class: &str, reason: String| Read::Skipped(Skip::new(&name, class, reason));
     let Some(status) = Status::parse(text("status")) else {
         return (
-            skipped(format!("unknown status {:?}", text("status"))),
+            skipped(Skip::STATUS, format!("unknown status {:?}", text("status"))),
             updated,
         );
     };
     let Some(body) = crate::domain::server_json::publish_body(server) else {
         return (
-            skipped("not a server.json (name is not namespace/name)".into()),
+            skipped(
+                Skip::IDENTIFIER,
+                "not a server.json (name is not namespace/name)".into(),
+            ),
             updated,
         );
     };
@@ -164,16 +164,10 @@ fn read_server(item: &Value) -> (Read, Option<Timestamp>) {
                     },
                     updated,
                 ),
-                None => (skipped("no name".into()), updated),
+                None => (skipped(Skip::IDENTIFIER, "no name".into()), updated),
             };
         }
-        Err(errors) => {
-            let reasons: Vec<String> = errors
-                .iter()
-                .map(|error| format!("{}: {}", error.field, error.message))
-                .collect();
-            return (skipped(reasons.join("; ")), updated);
-        }
+        Err(errors) => return (Read::Skipped(Skip::fields(&name, &errors)), updated),
     };
     let is_latest = official
         .and_then(|meta| meta.get("isLatest"))
@@ -224,9 +218,17 @@ mod tests {
             matches!(read_server(&deleted).0, Read::Gone { package_name } if package_name == "io.github.acme.old")
         );
         let broken = json!({"server": {"name": "no-namespace", "description": "x"}});
-        assert!(matches!(read_server(&broken).0, Read::Skipped { .. }));
+        assert!(
+            matches!(read_server(&broken).0, Read::Skipped(skip) if skip.class == "identifier")
+        );
         let odd = json!({"server": {"name": "a.b/c", "description": "x"},
             "_meta": {OFFICIAL_META: {"status": "paused"}}});
-        assert!(matches!(read_server(&odd).0, Read::Skipped { .. }));
+        assert!(matches!(read_server(&odd).0, Read::Skipped(skip) if skip.class == "status"));
+        let bare = json!({"server": {"name": "a.b/c"}});
+        let Read::Skipped(skip) = read_server(&bare).0 else {
+            panic!("skipped");
+        };
+        assert_eq!(skip.class, "invalid_field:description");
+        assert!(skip.reason.starts_with("description: "), "{skip:?}");
     }
 }

@@ -19,7 +19,7 @@ mod fetch;
 mod mcp_registry;
 pub mod plan;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,7 +28,7 @@ use url::Url;
 
 use crate::outbound::Outbound;
 use crate::registry::{Registry, RegistryError};
-use crate::store::{MirrorPage, MirrorRecord, Provenance, Store, StoreError};
+use crate::store::{MirrorPage, MirrorRecord, MirrorSkip, Provenance, Store, StoreError};
 use crate::task::AbortOnDrop;
 use crate::timestamp::Timestamp;
 
@@ -103,6 +103,20 @@ pub struct PassReport {
     pub deleted: u64,
     pub skipped: u64,
     pub collisions: u64,
+    /// The entries left out (`skipped` and `collisions`) by class of reason
+    /// (`invalid_field:description`, `collision`, …).
+    pub left_out: BTreeMap<String, u64>,
+}
+
+impl PassReport {
+    /// `left_out` as `class=count` pairs: `identifier=2 invalid_field:description=1`.
+    pub fn left_out_text(&self) -> String {
+        self.left_out
+            .iter()
+            .map(|(class, count)| format!("{class}={count}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
 }
 
 /// The mirror engine of one process: its sources, the fetcher, and who it is for leases.
@@ -221,6 +235,12 @@ impl Mirrors {
         };
         let mut pass = Pass::new(self, source, &record, progress);
         let result = pass.run().await;
+        if !pass.report.left_out.is_empty() {
+            // What was left out, by reason; the entries themselves are in `/api/mirrors`.
+            tracing::info!(source = %source.id, skipped = pass.report.skipped,
+                collisions = pass.report.collisions, reasons = %pass.report.left_out_text(),
+                "mirror: pass left entries out");
+        }
         let at = Timestamp::now();
         let (error, next) = match &result {
             Ok(()) => (None, self.settings.interval),
@@ -402,7 +422,7 @@ impl<'a> Pass<'a> {
             .filter_map(|read| match read {
                 Read::Entry(entry) => Some(entry.draft.package_name.as_str().to_owned()),
                 Read::Gone { package_name } => Some(package_name.clone()),
-                Read::Skipped { .. } => None,
+                Read::Skipped(_) => None,
             })
             .collect();
         let registry = &self.mirrors.registry;
@@ -425,7 +445,7 @@ impl<'a> Pass<'a> {
             plan.page.walked = walked;
             match registry.write_mirror_page(&plan.page, &plan.before).await {
                 Ok(written) => {
-                    self.count(&plan.page, &plan.collisions, written.deleted.len());
+                    self.count(&plan.page, written.deleted.len());
                     break;
                 }
                 // A local agent took a name meanwhile, or two entries map onto one
@@ -490,52 +510,65 @@ impl<'a> Pass<'a> {
             one.deletes.push(id.clone());
             parts.push((id.clone(), one));
         }
-        let mut deleted = 0;
         for (name, one) in parts {
             match registry.write_mirror_page(&one, &HashMap::new()).await {
-                Ok(written) => {
-                    deleted += written.deleted.len();
-                    self.count(&one, &[], 0);
-                }
+                Ok(written) => self.count(&one, written.deleted.len()),
                 Err(RegistryError::Store(StoreError::Conflict(_))) => collisions.push(name),
                 Err(err) => return Err(store_error(err)),
             }
         }
+        let at = page.at.unwrap_or_else(Timestamp::now);
         let mut last = single(&page);
         last.position = page.position.clone();
         last.walked = page.walked;
         last.history = page.history;
         last.skipped = page.skipped;
         last.collisions = page.collisions + collisions.len() as i64;
+        last.skips = page.skips;
+        last.skips.extend(collisions.iter().map(|name| {
+            MirrorSkip::new(
+                name,
+                plan::Skip::COLLISION,
+                &format!("package name or identifier of {name} is taken"),
+                at,
+            )
+        }));
         registry
             .write_mirror_page(&last, &HashMap::new())
             .await
             .map_err(store_error)?;
-        for name in &collisions {
-            tracing::warn!(source = %self.source.id, package = %name,
-                "mirror entry left out: its package name or identifier is taken");
-        }
-        self.report.collisions += collisions.len() as u64 + page.collisions as u64;
-        self.report.skipped += page.skipped as u64;
-        self.report.deleted += deleted as u64;
+        self.count(&last, 0);
         Ok(())
     }
 
-    fn count(&mut self, page: &MirrorPage, collisions: &[String], deleted: usize) {
+    /// Count a page written (and `deleted` agents it deleted) in the report and the metrics.
+    fn count(&mut self, page: &MirrorPage, deleted: usize) {
         self.report.inserted += page.inserts.len() as u64;
         self.report.updated += page.updates.len() as u64;
         self.report.deleted += deleted as u64;
         self.report.skipped += page.skipped as u64;
-        self.report.collisions += collisions.len() as u64;
-        for name in collisions {
-            tracing::warn!(source = %self.source.id, package = %name,
-                "mirror entry left out: a local agent holds its package name");
-        }
+        self.report.collisions += page.collisions as u64;
         let source = self.source.id.clone();
-        metrics::counter!("registry_mirror_entries_written_total", "source" => source.clone())
+        let mut by_class: BTreeMap<&str, u64> = BTreeMap::new();
+        for skip in &page.skips {
+            *by_class.entry(skip.class.as_str()).or_default() += 1;
+            if matches!(
+                skip.class.as_str(),
+                plan::Skip::COLLISION | plan::Skip::RESERVED_NAME
+            ) {
+                tracing::warn!(source = %source, entry = %skip.upstream_id,
+                    reason = %skip.reason, "mirror entry left out");
+            }
+        }
+        for (class, count) in by_class {
+            *self.report.left_out.entry(class.to_owned()).or_default() += count;
+            // The class is one of a few values (`plan::Skip`), never upstream text.
+            metrics::counter!("registry_mirror_entries_skipped_total",
+                "source" => source.clone(), "reason" => class.to_owned())
+            .increment(count);
+        }
+        metrics::counter!("registry_mirror_entries_written_total", "source" => source)
             .increment((page.inserts.len() + page.updates.len() + deleted) as u64);
-        metrics::counter!("registry_mirror_entries_skipped_total", "source" => source)
-            .increment(page.skipped as u64 + collisions.len() as u64);
     }
 
     /// After a full walk from the start: delete what the source holds that the walk did not

@@ -6,8 +6,8 @@
 
 use std::collections::HashMap;
 
-use crate::domain::{AgentDraft, Health};
-use crate::store::{Agent, AgentState, MirrorPage, MirrorUpdate};
+use crate::domain::{AgentDraft, FieldError, Health};
+use crate::store::{Agent, AgentState, MirrorPage, MirrorSkip, MirrorUpdate};
 use crate::timestamp::Timestamp;
 
 use super::Source;
@@ -42,7 +42,63 @@ pub enum Read {
     /// The source no longer lists the agent of this package name.
     Gone { package_name: String },
     /// Not readable as an agent: left out and counted.
-    Skipped { upstream_id: String, reason: String },
+    Skipped(Skip),
+}
+
+/// An entry left out, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skip {
+    pub upstream_id: String,
+    /// One of a few values, so that it can label a metric: see [`MirrorSkip::class`].
+    pub class: String,
+    /// Why, with the details.
+    pub reason: String,
+}
+
+impl Skip {
+    /// No package name can be made from the entry's name or identifier.
+    pub const IDENTIFIER: &str = "identifier";
+    /// The source gives the entry a status it does not define.
+    pub const STATUS: &str = "status";
+    /// Another owner holds the entry's package name or identifier.
+    pub const COLLISION: &str = "collision";
+    /// The entry's package name is one of the registry's own (`registry.*`).
+    pub const RESERVED_NAME: &str = "reserved_name";
+
+    pub fn new(upstream_id: &str, class: &str, reason: impl Into<String>) -> Self {
+        Self {
+            upstream_id: upstream_id.to_owned(),
+            class: class.to_owned(),
+            reason: reason.into(),
+        }
+    }
+
+    /// An entry whose fields do not make an agent, classed by the first field at fault
+    /// (`invalid_field:description`), with every error as its reason.
+    pub fn fields(upstream_id: &str, errors: &[FieldError]) -> Self {
+        let field = errors
+            .first()
+            .map_or("", |error| error.field.as_str())
+            .split(['.', '['])
+            .next()
+            .unwrap_or_default();
+        // The fields of a publish body are few and named by this registry; anything else is
+        // not let into a label.
+        let known = !field.is_empty()
+            && field.len() <= 40
+            && field
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        let reasons: Vec<String> = errors
+            .iter()
+            .map(|error| format!("{}: {}", error.field, error.message))
+            .collect();
+        Self::new(
+            upstream_id,
+            &format!("invalid_field:{}", if known { field } else { "other" }),
+            reasons.join("; "),
+        )
+    }
 }
 
 /// An agent as its source describes it.
@@ -93,12 +149,16 @@ pub fn plan(
     let mut earlier: Vec<Entry> = Vec::new();
     for read in reads {
         match read {
-            Read::Skipped {
-                upstream_id,
-                reason,
-            } => {
-                tracing::debug!(source = %source.id, entry = %upstream_id, %reason, "mirror entry skipped");
+            Read::Skipped(skip) => {
+                tracing::debug!(source = %source.id, entry = %skip.upstream_id,
+                    reason = %skip.reason, "mirror entry skipped");
                 plan.page.skipped += 1;
+                plan.page.skips.push(MirrorSkip::new(
+                    &skip.upstream_id,
+                    &skip.class,
+                    &skip.reason,
+                    at,
+                ));
             }
             Read::Gone { package_name } => latest.push((package_name, None)),
             Read::Entry(entry) if entry.status == Status::Deleted => {
@@ -122,7 +182,13 @@ pub fn plan(
         // The registry's own names are never a mirror's: an upstream registry lists its own
         // hosted agents under them.
         if package.starts_with(crate::registry::RESERVED_PREFIX) {
-            if entry.is_some() {
+            if let Some(entry) = entry {
+                plan.page.skips.push(MirrorSkip::new(
+                    &entry.upstream_id,
+                    Skip::RESERVED_NAME,
+                    &format!("package name {package} is one of the registry's own"),
+                    at,
+                ));
                 plan.collisions.push(package);
             }
             continue;
@@ -137,6 +203,12 @@ pub fn plan(
             (Some(entry), Some(agent)) if agent.owner != owner => {
                 tracing::debug!(source = %source.id, package = %package, owner = %agent.owner,
                     upstream = %entry.upstream_id, "mirror entry collides with an agent of another owner");
+                plan.page.skips.push(MirrorSkip::new(
+                    &entry.upstream_id,
+                    Skip::COLLISION,
+                    &format!("package name {package} is held by another owner"),
+                    at,
+                ));
                 plan.collisions.push(package);
             }
             (Some(entry), Some(agent)) => {
@@ -224,15 +296,16 @@ mod tests {
             entry("com.sea.tides", "1.0.0", false, Status::Active),
             entry("com.sea.tides", "1.1.0", true, Status::Active),
             entry("com.sea.swell", "2.0.0", true, Status::Deprecated),
-            Read::Skipped {
-                upstream_id: "x".into(),
-                reason: "broken".into(),
-            },
+            Read::Skipped(Skip::new("x", Skip::IDENTIFIER, "broken")),
         ];
         let first = plan(&source(), reads.clone(), Vec::new(), false, at);
         assert_eq!(first.page.inserts.len(), 2);
         assert_eq!(first.page.history.len(), 1, "1.0.0 goes to the history");
         assert_eq!(first.page.skipped, 1);
+        assert_eq!(
+            first.page.skips,
+            vec![MirrorSkip::new("x", "identifier", "broken", at)]
+        );
         let swell = first
             .page
             .inserts
@@ -248,6 +321,29 @@ mod tests {
         let again = plan(&source(), reads, first.page.inserts.clone(), false, at);
         assert!(again.page.inserts.is_empty() && again.page.updates.is_empty());
         assert!(again.page.deletes.is_empty());
+    }
+
+    #[test]
+    fn a_skip_is_classed_by_its_first_top_level_field_and_only_a_plain_one() {
+        let skip = |field: &str| {
+            Skip::fields(
+                "up",
+                &[
+                    FieldError::new(field, "is wrong"),
+                    FieldError::new("name", "is required"),
+                ],
+            )
+        };
+        let nested = skip("payment.rails[2].asset");
+        assert_eq!(nested.class, "invalid_field:payment");
+        assert_eq!(
+            nested.reason,
+            "payment.rails[2].asset: is wrong; name: is required"
+        );
+        assert_eq!(skip("tags[0]").class, "invalid_field:tags");
+        for odd in ["Évil label", "", "x\"}", &"a".repeat(41)] {
+            assert_eq!(skip(odd).class, "invalid_field:other", "{odd}");
+        }
     }
 
     #[test]
@@ -277,6 +373,9 @@ mod tests {
         let decided = plan(&source(), reads, vec![local, mirrored.clone()], true, at);
         assert_eq!(decided.collisions, vec!["com.sea.tides".to_owned()]);
         assert_eq!(decided.page.collisions, 1);
+        assert_eq!(decided.page.skips.len(), 1);
+        assert_eq!(decided.page.skips[0].class, "collision");
+        assert_eq!(decided.page.skips[0].upstream_id, "com.sea.tides");
         assert_eq!(decided.page.deletes, vec![mirrored.id]);
         assert!(decided.page.inserts.is_empty());
 
@@ -298,5 +397,6 @@ mod tests {
             reserved.collisions,
             vec!["registry.utility.wiki".to_owned()]
         );
+        assert_eq!(reserved.page.skips[0].class, "reserved_name");
     }
 }

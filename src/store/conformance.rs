@@ -4,8 +4,9 @@
 use serde_json::json;
 
 use super::{
-    Agent, AgentState, AgentVersion, ChangeKind, MirrorPage, PlaygroundSession, SessionStep,
-    StepKind, Store, StoreError, StoredEmbedding, TokenRecord, VerificationLevel,
+    Agent, AgentState, AgentVersion, ChangeKind, MirrorPage, MirrorRecord, MirrorSkip,
+    PlaygroundSession, SessionStep, StepKind, Store, StoreError, StoredEmbedding, TokenRecord,
+    VerificationLevel,
 };
 use crate::domain::health::{ProbeKind, ProbeOutcome};
 use crate::domain::{AgentDraft, HealthStatus, Scope};
@@ -696,6 +697,113 @@ pub async fn a_mirror_page_is_written_whole_under_its_lease(store: &dyn Store) {
     assert!(claim("p2", 50, true).await.expect("claim").is_some());
 }
 
+pub async fn a_sources_latest_skips_are_kept_newest_first_and_bounded(store: &dyn Store) {
+    let source = "ard:up.example";
+    store
+        .claim_mirror(
+            source,
+            "ard",
+            "https://up.example",
+            "p1",
+            at(0),
+            at(60),
+            true,
+        )
+        .await
+        .expect("claim")
+        .expect("free");
+    let skip = |n: usize| {
+        MirrorSkip::new(
+            &format!("entry-{n}"),
+            "invalid_field:description",
+            &format!("description: is required ({n})"),
+            at(n as i64),
+        )
+    };
+    let page = |skips: Vec<MirrorSkip>| MirrorPage {
+        source: source.to_owned(),
+        lease_owner: "p1".to_owned(),
+        skipped: skips.len() as i64,
+        skips,
+        at: Some(at(1)),
+        ..MirrorPage::default()
+    };
+    let recent = || async {
+        let listed = store.mirror_sources().await.expect("sources");
+        listed[0].recent_skips.clone()
+    };
+    assert!(recent().await.is_empty());
+    store
+        .write_mirror_page(&page((0..3).map(skip).collect()))
+        .await
+        .expect("page");
+    let ids: Vec<String> = recent().await.into_iter().map(|s| s.upstream_id).collect();
+    assert_eq!(ids, ["entry-2", "entry-1", "entry-0"]);
+    assert_eq!(recent().await[0], skip(2), "read back whole");
+
+    // A page whose agents conflict writes none of its skips either.
+    let twice = Agent {
+        owner: format!("mirror:{source}"),
+        ..Agent::new(draft("com.example.twice"), "x", at(2))
+    };
+    let conflicting = MirrorPage {
+        inserts: vec![twice.clone(), twice],
+        ..page(vec![skip(99)])
+    };
+    assert!(matches!(
+        store.write_mirror_page(&conflicting).await,
+        Err(StoreError::Conflict(_))
+    ));
+    assert_eq!(recent().await.len(), 3);
+
+    // Two pages later, the latest 20 of all, newest first.
+    store
+        .write_mirror_page(&page((3..15).map(skip).collect()))
+        .await
+        .expect("page");
+    store
+        .write_mirror_page(&page((15..40).map(skip).collect()))
+        .await
+        .expect("page");
+    let kept = recent().await;
+    assert_eq!(kept.len(), MirrorRecord::RECENT_SKIPS);
+    assert_eq!(kept[0].upstream_id, "entry-39");
+    assert_eq!(kept[19].upstream_id, "entry-20");
+
+    // Hostile lengths and characters are cut, and kept as they are.
+    let long = MirrorSkip::new(
+        &"x".repeat(5_000),
+        "identifier",
+        &"é\0\"".repeat(2_000),
+        at(5),
+    );
+    assert_eq!(
+        long.upstream_id.chars().count(),
+        MirrorSkip::MAX_UPSTREAM_ID_CHARS
+    );
+    assert_eq!(long.reason.chars().count(), MirrorSkip::MAX_REASON_CHARS);
+    assert!(long.reason.ends_with('…'));
+    store
+        .write_mirror_page(&page(vec![long.clone()]))
+        .await
+        .expect("page");
+    assert_eq!(recent().await[0], long);
+    let claimed = store
+        .claim_mirror(
+            source,
+            "ard",
+            "https://up.example",
+            "p1",
+            at(6),
+            at(60),
+            true,
+        )
+        .await
+        .expect("claim")
+        .expect("mine");
+    assert_eq!(claimed.recent_skips[0], long, "the claim reads them too");
+}
+
 pub async fn stored_vectors_are_read_a_page_at_a_time_by_agent_id(store: &dyn Store) {
     let mut ids = Vec::new();
     for n in 0..7 {
@@ -1354,6 +1462,7 @@ macro_rules! conformance_suite {
             stored_vectors_are_read_a_page_at_a_time_by_agent_id,
             racing_vector_saves_in_opposite_orders_both_succeed,
             a_mirror_page_is_written_whole_under_its_lease,
+            a_sources_latest_skips_are_kept_newest_first_and_bounded,
             sessions_read_back_with_their_steps_in_order,
             sessions_are_touched_deleted_and_purged_when_expired,
             due_probes_are_leased_to_one_claimer_at_a_time,

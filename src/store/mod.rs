@@ -26,9 +26,9 @@ mod conformance;
 mod pg_schema;
 
 pub use model::{
-    Agent, AgentState, AgentVersion, Change, ChangeKind, MirrorPage, MirrorRecord, MirrorUpdate,
-    MirrorWritten, PlaygroundSession, Provenance, SessionStep, StepKind, StoredEmbedding,
-    TokenRecord, VerificationLevel, VersionSnapshot,
+    Agent, AgentState, AgentVersion, Change, ChangeKind, MirrorPage, MirrorRecord, MirrorSkip,
+    MirrorUpdate, MirrorWritten, PlaygroundSession, Provenance, SessionStep, StepKind,
+    StoredEmbedding, TokenRecord, VerificationLevel, VersionSnapshot,
 };
 
 /// What can go wrong in storage, as the caller needs to tell it apart.

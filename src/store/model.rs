@@ -354,6 +354,70 @@ pub struct MirrorRecord {
     pub lease_until: Option<Timestamp>,
     /// Agents the source owns now.
     pub entries: i64,
+    /// The latest entries left out (skipped or colliding), newest first, at most
+    /// [`MirrorRecord::RECENT_SKIPS`].
+    pub recent_skips: Vec<MirrorSkip>,
+}
+
+impl MirrorRecord {
+    /// How many left-out entries a source keeps.
+    pub const RECENT_SKIPS: usize = 20;
+}
+
+/// An upstream entry a mirror left out, and why. Its texts come from the upstream, so each is
+/// cut to a bound.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+pub struct MirrorSkip {
+    /// The entry's identifier at the source (an MCP server name, a change id, an ARD
+    /// identifier; a package name for a collision), at most 200 characters.
+    pub upstream_id: String,
+    /// What kind of reason, one of a few: `identifier`, `status`, `invalid_field:{field}`
+    /// (`{field}` a top-level field of a publish body), `collision`, `reserved_name`.
+    pub class: String,
+    /// Why, in full, at most 500 characters.
+    pub reason: String,
+    /// When the entry was left out.
+    pub at: Timestamp,
+}
+
+impl MirrorSkip {
+    pub const MAX_UPSTREAM_ID_CHARS: usize = 200;
+    pub const MAX_CLASS_CHARS: usize = 64;
+    pub const MAX_REASON_CHARS: usize = 500;
+
+    /// A left-out entry, its texts cut to their bounds (a cut text ends with `…`).
+    pub fn new(upstream_id: &str, class: &str, reason: &str, at: Timestamp) -> Self {
+        Self {
+            upstream_id: cut(upstream_id, Self::MAX_UPSTREAM_ID_CHARS),
+            class: cut(class, Self::MAX_CLASS_CHARS),
+            reason: cut(reason, Self::MAX_REASON_CHARS),
+            at,
+        }
+    }
+
+    /// `recent` (newest first) with `skips` (in the order they happened) in front, kept to
+    /// [`MirrorRecord::RECENT_SKIPS`].
+    pub fn merge(recent: Vec<MirrorSkip>, skips: &[MirrorSkip]) -> Vec<MirrorSkip> {
+        let mut merged: Vec<MirrorSkip> = skips
+            .iter()
+            .rev()
+            .take(MirrorRecord::RECENT_SKIPS)
+            .cloned()
+            .collect();
+        merged.extend(recent);
+        merged.truncate(MirrorRecord::RECENT_SKIPS);
+        merged
+    }
+}
+
+/// `text` cut to at most `max` characters, the last of them `…` when it was longer.
+fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut kept: String = text.chars().take(max.saturating_sub(1)).collect();
+    kept.push('…');
+    kept
 }
 
 /// An update of a mirrored agent: its new fields and provenance, written over `revision` only.
@@ -387,6 +451,9 @@ pub struct MirrorPage {
     /// Added to the source's counters.
     pub skipped: i64,
     pub collisions: i64,
+    /// The entries the page left out (`skipped` and `collisions` of them), in the order read:
+    /// added to the source's recent ones.
+    pub skips: Vec<MirrorSkip>,
     pub at: Option<Timestamp>,
 }
 

@@ -8,8 +8,9 @@ use crate::timestamp::Timestamp;
 
 use super::StoreError;
 use super::model::{
-    Agent, AgentState, AgentVersion, Change, ChangeKind, MirrorRecord, PlaygroundSession,
-    SessionStep, StepKind, StoredEmbedding, TokenRecord, VerificationLevel, VersionSnapshot,
+    Agent, AgentState, AgentVersion, Change, ChangeKind, MirrorRecord, MirrorSkip,
+    PlaygroundSession, SessionStep, StepKind, StoredEmbedding, TokenRecord, VerificationLevel,
+    VersionSnapshot,
 };
 
 /// The columns of `agents`, in both backends.
@@ -72,6 +73,12 @@ impl DraftColumns {
                 .transpose()?,
         })
     }
+}
+
+/// A source's recent skips as stored (JSON, newest first); none when absent or unreadable.
+pub(super) fn recent_skips(text: Option<&str>) -> Vec<MirrorSkip> {
+    text.and_then(|text| serde_json::from_str(text).ok())
+        .unwrap_or_default()
 }
 
 pub(super) fn to_json<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
@@ -464,6 +471,7 @@ pub struct MirrorRow {
     pub lease_owner: Option<String>,
     pub lease_until: Option<i64>,
     pub entries: i64,
+    pub recent_skips: Option<String>,
 }
 
 impl From<MirrorRow> for MirrorRecord {
@@ -484,6 +492,9 @@ impl From<MirrorRow> for MirrorRecord {
             lease_owner: row.lease_owner,
             lease_until: row.lease_until.map(Timestamp::from_micros),
             entries: row.entries,
+            // What an operator reads to see why; unreadable, it is as if none were kept rather
+            // than a source that cannot be listed.
+            recent_skips: recent_skips(row.recent_skips.as_deref()),
         }
     }
 }

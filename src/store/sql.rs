@@ -31,12 +31,12 @@ use crate::timestamp::Timestamp;
 
 use super::row::{
     AgentRow, ChangeRow, DraftColumns, EmbeddingRow, MirrorRow, SessionRow, SnapshotRow, StepRow,
-    TokenRow, VersionRow, from_json, scopes_column, to_json,
+    TokenRow, VersionRow, from_json, recent_skips, scopes_column, to_json,
 };
 use super::{
-    Agent, AgentState, AgentVersion, Change, ChangeKind, MirrorPage, MirrorRecord, MirrorWritten,
-    PlaygroundSession, SessionStep, Store, StoreError, StoreResult, StoredEmbedding, TokenRecord,
-    VerificationLevel, VersionSnapshot,
+    Agent, AgentState, AgentVersion, Change, ChangeKind, MirrorPage, MirrorRecord, MirrorSkip,
+    MirrorWritten, PlaygroundSession, SessionStep, Store, StoreError, StoreResult, StoredEmbedding,
+    TokenRecord, VerificationLevel, VersionSnapshot,
 };
 
 /// What one backend does differently from the shared SQL.
@@ -368,7 +368,8 @@ where
 const MIRROR_COLUMNS: &str = "m.id, m.kind, m.url, m.position, m.walked, m.skipped, \
     m.collisions, m.last_success, m.last_attempt, m.last_error, m.failures, m.next_at, \
     m.lease_owner, m.lease_until, \
-    (SELECT COUNT(*) FROM agents a WHERE a.owner = 'mirror:' || m.id) AS entries";
+    (SELECT COUNT(*) FROM agents a WHERE a.owner = 'mirror:' || m.id) AS entries, \
+    m.recent_skips";
 
 /// Days of probe history kept per agent: enough for the 30-day uptime.
 const PROBE_DAYS_KEPT: i64 = 31;
@@ -1200,6 +1201,21 @@ where
         if DB::rows_affected(&held) == 0 {
             tx.rollback().await?;
             return Err(StoreError::LeaseLost(page.source.clone()));
+        }
+        if !page.skips.is_empty() {
+            // The row is this transaction's since the update above: no other page of the
+            // source interleaves.
+            let (_, stored): (String, Option<String>) =
+                sqlx::query_as("SELECT id, recent_skips FROM mirror_sources WHERE id = $1")
+                    .bind(&page.source)
+                    .fetch_one(&mut *tx)
+                    .await?;
+            let recent = MirrorSkip::merge(recent_skips(stored.as_deref()), &page.skips);
+            sqlx::query("UPDATE mirror_sources SET recent_skips = $1 WHERE id = $2")
+                .bind(to_json(&recent)?)
+                .bind(&page.source)
+                .execute(&mut *tx)
+                .await?;
         }
         let mut written = MirrorWritten::default();
         let taken = |tx_err: sqlx::Error| -> StoreError {

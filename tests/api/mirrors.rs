@@ -400,6 +400,122 @@ async fn an_mcp_registry_is_walked_then_polled_and_its_edits_and_deletions_follo
     assert_eq!(count_owned(&app, &owner).await, 229);
 }
 
+/// The value of the `registry_mirror_entries_skipped_total` series of `source` and `reason`.
+fn skipped_total(metrics: &str, source: &str, reason: &str) -> Option<u64> {
+    metrics.lines().find_map(|line| {
+        let rest = line.strip_prefix("registry_mirror_entries_skipped_total{")?;
+        let (labels, value) = rest.split_once("} ")?;
+        let mut labels: Vec<&str> = labels.split(',').collect();
+        labels.sort_unstable();
+        let mut wanted = [
+            format!("reason=\"{reason}\""),
+            format!("source=\"{source}\""),
+        ];
+        wanted.sort_unstable();
+        (labels == wanted).then(|| value.trim().parse().ok())?
+    })
+}
+
+#[tokio::test]
+async fn skipped_entries_are_listed_with_their_reasons_and_counted_by_reason() {
+    let fake = Fake::start().await;
+    let malformed = |name: &str, status: &'static str, server: Value| {
+        fake.upstream.servers.lock().expect("lock").insert(
+            (name.to_owned(), "1.0.0".to_owned()),
+            Listed {
+                server,
+                status,
+                is_latest: true,
+                published_at: "2025-01-01T00:00:00Z".into(),
+                updated_at: "2025-01-01T00:00:00Z".into(),
+            },
+        );
+    };
+    fake.list("io.github.a/good", "1.0.0", "Tide tables.", "active");
+    // 22 without a description, then an unknown status, then a name that is not
+    // `namespace/name`: read in that order, the last two are the newest.
+    for i in 0..22 {
+        let name = format!("io.github.bare{i:02}/x");
+        malformed(&name, "active", json!({"name": name, "version": "1.0.0"}));
+    }
+    malformed(
+        "io.github.zstatus/x",
+        "paused",
+        server_json("io.github.zstatus/x", "1.0.0", "Paused."),
+    );
+    malformed(
+        "zz-no-namespace",
+        "active",
+        json!({"name": "zz-no-namespace", "description": "No namespace.", "version": "1.0.0"}),
+    );
+    let source = fake.source("mcp-registry");
+    let app = mirror_app().await;
+    let report = sync(&app, &source).await;
+    assert_eq!((report.inserted, report.skipped), (1, 24), "{report:?}");
+    assert_eq!(
+        report.left_out_text(),
+        "identifier=1 invalid_field:description=22 status=1"
+    );
+
+    let listed = |status: &Value| -> Vec<(String, String, String)> {
+        status["recent_skips"]
+            .as_array()
+            .expect("recent_skips")
+            .iter()
+            .map(|skip| {
+                assert!(skip["at"].is_string(), "{skip}");
+                let text = |key: &str| skip[key].as_str().unwrap_or_default().to_owned();
+                (text("upstream_id"), text("class"), text("reason"))
+            })
+            .collect()
+    };
+    let status = mirror_status(&app).await;
+    assert_eq!(status["skipped"], 24);
+    let skips = listed(&status);
+    assert_eq!(skips.len(), 20, "the latest 20: {status}");
+    assert_eq!(skips[0].0, "zz-no-namespace");
+    assert_eq!(skips[0].1, "identifier");
+    assert!(skips[0].2.contains("namespace/name"), "{skips:?}");
+    assert_eq!(skips[1].0, "io.github.zstatus/x");
+    assert_eq!(skips[1].1, "status");
+    assert!(skips[1].2.contains("paused"), "{skips:?}");
+    assert_eq!(skips[2].0, "io.github.bare21/x");
+    assert_eq!(skips[2].1, "invalid_field:description");
+    assert!(skips[2].2.starts_with("description: "), "{skips:?}");
+    assert_eq!(skips[19].0, "io.github.bare04/x");
+
+    // Counted per source and reason, the reason a bounded class.
+    let metrics = app.get("/metrics").await.text;
+    for (reason, count) in [
+        ("invalid_field:description", 22),
+        ("status", 1),
+        ("identifier", 1),
+    ] {
+        assert_eq!(
+            skipped_total(&metrics, &source.id, reason),
+            Some(count),
+            "{reason} in {metrics}"
+        );
+    }
+
+    // Kept in the database: a restart lists them still.
+    let app = app.restart().await;
+    assert_eq!(listed(&mirror_status(&app).await), skips);
+    let openapi = app.get("/openapi.json").await.body;
+    let schemas = &openapi["components"]["schemas"];
+    let field = &schemas["MirrorView"]["properties"]["recent_skips"];
+    assert_eq!(
+        field["items"]["$ref"], "#/components/schemas/MirrorSkip",
+        "{field}"
+    );
+    for key in ["upstream_id", "class", "reason", "at"] {
+        assert!(
+            schemas["MirrorSkip"]["properties"][key].is_object(),
+            "{key}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn mirrored_agents_are_read_only_and_never_block_a_local_one() {
     let fake = Fake::start().await;

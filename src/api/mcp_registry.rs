@@ -28,8 +28,8 @@ const OFFICIAL_META: &str = "io.modelcontextprotocol.registry/official";
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ServersQuery {
-    /// Text to search for, with the registry's one search function (relevance order); absent:
-    /// every server by name.
+    /// Only servers whose name (or description) contains this text, ignoring case, as the MCP
+    /// Registry filters; in name order either way.
     #[param(max_length = 500)]
     pub search: Option<String>,
     /// `metadata.nextCursor` of the previous page.
@@ -68,23 +68,26 @@ pub async fn list_servers(
         .map(str::trim)
         .filter(|version| !version.is_empty() && *version != "latest")
         .map(str::to_owned);
-    let text = query.search.unwrap_or_default();
-    if text.chars().count() > 500 {
+    let contains = query
+        .search
+        .map(|text| text.trim().to_owned())
+        .filter(|text| !text.is_empty());
+    if contains
+        .as_ref()
+        .is_some_and(|text| text.chars().count() > 500)
+    {
         return Err(ApiError::invalid_parameter(
             "search: at most 500 characters",
         ));
     }
     let request = SearchRequest {
-        sort: Some(if text.trim().is_empty() {
-            Sort::Name
-        } else {
-            Sort::Relevance
-        }),
-        text,
+        sort: Some(Sort::Name),
+        text: String::new(),
         filters: Filters {
             mcp: Some(McpFilter {
                 updated_since,
                 version,
+                contains,
             }),
             ..Filters::default()
         },

@@ -69,6 +69,9 @@ pub struct McpFilter {
     pub updated_since: Option<crate::timestamp::Timestamp>,
     /// Only this version (as the record states it, `1.0.0` when none).
     pub version: Option<String>,
+    /// Only servers whose MCP name or description contains this text, ignoring case: the MCP
+    /// Registry's `search`, a filter rather than a ranking.
+    pub contains: Option<String>,
 }
 
 impl McpFilter {
@@ -81,7 +84,27 @@ impl McpFilter {
             && self.version.as_deref().is_none_or(|version| {
                 listing.version().unwrap_or(super::DEFAULT_VERSION) == version
             })
+            && self.contains.as_deref().is_none_or(|text| {
+                let name = crate::domain::package_name::mcp_name(listing.package_name());
+                contains_ignoring_case(&name, text)
+                    || contains_ignoring_case(listing.description(), text)
+            })
     }
+}
+
+/// Whether `haystack` contains `needle`, ignoring case (ASCII letters compared in place; any
+/// other text lowercased first).
+pub fn contains_ignoring_case(haystack: &str, needle: &str) -> bool {
+    if needle.is_empty() {
+        return true;
+    }
+    if !needle.is_ascii() {
+        return haystack.to_lowercase().contains(&needle.to_lowercase());
+    }
+    haystack
+        .as_bytes()
+        .windows(needle.len())
+        .any(|window| window.eq_ignore_ascii_case(needle.as_bytes()))
 }
 
 impl Filters {

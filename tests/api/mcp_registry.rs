@@ -162,15 +162,46 @@ async fn the_server_list_serves_mcp_servers_as_server_json() {
             .is_some_and(|d| d.len() > 100)
     );
 
-    let searched = app.get("/v0.1/servers?search=forecasts").await;
-    let found: Vec<&str> = searched.body["servers"]
-        .as_array()
-        .expect("servers")
-        .iter()
-        .map(|entry| entry["server"]["name"].as_str().expect("name"))
-        .collect();
-    // Ranked by the one search (keywords and intent): the forecasting server first.
-    assert_eq!(found.first(), Some(&"io.github.acme/weather"), "{found:?}");
+    // `search` filters by name or description, ignoring case, as the MCP Registry does: what
+    // does not contain the text is not listed, however near its meaning.
+    let found = |path: &'static str| {
+        let app = &app;
+        async move {
+            let searched = app.get(path).await;
+            assert_eq!(searched.status, 200, "{}", searched.text);
+            searched.body["servers"]
+                .as_array()
+                .expect("servers")
+                .iter()
+                .map(|entry| entry["server"]["name"].as_str().expect("name").to_owned())
+                .collect::<Vec<String>>()
+        }
+    };
+    assert_eq!(
+        found("/v0.1/servers?search=ACME/Weath").await,
+        ["io.github.acme/weather"]
+    );
+    assert_eq!(
+        found("/v0.1/servers?search=acme").await,
+        ["io.github.acme/notes", "io.github.acme/weather"]
+    );
+    assert!(found("/v0.1/servers?search=tidewatch").await.is_empty());
+    let paged = app.get("/v0.1/servers?search=acme&limit=1").await;
+    let next = paged.body["metadata"]["nextCursor"]
+        .as_str()
+        .expect("a next page of the filtered list");
+    let rest = app
+        .get(&format!("/v0.1/servers?search=acme&limit=1&cursor={next}"))
+        .await;
+    assert_eq!(
+        rest.body["servers"][0]["server"]["name"],
+        "io.github.acme/weather"
+    );
+    assert!(
+        rest.body["metadata"].get("nextCursor").is_none(),
+        "{}",
+        rest.text
+    );
 
     let paged = app.get("/v0.1/servers?limit=1").await;
     let next = paged.body["metadata"]["nextCursor"]

@@ -83,6 +83,16 @@ struct Args {
     /// Show one agent per duplicate group, as the search paths do by default.
     #[arg(long)]
     collapse: bool,
+    /// Also rank each embedder's hybrid row with these similarity floors (matches by meaning
+    /// at least this similar), one row each, instead of the embedder's own.
+    /// `none`: neighbours only re-rank the keyword matches.
+    #[arg(long, value_delimiter = ',', value_parser = parse_floor)]
+    floor: Vec<Option<f32>>,
+    /// Write, for every query and embedder, the 100 nearest agents by meaning with their
+    /// similarity and grade to this JSON Lines file (what the similarity floors are calibrated
+    /// on).
+    #[arg(long)]
+    similarities: Option<PathBuf>,
     /// Keep the store (and so every embedder's vectors) in this directory between runs.
     #[arg(long)]
     store_dir: Option<PathBuf>,
@@ -110,10 +120,19 @@ struct Totals {
     recall: f64,
     count: usize,
     micros: Vec<u64>,
+    /// How many agents each query matched (the `total` a search reports).
+    matched: Vec<usize>,
 }
 
 impl Totals {
-    fn add(&mut self, ranking: &[String], grades: &HashMap<String, u8>, micros: u64) -> f64 {
+    fn add(
+        &mut self,
+        ranking: &[String],
+        grades: &HashMap<String, u8>,
+        micros: u64,
+        matched: usize,
+    ) -> f64 {
+        self.matched.push(matched);
         let ndcg = ndcg_at(10, ranking, grades);
         self.ndcg += ndcg;
         self.mrr += reciprocal_rank(ranking, grades);
@@ -134,8 +153,12 @@ impl Totals {
 
     fn row(&self, label: &str) -> String {
         let n = self.count.max(1) as f64;
+        let mut matched = self.matched.clone();
+        matched.sort_unstable();
+        let median = matched.get(matched.len() / 2).copied().unwrap_or_default();
+        let none = matched.iter().filter(|count| **count == 0).count();
         format!(
-            "| {label} | {:.3} | {:.3} | {:.3} | {} | {:.2} | {:.2} |",
+            "| {label} | {:.3} | {:.3} | {:.3} | {} | {:.2} | {:.2} | {median} | {none} |",
             self.ndcg / n,
             self.mrr / n,
             self.recall / n,
@@ -165,6 +188,7 @@ struct Run<'a> {
     queries: &'a [Labelled],
     args: &'a Args,
     dump: Option<std::fs::File>,
+    similarities: Option<std::fs::File>,
 }
 
 impl Run<'_> {
@@ -177,11 +201,36 @@ impl Run<'_> {
         mode: Mode,
         feedback: FeedbackRule,
         per_query: bool,
+        floor: Option<Option<f32>>,
     ) -> anyhow::Result<()> {
-        let index = SearchIndex::new(self.store.clone(), embedder)?
+        let mut index = SearchIndex::new(self.store.clone(), embedder)?
             .with_mode(mode)
             .with_feedback(feedback);
+        if let Some(floor) = floor {
+            index = index.with_similarity_floor(floor);
+        }
         index.rebuild(self.agents).await?;
+        if let Some(file) = self.similarities.as_mut()
+            && mode == Mode::Hybrid
+            && floor.is_none()
+            && let Some(embedder) = index.embedder_id()
+        {
+            for labelled in self.queries {
+                let nearest: Vec<(String, f32, u8)> = index
+                    .nearest_by_meaning(&labelled.query, 100)
+                    .await
+                    .into_iter()
+                    .map(|(listing, similarity)| {
+                        let package = listing.package_name().to_owned();
+                        let grade = labelled.relevant.get(&package).copied().unwrap_or(0);
+                        (package, similarity, grade)
+                    })
+                    .collect();
+                let line = serde_json::json!({"embedder": embedder, "id": labelled.id,
+                    "kind": labelled.kind, "nearest": nearest});
+                writeln!(file, "{line}")?;
+            }
+        }
         let mut overall = Totals::default();
         let mut by_kind: HashMap<String, Totals> = HashMap::new();
         let mut by_set: Vec<(String, Totals, HashMap<String, Totals>)> = Vec::new();
@@ -211,21 +260,24 @@ impl Run<'_> {
                 .map(|hit| hit.listing.package_name().to_owned())
                 .collect();
             let scores: Vec<f64> = page.hits.iter().filter_map(|hit| hit.score).collect();
-            let ndcg = overall.add(&ranking, &labelled.relevant, micros);
+            let matched = page.total;
+            let ndcg = overall.add(&ranking, &labelled.relevant, micros, matched);
             by_kind.entry(labelled.kind.clone()).or_default().add(
                 &ranking,
                 &labelled.relevant,
                 micros,
+                matched,
             );
             if by_set.last().is_none_or(|(set, _, _)| *set != labelled.set) {
                 by_set.push((labelled.set.clone(), Totals::default(), HashMap::new()));
             }
             if let Some((_, totals, kinds)) = by_set.last_mut() {
-                totals.add(&ranking, &labelled.relevant, micros);
+                totals.add(&ranking, &labelled.relevant, micros, matched);
                 kinds.entry(labelled.kind.clone()).or_default().add(
                     &ranking,
                     &labelled.relevant,
                     micros,
+                    matched,
                 );
             }
             per.push((format!("{} {}", labelled.id, labelled.query), ndcg));
@@ -311,15 +363,22 @@ async fn main() -> anyhow::Result<()> {
         Some(path) => Some(std::fs::File::create(path)?),
         None => None,
     };
+    let similarities = match &args.similarities {
+        Some(path) => Some(std::fs::File::create(path)?),
+        None => None,
+    };
     let mut run = Run {
         agents: &agents,
         store: store as Arc<dyn Store>,
         queries: &queries,
         args: &args,
         dump,
+        similarities,
     };
-    println!("| ranking | NDCG@10 | MRR | recall@10 | queries | p50 ms | p99 ms |");
-    println!("|---|---|---|---|---|---|---|");
+    println!(
+        "| ranking | NDCG@10 | MRR | recall@10 | queries | p50 ms | p99 ms | matches (median) | queries matching nothing |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
     let mut embedders = Vec::new();
     if !args.models_only {
         run.evaluate(
@@ -328,6 +387,7 @@ async fn main() -> anyhow::Result<()> {
             Mode::Keyword,
             FeedbackRule::ByEmbedder,
             false,
+            None,
         )
         .await?;
         embedders.push(("static", EmbedderKind::Static));
@@ -348,6 +408,7 @@ async fn main() -> anyhow::Result<()> {
             Mode::Vector,
             FeedbackRule::ByEmbedder,
             false,
+            None,
         )
         .await?;
         let weights = match embedder.as_ref() {
@@ -370,8 +431,21 @@ async fn main() -> anyhow::Result<()> {
                 Mode::Hybrid,
                 FeedbackRule::ByEmbedder,
                 args.per_query,
+                None,
             )
             .await?;
+            for floor in &args.floor {
+                let shown = floor.map_or("none (re-rank only)".to_owned(), |f| f.to_string());
+                run.evaluate(
+                    &format!("{label}, similarity floor {shown}"),
+                    embedder.clone(),
+                    Mode::Hybrid,
+                    FeedbackRule::ByEmbedder,
+                    args.per_query,
+                    Some(*floor),
+                )
+                .await?;
+            }
             for feedback in &args.feedback {
                 let shown = match feedback {
                     Some(Feedback {
@@ -387,12 +461,24 @@ async fn main() -> anyhow::Result<()> {
                     Mode::Hybrid,
                     FeedbackRule::Fixed(*feedback),
                     args.per_query,
+                    None,
                 )
                 .await?;
             }
         }
     }
     Ok(())
+}
+
+/// A similarity, or `none`, as `--floor` takes it.
+fn parse_floor(setting: &str) -> Result<Option<f32>, String> {
+    if setting == "none" {
+        return Ok(None);
+    }
+    setting
+        .parse()
+        .map(Some)
+        .map_err(|e| format!("{setting}: {e}"))
 }
 
 /// `docs:terms:weight` or `off`, as `--feedback` takes it.
@@ -439,6 +525,10 @@ impl embed::Embedder for Weighted {
 
     fn fusion_weight(&self) -> f64 {
         self.weight
+    }
+
+    fn min_similarity(&self) -> Option<f32> {
+        self.inner.min_similarity()
     }
 
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, embed::EmbedError> {

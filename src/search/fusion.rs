@@ -222,8 +222,15 @@ impl KeywordRanks {
 
     /// The fused scores: every keyword match ranked within `depth`, every keyword match a
     /// vector found (at its exact keyword rank), and every vector match no keyword found;
-    /// `semantic` is the vector ranking, best first, its ranks weighted by `vector_weight`.
-    pub fn fuse(mut self, semantic: &[(u32, f32)], vector_weight: f64) -> Fused {
+    /// `semantic` is the vector ranking, best first (with each neighbour's similarity), its
+    /// ranks weighted by `vector_weight`: it re-ranks the keyword matches it holds, and the
+    /// neighbours no keyword found are matches only at least `floor` similar (`None`: never).
+    pub fn fuse(
+        mut self,
+        semantic: &[(u32, f32)],
+        vector_weight: f64,
+        floor: Option<f32>,
+    ) -> Fused {
         self.cut();
         self.best.sort_unstable();
         let kept = self.depth.min(self.offered);
@@ -262,7 +269,9 @@ impl KeywordRanks {
             semantic
                 .iter()
                 .enumerate()
-                .filter(|(_, (slot, _))| !keyword_found.contains(slot))
+                .filter(|(_, (slot, similarity))| {
+                    floor.is_some_and(|floor| *similarity >= floor) && !keyword_found.contains(slot)
+                })
                 .map(|(rank, (slot, _))| (*slot, vector_reciprocal(vector_weight, rank))),
         );
         let omitted = self.offered - keyword_only - self.found.len();
@@ -283,6 +292,9 @@ pub(super) struct Fusion<'c, 'r, S> {
     pub(super) ahead: Vec<u32>,
     pub(super) tally: Tally<'c>,
     pub(super) ranks: KeywordRanks,
+    /// How many agents of the whole catalogue the query's words match, filters aside (0 when
+    /// the catalogue knows none of its words).
+    pub(super) worded: usize,
 }
 
 impl<S: Fn(u32) -> bool + Sync> MatchVisitor for Fusion<'_, '_, S> {
@@ -291,6 +303,7 @@ impl<S: Fn(u32) -> bool + Sync> MatchVisitor for Fusion<'_, '_, S> {
     }
 
     fn scored_ahead(&mut self, found: Vec<(u32, f32)>, matches: usize) {
+        self.worded = matches;
         for (slot, score) in found {
             if (self.shown)(slot) {
                 self.ranks.peek(slot, score);
@@ -314,6 +327,7 @@ impl<S: Fn(u32) -> bool + Sync> MatchVisitor for Fusion<'_, '_, S> {
             ahead: Vec::new(),
             tally: self.tally.split(),
             ranks: self.ranks.split(),
+            worded: self.worded,
         })
     }
 
@@ -405,7 +419,7 @@ mod tests {
         for (slot, score) in keyword {
             ranks.offer(*slot, *score, by_vector.contains(slot));
         }
-        ranks.fuse(semantic, vector_weight)
+        ranks.fuse(semantic, vector_weight, Some(f32::NEG_INFINITY))
     }
 
     fn sorted(mut scores: Vec<(u32, f64)>) -> Vec<(u32, f64)> {

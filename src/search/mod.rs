@@ -127,6 +127,9 @@ pub struct SearchIndex {
     query_vectors: Option<std::sync::Mutex<QueryVectors>>,
     /// Pseudo-relevance feedback for sentence queries.
     feedback: FeedbackRule,
+    /// Which neighbours are matches by meaning, when not as the embedder says (the quality
+    /// harness calibrates it): see [`Embedder::min_similarity`].
+    similarity_floor: Option<Option<f32>>,
     store: Arc<dyn Store>,
     catalog: RwLock<Catalog>,
     /// Moves on every write access to the catalog (`write_catalog`): a reader holding the
@@ -181,6 +184,7 @@ impl SearchIndex {
             query_vectors: std::num::NonZeroUsize::new(QUERY_CACHE)
                 .map(|size| std::sync::Mutex::new(lru::LruCache::new(size))),
             feedback: FeedbackRule::ByEmbedder,
+            similarity_floor: None,
             store,
             catalog: RwLock::new(catalog),
             catalog_version: 0.into(),
@@ -205,6 +209,56 @@ impl SearchIndex {
     pub fn with_feedback(mut self, rule: FeedbackRule) -> Self {
         self.feedback = rule;
         self
+    }
+
+    /// Count as matches by meaning only the neighbours at least `floor` similar (`None`: none,
+    /// they only re-rank), whatever the embedder's own rule ([`Embedder::min_similarity`]); the
+    /// quality harness calibrates it.
+    pub fn with_similarity_floor(mut self, floor: Option<f32>) -> Self {
+        self.similarity_floor = Some(floor);
+        self
+    }
+
+    /// The similarity under which a neighbour is not a match (`None`: no neighbour is).
+    fn similarity_floor(&self, embedder: Option<&dyn Embedder>) -> Option<f32> {
+        self.similarity_floor.unwrap_or_else(|| {
+            embedder.map_or(Some(embed::DEFAULT_MIN_SIMILARITY), |embedder| {
+                embedder.min_similarity()
+            })
+        })
+    }
+
+    /// The `k` agents nearest `text` by meaning, most similar first, with their similarity as
+    /// the search reads it (whatever the floor): what calibrating the floor measures.
+    pub async fn nearest_by_meaning(&self, text: &str, k: usize) -> Vec<(Arc<Listing>, f32)> {
+        let request = SearchRequest {
+            text: text.to_owned(),
+            filters: Filters::default(),
+            sort: None,
+            limit: k,
+            cursor: None,
+            offset: 0,
+            facets: false,
+        };
+        let Some(query) = self.query_vector(&request).await else {
+            return Vec::new();
+        };
+        let catalog = self.read_catalog();
+        let Some(vectors) = catalog.vectors.as_ref() else {
+            return Vec::new();
+        };
+        let live = catalog.facets.live();
+        vectors
+            .nearest_within(&query, k, f32::NEG_INFINITY, None, |slot| {
+                live.contains(slot)
+            })
+            .into_iter()
+            .filter_map(|(slot, similarity)| {
+                catalog
+                    .doc(slot)
+                    .map(|doc| (Arc::clone(&doc.listing), similarity))
+            })
+            .collect()
     }
 
     /// The feedback a hybrid search expands sentence queries with, if any.

@@ -10,12 +10,11 @@ use super::facets::{self, SlotSet};
 use super::fusion::{Fusion, KeywordRanks};
 use super::page::{Matches, Reach, Scored, TopHits};
 use super::text::{self, MatchVisitor};
-use super::{Mode, SearchIndex, SearchRequest};
+use super::{Mode, SearchIndex, SearchRequest, embed};
 
-/// How many nearest neighbours join the keyword matches as semantic matches.
+/// How many nearest neighbours join the keyword matches as semantic matches (those at least
+/// as similar as the embedder's floor, `Embedder::min_similarity`).
 pub(super) const VECTOR_DEPTH: usize = 100;
-/// Neighbours less similar than this are not matches at all.
-const MIN_SIMILARITY: f32 = 0.2;
 
 impl SearchIndex {
     /// The agents that pass the filters and match the text (all of them without text), with
@@ -96,33 +95,55 @@ impl SearchIndex {
             let KeywordOnly { tally, top, .. } = keyword;
             return top.into_matches(tally.total, 0, tally.counter);
         };
+        let embedder = self.embedder();
+        let floor = self.similarity_floor(embedder.as_deref());
         let nearest = || {
             vectors.nearest_within(
                 query_vector,
                 VECTOR_DEPTH,
-                MIN_SIMILARITY,
+                embed::DEFAULT_MIN_SIMILARITY,
                 allowed.as_ref(),
                 |slot| shown(slot) && catalog.doc(slot).is_some(),
             )
         };
         // The keyword matches stream past the vector matches once, each counted against them.
-        let fuse = |semantic: Vec<(u32, f32)>, matches: Option<text::Matches<'_>>| {
+        // With feedback, what the query's own words match and the neighbours that match by
+        // themselves (`own`, see `vector_floor`) are the matches: the added words re-rank them
+        // and find nothing by themselves.
+        let fuse = |semantic: Vec<(u32, f32)>,
+                    matches: Option<text::Matches<'_>>,
+                    own: Option<&SlotSet>| {
             let mut by_vector = SlotSet::default();
             for (slot, _) in &semantic {
                 by_vector.insert(*slot);
             }
+            let matched = |slot: u32| shown(slot) && own.is_none_or(|own| own.contains(slot));
             let mut fusion = Fusion {
-                shown: &shown,
+                shown: &matched,
                 by_vector: &by_vector,
                 ahead: semantic.iter().map(|(slot, _)| *slot).collect(),
                 tally,
                 ranks: KeywordRanks::new(reach.depth),
+                worded: 0,
             };
             if let Some(matches) = matches {
                 matches.visit(&mut fusion);
             }
+            let worded = fusion.worded > 0;
             let Fusion { tally, ranks, .. } = fusion;
-            (semantic, tally, ranks)
+            (semantic, tally, ranks, worded)
+        };
+        // Every neighbour re-ranks the keyword matches it is among. Ranking by meaning alone,
+        // every neighbour is a match; beside the keywords, only those at least as similar as
+        // the embedder's floor (none: they only re-rank), and only when the catalogue knows
+        // some word of the query (`worded`): every query has neighbours, and a query of words
+        // no agent uses (`zzzqqq`) is understood by no embedder.
+        let vector_floor = |worded: bool| {
+            if self.mode == Mode::Vector {
+                Some(f32::NEG_INFINITY)
+            } else {
+                floor.filter(|_| worded)
+            }
         };
         // A sentence's keyword query may be expanded by the words of its nearest agents
         // (pseudo-relevance feedback): then those are found first, not beside.
@@ -130,7 +151,18 @@ impl SearchIndex {
             .feedback()
             .filter(|_| self.mode == Mode::Hybrid && analyse::is_sentence(&request.text))
             .map(|feedback| {
+                let mut own = OwnMatches(SlotSet::default());
+                self.keyword_matches(&request.text, &mut own);
+                let mut own = own.0;
+                let worded = own.iter().next().is_some();
                 let semantic = nearest();
+                if let Some(floor) = vector_floor(worded) {
+                    for (slot, similarity) in &semantic {
+                        if *similarity >= floor {
+                            own.insert(*slot);
+                        }
+                    }
+                }
                 let documents: Vec<String> = semantic
                     .iter()
                     .take(feedback.docs)
@@ -143,21 +175,27 @@ impl SearchIndex {
                     feedback.terms,
                     feedback.weight,
                 );
-                (semantic, terms)
+                (semantic, terms, own, worded)
             });
-        let (semantic, mut tally, ranks) = if self.mode == Mode::Vector {
-            fuse(nearest(), None)
+        let (semantic, mut tally, ranks, worded) = if self.mode == Mode::Vector {
+            fuse(nearest(), None, None)
         } else {
-            let then = |semantic, matches: Result<text::Matches<'_>, text::TextIndexError>| {
-                let matches = matches
-                    .inspect_err(|err| tracing::error!(error = %err, "keyword search failed"))
-                    .ok();
-                fuse(semantic, matches)
+            let keyword_search_failed = |err: &text::TextIndexError| {
+                tracing::error!(error = %err, "keyword search failed");
             };
             match feedback {
-                Some((semantic, terms)) => {
-                    self.text
-                        .search_beside(&request.text, &terms, false, || semantic, then)
+                Some((semantic, terms, own, worded)) => {
+                    let (semantic, tally, ranks, _) = self.text.search_beside(
+                        &request.text,
+                        &terms,
+                        false,
+                        || semantic,
+                        |semantic, matches| {
+                            let matches = matches.inspect_err(keyword_search_failed).ok();
+                            fuse(semantic, matches, Some(&own))
+                        },
+                    );
+                    (semantic, tally, ranks, worded)
                 }
                 // A large store's vector search takes the other core while the keyword
                 // matches are scored.
@@ -166,23 +204,30 @@ impl SearchIndex {
                     &[],
                     vectors.searches_long(),
                     nearest,
-                    then,
+                    |semantic, matches| {
+                        fuse(
+                            semantic,
+                            matches.inspect_err(keyword_search_failed).ok(),
+                            None,
+                        )
+                    },
                 ),
             }
         };
-        if request.facets {
+        let floor = vector_floor(worded);
+        if request.facets
+            && let Some(floor) = floor
+        {
             // The vector matches no keyword found; the keyword ones were counted as visited.
             let keyword_found: HashSet<u32> = ranks.found_slots().collect();
-            for (slot, _) in &semantic {
-                if !keyword_found.contains(slot) {
+            for (slot, similarity) in &semantic {
+                if *similarity >= floor && !keyword_found.contains(slot) {
                     tally.add(*slot);
                 }
             }
         }
-        let weight = self
-            .embedder()
-            .map_or(1.0, |embedder| embedder.fusion_weight());
-        let fused = ranks.fuse(&semantic, weight);
+        let weight = embedder.map_or(1.0, |embedder| embedder.fusion_weight());
+        let fused = ranks.fuse(&semantic, weight, floor);
         for (slot, score) in fused.scores {
             if let Some(doc) = catalog.doc(slot) {
                 top.offer(Scored {
@@ -215,6 +260,16 @@ fn feedback_text(listing: &super::Listing) -> String {
         text.push_str(part);
     }
     text
+}
+
+/// The agents a text's own words match, whatever their scores: with feedback, only these (and
+/// the matches by meaning) are matches.
+struct OwnMatches(SlotSet);
+
+impl MatchVisitor for OwnMatches {
+    fn visit(&mut self, slot: u32, _score: f32) {
+        self.0.insert(slot);
+    }
 }
 
 /// The matches a search counts, with their facet values when asked for.

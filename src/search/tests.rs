@@ -40,7 +40,7 @@ fn fuse(
     for (slot, score) in &keyword {
         ranks.offer(*slot, *score, by_vector.contains(slot));
     }
-    ranks.fuse(&semantic, weight)
+    ranks.fuse(&semantic, weight, Some(f32::NEG_INFINITY))
 }
 
 fn ranked(scores: Vec<(u32, f64)>) -> Vec<(u32, f64)> {
@@ -1416,8 +1416,13 @@ async fn feedback_finds_by_keywords_what_a_sentences_nearest_agents_share() {
         text: "will it rain in Paris tomorrow morning, please?".to_owned(),
         ..ordered(Sort::Relevance, 10, 0, None)
     };
-    let embedder: Arc<dyn embed::Embedder> =
+    let table: Arc<dyn embed::Embedder> =
         Arc::new(embed::StaticEmbedder::builtin().expect("table"));
+    // Every neighbour a match by itself, as a model's near ones are.
+    let embedder: Arc<dyn embed::Embedder> = Arc::new(Floored {
+        inner: Arc::clone(&table),
+        floor: Some(-1.0),
+    });
     // Where the weather agent ranks, and its score, with and without feedback.
     let mut found = Vec::new();
     for feedback in [None, Some(Feedback::DEFAULT)] {
@@ -1436,9 +1441,120 @@ async fn feedback_finds_by_keywords_what_a_sentences_nearest_agents_share() {
         found.push(weather.unwrap_or(0.0));
     }
     // Expanded by "forecast", "current" and "condition", which the radar (the nearest agent
-    // with the query's "rain") shares with it, the weather agent now matches by keywords too.
+    // with the query's "rain") shares with it, the weather agent now ranks by keywords too.
     assert!(found[1] > found[0], "{found:?}");
+    // The added words re-rank matches and find none by themselves: with the static table's
+    // neighbours no matches by themselves, the query's own word "rain" matches the radar alone.
+    let index = SearchIndex::new(Arc::clone(&store), Some(Arc::clone(&table)))
+        .expect("index")
+        .with_feedback(FeedbackRule::Fixed(Some(Feedback::DEFAULT)));
+    index.rebuild(&agents).await.expect("index");
+    let page = index.search(&request).await.expect("search");
+    let names: Vec<&str> = page.hits.iter().map(|h| h.listing.package_name()).collect();
+    assert_eq!(names, ["com.example.radar"]);
+    assert_eq!(page.total, 1);
+    let embedder = table;
     // The static table's own default is no feedback; a model's is the default feedback.
     let index = SearchIndex::new(Arc::clone(&store), Some(embedder)).expect("index");
     assert_eq!(index.feedback(), None);
+}
+
+/// Another embedder's vectors, with its own similarity floor.
+struct Floored {
+    inner: Arc<dyn embed::Embedder>,
+    floor: Option<f32>,
+}
+
+#[async_trait::async_trait]
+impl embed::Embedder for Floored {
+    fn id(&self) -> &str {
+        self.inner.id()
+    }
+
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+
+    fn is_bag_of_words(&self) -> bool {
+        self.inner.is_bag_of_words()
+    }
+
+    fn min_similarity(&self) -> Option<f32> {
+        self.floor
+    }
+
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, embed::EmbedError> {
+        self.inner.embed(texts).await
+    }
+}
+
+#[tokio::test]
+async fn neighbours_match_by_themselves_only_above_the_floor_and_for_known_words() {
+    let (_dir, store) = sqlite_store().await;
+    let agents = [
+        (
+            "com.example.weather",
+            "Weather Agent",
+            "Forecasts and current conditions for any city.",
+        ),
+        (
+            "com.example.radar",
+            "Rain Radar",
+            "Rain forecasts and conditions near you.",
+        ),
+        (
+            "com.example.prices",
+            "Crypto Prices",
+            "Prices of bitcoin and other coins.",
+        ),
+    ]
+    .map(|(package_name, name, description)| {
+        active_draft(serde_json::json!({
+            "package_name": package_name, "name": name, "description": description,
+        }))
+    });
+    let table: Arc<dyn embed::Embedder> =
+        Arc::new(embed::StaticEmbedder::builtin().expect("table"));
+    let search = |floor: Option<f32>, text: &'static str| {
+        let store = Arc::clone(&store);
+        let table = Arc::clone(&table);
+        let agents = agents.clone();
+        async move {
+            let embedder: Arc<dyn embed::Embedder> = Arc::new(Floored {
+                inner: table,
+                floor,
+            });
+            let index = SearchIndex::new(store, Some(embedder)).expect("index");
+            index.rebuild(&agents).await.expect("index");
+            let request = SearchRequest {
+                text: text.to_owned(),
+                facets: true,
+                ..ordered(Sort::Relevance, 10, 0, None)
+            };
+            let page = index.search(&request).await.expect("search");
+            let names: Vec<String> = page
+                .hits
+                .iter()
+                .map(|h| h.listing.package_name().to_owned())
+                .collect();
+            let counted: usize = page.facets.expect("facets").category.values().sum();
+            (page.total, names, counted)
+        }
+    };
+    // Every neighbour admitted: the weather agent matches "rain" by meaning too.
+    let (total, names, _) = search(Some(-1.0), "rain").await;
+    assert!(total >= 2, "{names:?}");
+    assert!(
+        names.contains(&"com.example.weather".to_owned()),
+        "{names:?}"
+    );
+    // No neighbour admitted: "rain" matches the radar alone, and facets count that one.
+    let (total, names, _) = search(None, "rain").await;
+    assert_eq!((total, names), (1, vec!["com.example.radar".to_owned()]));
+    // A floor above every neighbour's similarity admits none either.
+    let (total, _, _) = search(Some(1.01), "rain").await;
+    assert_eq!(total, 1);
+    // Words no agent holds: nothing matches, whatever the floor.
+    let (total, names, _) = search(Some(-1.0), "zzzqqq").await;
+    assert_eq!((total, names.len()), (0, 0));
 }

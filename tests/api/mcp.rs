@@ -1025,3 +1025,26 @@ async fn the_registry_card_and_its_mcp_server_entry_name_the_endpoint() {
     assert_eq!(resolved.body["name"], card.body["name"]);
     assert_eq!(resolved.body["skills"], card.body["skills"]);
 }
+
+#[tokio::test]
+async fn a_search_counts_the_agents_it_matches_not_their_neighbours() {
+    let app = TestApp::spawn().await;
+    let session = Session::open(&app, "2025-11-25").await;
+
+    let found = session
+        .tool("search_agents", json!({"query": "wikipedia"}))
+        .await;
+
+    assert_eq!(found["isError"], false, "{found}");
+    assert_eq!(found["structuredContent"]["total"], 1, "{found}");
+    assert_eq!(
+        packages_in(&found["structuredContent"]),
+        ["registry.utility.wiki"]
+    );
+    let text = found["content"][0]["text"].as_str().expect("text");
+    assert!(text.starts_with("Found 1 agent "), "{text}");
+    let nothing = session
+        .tool("search_agents", json!({"query": "zzzqqq"}))
+        .await;
+    assert_eq!(nothing["structuredContent"]["total"], 0, "{nothing}");
+}

@@ -449,3 +449,59 @@ async fn duplicates_collapse_to_their_best_member_on_every_search_path_unless_as
         packages_in(&after.body)
     );
 }
+
+/// Matches are what the query relates to, not every agent near it: a query no agent's words
+/// hold finds nothing on any path, and the counts count matches.
+#[tokio::test]
+async fn a_query_nothing_matches_finds_nothing_on_every_path() {
+    let app = TestApp::spawn().await;
+    catalogue(&app).await;
+
+    for query in ["zzzqqq", "qwxv zzkj", "xkqz vvqq"] {
+        let listed = app
+            .get(&format!(
+                "/public/agents?q={}&facets=true",
+                query.replace(' ', "+")
+            ))
+            .await;
+        assert_eq!(listed.status, 200, "{}", listed.text);
+        assert_eq!(listed.body["total"], 0, "{query}: {}", listed.text);
+        assert_eq!(packages_in(&listed.body), Vec::<String>::new(), "{query}");
+        let facets = listed.body["facets"].as_object().expect("facets");
+        for (name, counts) in facets {
+            let counted: u64 = counts
+                .as_array()
+                .map(|values| values.iter().filter_map(|v| v["count"].as_u64()).sum())
+                .or_else(|| {
+                    counts
+                        .as_object()
+                        .map(|values| values.values().filter_map(Value::as_u64).sum())
+                })
+                .unwrap_or(0);
+            assert_eq!(counted, 0, "{query}: facet {name} counts {counts}");
+        }
+        let searched = app
+            .post("/public/agents/search", None, json!({"query": query}))
+            .await;
+        assert_eq!(searched.body["total"], 0, "{query}: {}", searched.text);
+        let explored = app
+            .post(
+                "/ard/explore",
+                None,
+                json!({"query": {"text": query}, "resultType": {"facets": [{"field": "type"}]}}),
+            )
+            .await;
+        assert_eq!(explored.status, 200, "{}", explored.text);
+        assert!(
+            !explored.text.contains("\"count\":"),
+            "{query}: nothing to count: {}",
+            explored.text
+        );
+    }
+
+    // A word only one agent holds matches that agent; its neighbours by meaning are not
+    // matches by themselves with the built-in table.
+    let one = app.get("/public/agents?q=pdfs").await;
+    assert_eq!(one.body["total"], 1, "{}", one.text);
+    assert_eq!(packages_in(&one.body), ["com.docs.reader"]);
+}

@@ -56,7 +56,22 @@ pub trait Embedder: Send + Sync {
     fn fusion_weight(&self) -> f64 {
         if self.is_bag_of_words() { 0.5 } else { 1.0 }
     }
+
+    /// The least cosine similarity at which an agent matches a query by meaning; `None`: this
+    /// embedder's neighbours are never matches by themselves, they only re-rank the keyword
+    /// matches. Every query has nearest neighbours, and an embedder places unrelated texts
+    /// well above zero, so each embedder's rule is calibrated on the evaluation sets
+    /// (`docs/search.md`): a neighbour under it is not a match, is not counted, and a query
+    /// nothing relates to finds nothing. An embedder not calibrated here (a remote service)
+    /// keeps [`DEFAULT_MIN_SIMILARITY`].
+    fn min_similarity(&self) -> Option<f32> {
+        Some(DEFAULT_MIN_SIMILARITY)
+    }
 }
+
+/// The similarity floor of an embedder that was not calibrated (see
+/// [`Embedder::min_similarity`]).
+pub const DEFAULT_MIN_SIMILARITY: f32 = 0.2;
 
 /// Why texts could not be embedded.
 #[derive(Debug, thiserror::Error)]

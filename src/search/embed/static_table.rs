@@ -272,6 +272,13 @@ impl Embedder for StaticEmbedder {
         &self.inner.id
     }
 
+    /// A sum of word vectors places a query of words no agent uses as near the catalogue as a
+    /// real one (measured: no floor separates them, `docs/search.md`), so its neighbours only
+    /// re-rank the keyword matches; the hard dev set scores the same (0.374 NDCG@10).
+    fn min_similarity(&self) -> Option<f32> {
+        None
+    }
+
     fn is_bag_of_words(&self) -> bool {
         true
     }

@@ -32,6 +32,7 @@ pub mod task;
 pub mod timestamp;
 pub mod verify;
 pub mod web;
+pub mod wire;
 
 use std::sync::Arc;
 

@@ -3,10 +3,10 @@
 
 use serde_json::{Value, json};
 
-use crate::api::wire::AgentPage;
 use crate::error::{ApiError, ApiResult};
 use crate::search::SearchRequest;
 use crate::state::AppState;
+use crate::wire::AgentPage;
 
 pub const SEARCH_AGENTS: &str = "search_agents";
 pub const RESOLVE_PACKAGE: &str = "resolve_package";

@@ -17,7 +17,7 @@ use crate::extract::{JsonBody, Page, PathParam, Query};
 use crate::state::AppState;
 use crate::store::{Agent, AgentState};
 
-use super::wire::AgentRecord;
+use crate::wire::AgentRecord;
 
 /// The owner's agents, one page.
 #[derive(Debug, Serialize, ToSchema)]

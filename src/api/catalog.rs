@@ -10,8 +10,8 @@ use crate::domain::{A2aCard, FieldError};
 use crate::error::{ApiError, ApiResult};
 use crate::store::Agent;
 
-use super::wire::AgentRecord;
 use crate::state::AppState;
+use crate::wire::AgentRecord;
 
 use crate::ard::{A2A_TYPE as A2A_CARD_TYPE, CATALOG_TYPE};
 

@@ -11,4 +11,3 @@ pub mod ops;
 pub mod playground;
 pub mod public;
 pub mod tokens;
-pub mod wire;

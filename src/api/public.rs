@@ -11,7 +11,7 @@ use crate::extract::{JsonBody, PathParam, QueryPairs};
 use crate::search::request::{self, LIST_LIMITS, SEARCH_LIMITS};
 use crate::state::AppState;
 
-use super::wire::{AgentPage, AgentRecord, PageView, VersionList};
+use crate::wire::{AgentPage, AgentRecord, PageView, VersionList};
 
 /// List or search ACTIVE agents.
 #[utoipa::path(get, path = "/public/agents", tag = "public",

@@ -10,11 +10,11 @@ use async_trait::async_trait;
 use reqwest::StatusCode;
 use serde_json::Value;
 
-use crate::api::wire::{AgentPage, AgentRecord, server_json};
 use crate::error::{ApiError, ErrorCode};
 use crate::registry::Registry;
 use crate::search::request::{self, SEARCH_LIMITS};
 use crate::signing::CardSigner;
+use crate::wire::{AgentPage, AgentRecord, server_json};
 
 /// A registry as the MCP tools and resources read it.
 #[async_trait]

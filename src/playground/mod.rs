@@ -6,13 +6,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::api::wire::AgentPage;
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::search::request::{self, DISCOVER_LIMITS};
 use crate::state::AppState;
 use crate::store::{PlaygroundSession, SessionStep, StepKind};
 use crate::timestamp::Timestamp;
+use crate::wire::AgentPage;
 
 mod execute;
 mod remote;

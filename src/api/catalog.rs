@@ -151,7 +151,7 @@ async fn publish_entry(
                 .join(link)
                 .map_err(|_| ApiError::validation(vec![FieldError::new("url", "not a URL")]))?;
             (
-                crate::a2a::fetch::fetch_card(&state.outbound, &link).await?,
+                crate::wire::fetch::fetch_card(&state.outbound, &link).await?,
                 Some(link.to_string()),
             )
         }

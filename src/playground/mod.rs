@@ -1,6 +1,7 @@
 //! The playground: sessions, owned by a token owner and expiring when idle, in
 //! which agents are discovered with the shared search and their capabilities executed. Each
-//! discover and execute is recorded as a step of the session's history. See `docs/playground.md`.
+//! discover and execute is recorded as a step of the session's history; `http.rs` serves it over
+//! REST. See `docs/playground.md`.
 
 use std::time::{Duration, Instant};
 
@@ -15,6 +16,7 @@ use crate::timestamp::Timestamp;
 use crate::wire::AgentPage;
 
 mod execute;
+pub mod http;
 mod remote;
 pub mod schema;
 pub mod wire;

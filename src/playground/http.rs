@@ -1,4 +1,4 @@
-//! Playground sessions: create, read, end, discover, execute.
+//! The playground's REST handlers: create, read and end a session, discover, execute.
 
 use axum::Json;
 use axum::extract::State;

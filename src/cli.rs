@@ -604,7 +604,7 @@ async fn export(args: ExportArgs) -> anyhow::Result<()> {
 /// A publish body that `import` reads back, plus the record's identity and state.
 fn export_line(agent: &Agent) -> Value {
     let mut line =
-        serde_json::to_value(crate::api::wire::AgentRecord::public(agent)).unwrap_or(Value::Null);
+        serde_json::to_value(crate::wire::AgentRecord::public(agent)).unwrap_or(Value::Null);
     if let (Value::Object(map), Some(card)) = (&mut line, &agent.draft.card) {
         map.insert("card".to_owned(), card.clone());
     }

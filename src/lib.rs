@@ -32,6 +32,7 @@ pub mod task;
 pub mod timestamp;
 pub mod verify;
 pub mod web;
+pub mod wire;
 
 use std::sync::Arc;
 
@@ -91,7 +92,7 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
     )?);
     let hosted = hosted::HostedAgents::new(&config.upstreams, &base_url, Arc::clone(&outbound))?;
     hosted::register_all(&hosted, &registry, &base_url).await?;
-    let entry = a2a::card::registry_entry(&base_url)
+    let entry = wire::card::registry_entry(&base_url)
         .map_err(|errors| anyhow::anyhow!("the registry's own entry is invalid: {errors:?}"))?;
     registry.ensure_system_agent(entry).await?;
     tracing::info!(

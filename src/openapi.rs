@@ -4,7 +4,7 @@
 //! api/*.rs), so their schemas are written here to match those parsers: required fields, types,
 //! lengths, and the leniency the parsers have (surrounding whitespace trimmed, ASCII case folded,
 //! `null` read as absent, unknown fields ignored). Each is a named component; the marker types
-//! below let `#[utoipa::path]` refer to them.
+//! of `wire/schema.rs` let `#[utoipa::path]` refer to them.
 //!
 //! [`document`] then applies the rules every operation shares, so no annotation can forget them:
 //! errors are `application/problem+json` (`Problem`) on REST paths and JSON-RPC error bodies on
@@ -12,11 +12,8 @@
 //! query parameters or a body can answer 400; one with a body can answer 413 and 415; a path
 //! behind the per-IP rate limit can answer 429.
 
-use std::borrow::Cow;
-
 use serde_json::{Map, Value, json};
-use utoipa::openapi::schema::{Object, Schema};
-use utoipa::openapi::{OpenApi, RefOr};
+use utoipa::openapi::OpenApi;
 
 use crate::domain::agent::limits as agent_limits;
 use crate::domain::payment as payment_limits;
@@ -29,174 +26,6 @@ pub const JSON_RPC_PATHS: [&str; 2] = ["/a2a/v1", "/a2a/utility/{name}/v1"];
 /// Characters Rust's `str::trim` removes (Unicode White_Space), as a regex class body. Spelled
 /// out because `\s` means slightly different sets in different regex dialects.
 const WS: &str = r"\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000";
-
-/// A request-body schema written by hand: a marker type for `#[utoipa::path]`, its component
-/// name, and the schema itself (inserted into the document by [`document`]).
-macro_rules! hand_written_schema {
-    ($(#[$doc:meta])* $ty:ident, $build:path) => {
-        $(#[$doc])*
-        pub struct $ty;
-
-        impl utoipa::PartialSchema for $ty {
-            fn schema() -> RefOr<Schema> {
-                // A placeholder: `document` replaces the component with `$build()`.
-                RefOr::T(Schema::Object(Object::new()))
-            }
-        }
-
-        impl utoipa::ToSchema for $ty {
-            fn name() -> Cow<'static, str> {
-                Cow::Borrowed(stringify!($ty))
-            }
-        }
-    };
-}
-
-hand_written_schema!(
-    /// `POST /api/agents/publish` and `PUT /api/agents/{id}`.
-    PublishRequest,
-    publish_request
-);
-hand_written_schema!(
-    /// `POST /public/agents/search`, `/a2a/discover`, the playground's discover.
-    SearchRequest,
-    search_request
-);
-hand_written_schema!(
-    /// `POST /ard/search`.
-    ArdSearchRequest,
-    crate::openapi::ard::search_request
-);
-hand_written_schema!(
-    /// `POST /ard/explore`.
-    ArdExploreRequest,
-    crate::openapi::ard::explore_request
-);
-hand_written_schema!(
-    /// An ARD entry.
-    ArdEntry,
-    crate::openapi::ard::entry
-);
-hand_written_schema!(
-    /// `/.well-known/ard.json`.
-    ArdManifest,
-    crate::openapi::ard::manifest
-);
-hand_written_schema!(
-    /// The answer of `POST /ard/search`.
-    ArdSearchResponse,
-    crate::openapi::ard::search_response
-);
-hand_written_schema!(
-    /// The answer of `POST /ard/explore`.
-    ArdExploreResponse,
-    crate::openapi::ard::explore_response
-);
-hand_written_schema!(
-    /// The answer of `GET /ard/agents`.
-    ArdListResponse,
-    crate::openapi::ard::list_response
-);
-hand_written_schema!(
-    /// `POST /api/tokens`.
-    CreateTokenRequest,
-    create_token_request
-);
-hand_written_schema!(
-    /// `POST /api/playground/session`.
-    CreateSessionRequest,
-    create_session_request
-);
-hand_written_schema!(
-    /// `POST /api/playground/session/{id}/execute`.
-    ExecuteRequest,
-    execute_request
-);
-hand_written_schema!(
-    /// `POST /a2a/utility/{name}`.
-    HostedAgentRequest,
-    hosted_agent_request
-);
-hand_written_schema!(
-    /// `POST /a2a/message`.
-    LegacyMessage,
-    legacy_message
-);
-hand_written_schema!(
-    /// A JSON-RPC 2.0 request or batch.
-    JsonRpcRequest,
-    json_rpc_request
-);
-hand_written_schema!(
-    /// A JSON-RPC 2.0 response or batch of responses.
-    JsonRpcResponse,
-    json_rpc_response
-);
-hand_written_schema!(
-    /// A JSON-RPC 2.0 error response with a null id (authentication, media type, body size).
-    JsonRpcErrorResponse,
-    json_rpc_error_response
-);
-hand_written_schema!(
-    /// One MCP JSON-RPC message (`POST /mcp`).
-    McpMessage,
-    mcp_message
-);
-hand_written_schema!(
-    /// The answer to one MCP request: a result or an error.
-    McpResponse,
-    mcp_response
-);
-hand_written_schema!(
-    /// An MCP JSON-RPC error response.
-    McpErrorResponse,
-    mcp_error_response
-);
-hand_written_schema!(
-    /// An A2A agent card (or the registry's own shape of its card).
-    AgentCard,
-    agent_card
-);
-hand_written_schema!(
-    /// `/a2a/discover`'s answer.
-    DiscoverAnswer,
-    discover_answer
-);
-hand_written_schema!(
-    /// The playground's discover answer.
-    PlaygroundDiscoverAnswer,
-    playground_discover_answer
-);
-hand_written_schema!(
-    /// One recorded playground step.
-    SessionStep,
-    session_step
-);
-hand_written_schema!(
-    /// A hosted agent's answer over REST.
-    HostedAgentAnswer,
-    hosted_agent_answer
-);
-hand_written_schema!(
-    /// `/a2a/message`'s answer.
-    LegacyMessageAnswer,
-    legacy_message_answer
-);
-hand_written_schema!(
-    /// The `facets` member of a search answer.
-    SearchFacets,
-    search_facets
-);
-hand_written_schema!(
-    /// `/healthz`.
-    Health,
-    health
-);
-hand_written_schema!(
-    /// `/readyz`.
-    Readiness,
-    readiness
-);
 
 /// Every hand-written component.
 fn hand_written() -> Vec<(&'static str, Value)> {
@@ -1292,7 +1121,7 @@ fn finish_operation(path: &str, operation: &mut Value) {
         });
     let has_body = operation.get("requestBody").is_some();
     // The MCP endpoint documents every answer itself, as JSON-RPC errors (`mcp::http`).
-    if path == crate::mcp::ENDPOINT {
+    if path == crate::wire::mcp::ENDPOINT {
         return;
     }
     let Some(responses) = operation

@@ -13,8 +13,9 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::api::ard as ard_api;
-use crate::api::{agents, bazaar, changes, mcp_registry, mirrors, ops, playground, public, tokens};
+use crate::api::{agents, bazaar, changes, mcp_registry, mirrors, ops, public, tokens};
 use crate::middleware::{self, RateLimit};
+use crate::playground::http as playground;
 use crate::state::AppState;
 use crate::{a2a, ard, error, mcp, web};
 

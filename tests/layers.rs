@@ -1,20 +1,23 @@
 //! The layers of `src/` point one way. This reads the source (not the compiled crate) and fails
-//! with the offending file and line when a lower layer names a higher one, or when code outside
+//! with the offending file and line when a lower layer names a higher one, when the transports
+//! name each other, when any top-level modules name each other in a cycle, or when code outside
 //! the core reads or writes agents in the store directly.
 //!
 //! ```text
-//! timestamp, task, domain, config          the base: plain types and settings
-//!   └─ store                               persistence (SQLite, PostgreSQL)
-//!   └─ search                              the index and the one search function
-//!        └─ follow, registry               the application core: every agent read and write
-//!             └─ everything else           transports (api, a2a, playground, web), hosted
-//!                                          agents, auth, errors, the composition (lib, state,
-//!                                          router, server, cli)
+//! lib, main, cli, state, router, server    the composition: builds and wires everything below
+//!   └─ api, a2a, mcp, playground,          the transports: none names another
+//!      openapi, web
+//!        └─ wire                           what every transport shares: names no transport
+//!             └─ hosted, ard, auth, …      the rest of the edge (names no transport either)
+//!                  └─ follow, registry     the application core: every agent read and write
+//!                       └─ store, search   persistence; the index and the one search function
+//!                            └─ timestamp, task, domain, config, models    the base
 //! ```
 //!
-//! Test modules (`#[cfg(test)] mod tests`, the store's conformance suite) may reach further.
+//! Test modules (`#[cfg(test)] mod tests { … }` at the end of a file, and files declared under
+//! `#[cfg(test)]`, such as the store's conformance suite) may reach further.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Top-level modules of the base and core layers, and what each may name.
@@ -49,6 +52,16 @@ const RULES: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// The composition: it builds and wires everything, so it alone may name several transports.
+const COMPOSITION: &[&str] = &["lib", "main", "cli", "state", "router", "server"];
+
+/// The transports: each serves the registry its own way, and none names another. What two of
+/// them need lives beneath them, in `SHARED`.
+const TRANSPORTS: &[&str] = &["api", "a2a", "mcp", "playground", "openapi", "web"];
+
+/// What every transport shares (wire types, cards, the OpenAPI schema markers): below them all.
+const SHARED: &str = "wire";
+
 /// Store methods that read or write agents: only the core may call them.
 const AGENT_METHODS: &[&str] = &[
     ".insert_agent(",
@@ -65,9 +78,6 @@ const AGENT_METHODS: &[&str] = &[
 
 /// Modules allowed to call `AGENT_METHODS` on a store.
 const AGENT_OWNERS: &[&str] = &["store", "search", "follow", "registry"];
-
-/// Files that exist only for tests.
-const TEST_ONLY: &[&str] = &["src/store/conformance.rs"];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("read src/") {
@@ -92,16 +102,56 @@ fn module_of(relative: &Path) -> String {
     first.trim_end_matches(".rs").to_owned()
 }
 
-/// The lines of a file before its test module, numbered from 1.
+/// The lines of a file before its test module, numbered from 1. A test module declared in a
+/// file of its own (`#[cfg(test)] mod tests;`) is skipped, not taken for the end of the file.
 fn production_lines(text: &str) -> Vec<(usize, &str)> {
     let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
+    let mut skip = false;
     for (i, line) in lines.iter().enumerate() {
+        if std::mem::take(&mut skip) {
+            continue;
+        }
         let next = lines.get(i + 1).map_or("", |l| l.trim());
+        if line.trim() == "#[cfg(test)]" && declared_module(next).is_some() {
+            skip = true;
+            continue;
+        }
         if line.trim() == "#[cfg(test)]" && next.starts_with("mod tests") {
             break;
         }
         out.push((i + 1, *line));
+    }
+    out
+}
+
+/// `name` when a line declares a module kept in a file of its own: `mod name;`, `pub mod name;`.
+fn declared_module(line: &str) -> Option<&str> {
+    let rest = line.trim().strip_prefix("pub ").unwrap_or(line.trim());
+    let name = rest.strip_prefix("mod ")?.strip_suffix(';')?.trim();
+    (!name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .then_some(name)
+}
+
+/// The files (relative to the root) of the modules a file declares under `#[cfg(test)]`:
+/// `src/store/mod.rs` with `#[cfg(test)] mod conformance;` → `src/store/conformance.rs`.
+fn test_only_files(relative: &Path, text: &str) -> Vec<PathBuf> {
+    let lines: Vec<&str> = text.lines().collect();
+    let dir = match relative.file_stem().and_then(|stem| stem.to_str()) {
+        Some("mod" | "lib" | "main") => relative.parent().map(Path::to_path_buf),
+        Some(stem) => relative.parent().map(|parent| parent.join(stem)),
+        None => None,
+    }
+    .unwrap_or_default();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let next = lines.get(i + 1).copied().unwrap_or_default();
+        if line.trim() == "#[cfg(test)]"
+            && let Some(name) = declared_module(next)
+        {
+            out.push(dir.join(format!("{name}.rs")));
+            out.push(dir.join(name).join("mod.rs"));
+        }
     }
     out
 }
@@ -132,24 +182,140 @@ fn named_modules(line: &str) -> BTreeSet<String> {
     named
 }
 
+/// Every production file under `src/`: (path relative to the root, its top-level module, text).
 fn sources() -> Vec<(String, String, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
     files.sort();
-    files
+    let all: Vec<(PathBuf, String)> = files
         .into_iter()
         .map(|path| {
             let relative = path.strip_prefix(root).expect("under the root").to_owned();
             let text = std::fs::read_to_string(&path).expect("read a source file");
-            (
-                relative.to_string_lossy().into_owned(),
-                module_of(&relative),
-                text,
-            )
+            (relative, text)
         })
-        .filter(|(relative, _, _)| !TEST_ONLY.contains(&relative.as_str()))
+        .collect();
+    let test_only: BTreeSet<PathBuf> = all
+        .iter()
+        .flat_map(|(relative, text)| test_only_files(relative, text))
+        .collect();
+    all.into_iter()
+        .filter(|(relative, _)| {
+            !test_only
+                .iter()
+                .any(|test| relative == test || relative.starts_with(test.with_extension("")))
+        })
+        .map(|(relative, text)| {
+            let module = module_of(&relative);
+            (relative.to_string_lossy().into_owned(), module, text)
+        })
         .collect()
+}
+
+/// In the crate root, which refers to its modules without `crate::`: the top-level modules a
+/// line names as `x::…` (not as the tail of a longer path such as `std::x::`, nor a method).
+fn root_names(line: &str, modules: &BTreeSet<String>) -> BTreeSet<String> {
+    let code = line.split("//").next().unwrap_or_default();
+    let mut named = BTreeSet::new();
+    for module in modules {
+        for (at, _) in code.match_indices(&format!("{module}::")) {
+            let before = code[..at].chars().last();
+            if !before.is_some_and(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '.')) {
+                named.insert(module.clone());
+            }
+        }
+    }
+    named
+}
+
+/// The graph of top-level modules: each module, the modules its production code names, and the
+/// first line naming each. A name that is no module (`crate::App`) is an item of the crate root,
+/// `lib`, whose own lines name modules without `crate::`.
+fn module_graph() -> BTreeMap<String, BTreeMap<String, String>> {
+    let sources = sources();
+    let modules: BTreeSet<String> = sources.iter().map(|(_, m, _)| m.clone()).collect();
+    let mut graph: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    for (file, module, text) in &sources {
+        let edges = graph.entry(module.clone()).or_default();
+        for (number, line) in production_lines(text) {
+            let mut named: BTreeSet<String> = named_modules(line)
+                .into_iter()
+                .map(|name| {
+                    if modules.contains(&name) {
+                        name
+                    } else {
+                        "lib".to_owned()
+                    }
+                })
+                .collect();
+            if module == "lib" {
+                named.extend(root_names(line, &modules));
+            }
+            for name in named {
+                if name != *module {
+                    edges
+                        .entry(name)
+                        .or_insert_with(|| format!("{file}:{number}"));
+                }
+            }
+        }
+    }
+    graph
+}
+
+/// The cycles a depth-first walk from each module in turn meets, each as the path that closes
+/// it (`a → b → a`): at least one whenever the graph has any, none when it has none.
+fn cycles<T>(graph: &BTreeMap<String, BTreeMap<String, T>>) -> Vec<Vec<String>> {
+    fn walk<T>(
+        node: &str,
+        graph: &BTreeMap<String, BTreeMap<String, T>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+        found: &mut Vec<Vec<String>>,
+    ) {
+        if let Some(at) = path.iter().position(|seen| seen == node) {
+            let mut cycle = path[at..].to_vec();
+            cycle.push(node.to_owned());
+            found.push(cycle);
+            return;
+        }
+        if done.contains(node) {
+            return;
+        }
+        path.push(node.to_owned());
+        for next in graph.get(node).into_iter().flat_map(BTreeMap::keys) {
+            walk(next, graph, path, done, found);
+        }
+        path.pop();
+        done.insert(node.to_owned());
+    }
+    let mut found = Vec::new();
+    let mut done = BTreeSet::new();
+    for start in graph.keys() {
+        walk(start, graph, &mut Vec::new(), &mut done, &mut found);
+    }
+    found
+}
+
+/// Why `module` may not name `named` under the transport rule, if it may not.
+fn transport_rule(module: &str, named: &str) -> Option<&'static str> {
+    if module == named || COMPOSITION.contains(&module) {
+        return None;
+    }
+    if TRANSPORTS.contains(&named) {
+        return Some(if TRANSPORTS.contains(&module) {
+            "a transport names another transport (move what both need into the shared layer)"
+        } else if module == SHARED {
+            "the shared layer names a transport"
+        } else {
+            "a module below the transports names one"
+        });
+    }
+    if module == SHARED && COMPOSITION.contains(&named) {
+        return Some("the shared layer names the composition");
+    }
+    None
 }
 
 #[test]
@@ -197,26 +363,50 @@ fn only_the_core_reads_and_writes_agents_in_the_store() {
 }
 
 #[test]
-fn only_wire_types_of_api_are_named_outside_it() {
+fn transports_never_name_each_other_and_nothing_below_names_them() {
     let mut violations = Vec::new();
     for (file, module, text) in sources() {
-        if ["api", "router", "openapi", "lib"].contains(&module.as_str()) {
-            continue;
-        }
         for (number, line) in production_lines(&text) {
-            let code = line.split("//").next().unwrap_or_default();
-            for (at, _) in code.match_indices("crate::api::") {
-                if !code[at..].starts_with("crate::api::wire") {
-                    violations.push(format!("{file}:{number}: calls into api"));
+            for named in named_modules(line) {
+                if let Some(why) = transport_rule(&module, &named) {
+                    violations.push(format!(
+                        "{file}:{number}: {module} names crate::{named}: {why}"
+                    ));
                 }
             }
         }
     }
     assert!(
         violations.is_empty(),
-        "outside api/, only its wire types may be named:\n{}",
+        "only the composition ({}) names the transports ({}):\n{}",
+        COMPOSITION.join(", "),
+        TRANSPORTS.join(", "),
         violations.join("\n")
     );
+}
+
+/// No two top-level modules reach each other, whatever the path: a cycle means neither can be
+/// understood, tested or changed without the other, and the layers no longer point one way.
+#[test]
+fn no_top_level_modules_name_each_other_in_a_cycle() {
+    let graph = module_graph();
+    let found = cycles(&graph);
+    let report: Vec<String> = found
+        .iter()
+        .map(|cycle| {
+            let arrows: Vec<String> = cycle
+                .windows(2)
+                .map(|pair| {
+                    format!(
+                        "  {} → {} ({})",
+                        pair[0], pair[1], graph[&pair[0]][&pair[1]]
+                    )
+                })
+                .collect();
+            format!("{}\n{}", cycle.join(" → "), arrows.join("\n"))
+        })
+        .collect();
+    assert!(report.is_empty(), "module cycles:\n{}", report.join("\n"));
 }
 
 #[test]
@@ -234,45 +424,95 @@ fn the_checks_see_what_they_look_for() {
     assert_eq!(module_of(Path::new("src/registry.rs")), "registry");
     let lines = production_lines("a\n#[cfg(test)]\nmod tests {\nb\n}");
     assert_eq!(lines, vec![(1, "a")]);
+    // A test module in a file of its own is skipped, and what follows it still read.
+    let lines = production_lines("a\n#[cfg(test)]\nmod tests;\nuse crate::b;");
+    assert_eq!(lines, vec![(1, "a"), (4, "use crate::b;")]);
+    assert_eq!(
+        test_only_files(
+            Path::new("src/store/mod.rs"),
+            "#[cfg(test)]\nmod conformance;"
+        ),
+        vec![
+            PathBuf::from("src/store/conformance.rs"),
+            PathBuf::from("src/store/conformance/mod.rs")
+        ]
+    );
+    assert_eq!(
+        test_only_files(Path::new("src/models.rs"), "#[cfg(test)]\nmod tests;")[0],
+        PathBuf::from("src/models/tests.rs")
+    );
+    let sources = sources();
     assert!(
-        sources()
+        sources
             .iter()
             .any(|(file, module, _)| file.ends_with("registry.rs") && module == "registry")
     );
-}
+    assert!(
+        !sources.iter().any(
+            |(file, _, _)| file.ends_with("conformance.rs") || file.ends_with("probe/tests.rs")
+        ),
+        "files declared under #[cfg(test)] are not production code"
+    );
 
-/// The application state is built from the modules it holds, so none of them may reach back to
-/// it: `state` is in no cycle of top-level modules (the handlers that take `AppState` sit
-/// above it, and what it holds below).
-#[test]
-fn the_application_state_is_in_no_module_cycle() {
-    let mut names: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
-    for (_, module, text) in sources() {
-        let named = names.entry(module.clone()).or_default();
-        for (_, line) in production_lines(&text) {
-            named.extend(
-                named_modules(line)
-                    .into_iter()
-                    .filter(|name| *name != module),
-            );
+    // The crate root names its modules without `crate::`.
+    let modules = BTreeSet::from(["store".to_owned(), "search".to_owned()]);
+    assert_eq!(
+        root_names(
+            "let s = store::open(&c).await?; x.search::<T>(); std::search::y",
+            &modules
+        ),
+        BTreeSet::from(["store".to_owned()])
+    );
+
+    // Cycles: found with their path, from whichever module they start; none in a tree.
+    let graph = |edges: &[(&str, &str)]| {
+        let mut graph: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+        for (from, to) in edges {
+            graph
+                .entry((*from).to_owned())
+                .or_default()
+                .insert((*to).to_owned(), String::new());
         }
+        graph
+    };
+    let path = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+    assert_eq!(
+        cycles(&graph(&[("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")])),
+        vec![path(&["a", "b", "c", "a"])]
+    );
+    assert_eq!(
+        cycles(&graph(&[("x", "y"), ("y", "z"), ("z", "y")])),
+        vec![path(&["y", "z", "y"])]
+    );
+    assert!(cycles(&graph(&[("a", "b"), ("a", "c"), ("b", "c"), ("c", "d")])).is_empty());
+
+    // The transport rule: peers and anything below may not name a transport; the composition
+    // may, and anyone may name the shared layer.
+    assert!(transport_rule("mcp", "a2a").is_some());
+    assert!(transport_rule("api", "playground").is_some());
+    assert!(transport_rule("wire", "openapi").is_some());
+    assert!(transport_rule("wire", "state").is_some());
+    assert!(transport_rule("hosted", "api").is_some());
+    assert!(transport_rule("router", "api").is_none());
+    assert!(transport_rule("a2a", "wire").is_none());
+    assert!(transport_rule("mcp", "mcp").is_none());
+
+    // Every module the rules name exists, so renaming one cannot switch a rule off quietly.
+    let modules: BTreeSet<&str> = sources.iter().map(|(_, m, _)| m.as_str()).collect();
+    let named = RULES
+        .iter()
+        .flat_map(|(module, allowed)| std::iter::once(module).chain(allowed.iter()))
+        .chain(COMPOSITION)
+        .chain(TRANSPORTS)
+        .chain([&SHARED]);
+    for module in named {
+        assert!(modules.contains(module), "no module {module} under src/");
     }
-    // Every module `state` reaches, and the path it took.
-    let mut reached: std::collections::BTreeMap<String, Vec<String>> = Default::default();
-    let mut queue = vec![vec!["state".to_owned()]];
-    while let Some(path) = queue.pop() {
-        let last = path.last().expect("a path").clone();
-        for next in names.get(&last).into_iter().flatten() {
-            if next == "state" {
-                panic!("state reaches itself: {} → state", path.join(" → "));
-            }
-            if !reached.contains_key(next) {
-                let mut longer = path.clone();
-                longer.push(next.clone());
-                reached.insert(next.clone(), longer.clone());
-                queue.push(longer);
-            }
-        }
-    }
-    assert!(reached.contains_key("registry"), "{reached:?}");
+
+    // The graph of the real source has the edges it should.
+    let real = module_graph();
+    assert!(real["router"].contains_key("a2a"), "{:?}", real["router"]);
+    assert!(real["a2a"].contains_key("wire"), "{:?}", real["a2a"]);
+    assert!(real["lib"].contains_key("registry"), "{:?}", real["lib"]);
+    assert!(real["cli"].contains_key("lib"), "{:?}", real["cli"]);
 }

@@ -18,6 +18,7 @@ use crate::error::{ApiError, ErrorCode};
 use crate::hosted::HostedAgent;
 use crate::search::request::{self, SEARCH_LIMITS};
 use crate::state::AppState;
+use crate::wire::media::{essence, is_json_media_type};
 
 use super::skills;
 
@@ -155,8 +156,8 @@ fn version_supported(headers: &HeaderMap, query: Option<&str>) -> Result<(), Rpc
 /// UnsupportedOperationError (-32004); a part the agent cannot read is
 /// ContentTypeNotSupportedError (-32005). `error.data` carries a `google.rpc.ErrorInfo`.
 #[utoipa::path(post, path = "/a2a/v1", tag = "a2a",
-    request_body(content = crate::openapi::JsonRpcRequest, description = "JSON-RPC 2.0 request or batch; method `SendMessage`"),
-    responses((status = 200, description = "JSON-RPC response (errors too)", body = crate::openapi::JsonRpcResponse),
+    request_body(content = crate::wire::schema::JsonRpcRequest, description = "JSON-RPC 2.0 request or batch; method `SendMessage`"),
+    responses((status = 200, description = "JSON-RPC response (errors too)", body = crate::wire::schema::JsonRpcResponse),
               (status = 204, description = "Only notifications were sent")),
     security(("bearer" = [])))]
 pub async fn handle(
@@ -649,25 +650,9 @@ fn check_media_type(
     }
 }
 
-/// The essence of a media type: `Text/Plain; charset=utf-8` → `text/plain`.
-fn essence(media_type: &str) -> String {
-    media_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase()
-}
-
 /// A text part's content is read as text, whatever its text subtype.
 fn is_text_media_type(media_type: &str) -> bool {
     essence(media_type).starts_with("text/")
-}
-
-/// Whether a `Content-Type` is JSON (`application/json` or `…+json`, parameters ignored).
-pub fn is_json_media_type(media_type: &str) -> bool {
-    let essence = essence(media_type);
-    essence == "application/json" || essence.ends_with("+json")
 }
 
 /// `configuration.acceptedOutputModes`, when given, must include a mode the agent answers in.
@@ -718,8 +703,8 @@ async fn send_message(state: &AppState, params: Option<&Value>) -> Result<Value,
             let request = request::from_json(&Value::Object(body), SEARCH_LIMITS)
                 .map_err(|err| RpcError::from(ApiError::from(err)))?;
             let page = skills::search(state, &request).await?;
-            let summary = skills::found_summary(page.agents.len(), page.total, &request.text);
-            (skills::page_json(&page), summary)
+            let summary = crate::wire::found_summary(page.agents.len(), page.total, &request.text);
+            (crate::wire::page_json(&page), summary)
         }
         skills::RESOLVE_PACKAGE => {
             let package = incoming

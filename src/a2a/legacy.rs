@@ -16,8 +16,8 @@ use super::skills;
 
 /// Semantic discovery from natural-language intent (scope `a2a`).
 #[utoipa::path(post, path = "/a2a/discover", tag = "a2a",
-    request_body(content = crate::openapi::SearchRequest, description = "`{query, limit (default 5, max 20), cursor, sort, filters: {target, category, tags, verification_level, payment_*}}`"),
-    responses((status = 200, description = "`{success, agents, summary, total, limit, next_cursor}`", body = crate::openapi::DiscoverAnswer)),
+    request_body(content = crate::wire::schema::SearchRequest, description = "`{query, limit (default 5, max 20), cursor, sort, filters: {target, category, tags, verification_level, payment_*}}`"),
+    responses((status = 200, description = "`{success, agents, summary, total, limit, next_cursor}`", body = crate::wire::schema::DiscoverAnswer)),
     security(("bearer" = [])))]
 pub async fn discover(
     State(state): State<AppState>,
@@ -27,12 +27,12 @@ pub async fn discover(
     caller.require(Scope::A2a)?;
     let request = request::from_json(&body, DISCOVER_LIMITS)?;
     let page = skills::search(&state, &request).await?;
-    let mut answer = skills::page_json(&page);
+    let mut answer = crate::wire::page_json(&page);
     if let Value::Object(map) = &mut answer {
         map.insert("success".to_owned(), Value::Bool(true));
         map.insert(
             "summary".to_owned(),
-            Value::String(skills::found_summary(
+            Value::String(crate::wire::found_summary(
                 page.agents.len(),
                 page.total,
                 &request.text,
@@ -45,8 +45,8 @@ pub async fn discover(
 /// A message to the registry (`to: "registry"`, no authentication) or to a hosted agent
 /// (`to: "registry.utility.finance"`, scope `a2a`).
 #[utoipa::path(post, path = "/a2a/message", tag = "a2a",
-    request_body(content = crate::openapi::LegacyMessage, description = r#"`{"to": "registry", "action": "search", "params": {"query", "limit", payment filters…}}`, `{"to": "registry", "action": "resolve_package", "params": {"package_name"}}`, or to a hosted agent (scope `a2a`): `{"to": "registry.utility.finance", "action": "get_current_price", "params": {"symbol": "BTC"}}`"#),
-    responses((status = 200, description = "A search page, `{card: {...}}`, or a hosted agent's `{agent, capability, output}`", body = crate::openapi::LegacyMessageAnswer),
+    request_body(content = crate::wire::schema::LegacyMessage, description = r#"`{"to": "registry", "action": "search", "params": {"query", "limit", payment filters…}}`, `{"to": "registry", "action": "resolve_package", "params": {"package_name"}}`, or to a hosted agent (scope `a2a`): `{"to": "registry.utility.finance", "action": "get_current_price", "params": {"symbol": "BTC"}}`"#),
+    responses((status = 200, description = "A search page, `{card: {...}}`, or a hosted agent's `{agent, capability, output}`", body = crate::wire::schema::LegacyMessageAnswer),
               (status = 401, body = crate::error::Problem, description = "`unauthorized`: a message to a hosted agent without a valid token"),
               (status = 403, body = crate::error::Problem, description = "`forbidden`: the token lacks scope `a2a`"),
               (status = 404, body = crate::error::Problem, description = "`agent_not_found` or `resource_not_found`"),
@@ -92,7 +92,7 @@ pub async fn message(
         "search" | skills::SEARCH_AGENTS => {
             let request = request::from_json(&params, SEARCH_LIMITS)?;
             let page = skills::search(&state, &request).await?;
-            Ok(Json(skills::page_json(&page)))
+            Ok(Json(crate::wire::page_json(&page)))
         }
         skills::RESOLVE_PACKAGE | "resolve" => {
             let package = params

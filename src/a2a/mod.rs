@@ -2,74 +2,13 @@
 
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::Value;
 
-use crate::domain::AgentDraft;
-use crate::store::Agent;
+use crate::wire::card;
 
-pub mod card;
-pub mod fetch;
 pub mod jsonrpc;
 pub mod legacy;
 pub mod skills;
 pub mod utility;
-
-/// The A2A card of a registered agent: the card its owner published, or one built from the record.
-///
-/// Once the agent has been probed, the card carries its health in the registry's health
-/// extension, and a mirrored agent's card its provenance in the provenance extension, unless
-/// the publisher signed their card: adding to it would break their signatures, so the record
-/// alone shows them then.
-pub fn card_of(agent: &Agent) -> Value {
-    let mut card = card_of_draft(&agent.draft);
-    let signed_by_publisher = card.get("signatures").is_some_and(|s| !s.is_null());
-    if signed_by_publisher {
-        return card;
-    }
-    let added = [
-        agent.health.as_ref().map(card::health_extension),
-        agent.provenance.as_ref().map(card::provenance_extension),
-    ];
-    for extension in added.into_iter().flatten() {
-        if let Some(capabilities) = card.get_mut("capabilities").and_then(Value::as_object_mut) {
-            match capabilities
-                .get_mut("extensions")
-                .and_then(Value::as_array_mut)
-            {
-                Some(extensions) => extensions.push(extension),
-                None => {
-                    capabilities.insert("extensions".to_owned(), Value::Array(vec![extension]));
-                }
-            }
-        }
-    }
-    card
-}
-
-/// The card of an agent's writable fields: the published card, or one built from them.
-pub fn card_of_draft(draft: &AgentDraft) -> Value {
-    if let Some(card) = &draft.card {
-        return card.clone();
-    }
-    let mut card = card::agent_card(&card::CardInput {
-        name: &draft.name,
-        description: &draft.description,
-        version: draft.version.as_deref().unwrap_or("1.0.0"),
-        url: draft.url.as_deref(),
-        documentation_url: None,
-        provider: None,
-        capabilities: &draft.capabilities,
-        tags: &draft.tags,
-        payment: draft.payment.as_ref(),
-        representative_queries: &draft.representative_queries,
-        extensions: Vec::new(),
-    });
-    // Every A2A interface the publisher listed, the first being `url`.
-    if !draft.reach.interfaces.is_empty() {
-        card["supportedInterfaces"] = serde_json::json!(draft.reach.interfaces);
-    }
-    card
-}
 
 pub use crate::cached::card_response;
 
@@ -78,7 +17,7 @@ pub use crate::cached::card_response;
     params(CardQuery,
            ("If-None-Match" = Option<String>, Header, description = "ETags already held; a match is 304"),
            ("If-Modified-Since" = Option<String>, Header, description = "HTTP date; without If-None-Match, no change since is 304")),
-    responses((status = 200, description = "The registry's agent card", body = crate::openapi::AgentCard,
+    responses((status = 200, description = "The registry's agent card", body = crate::wire::schema::AgentCard,
                 headers(("ETag" = String, description = "Of the card's content"), ("Cache-Control" = String))),
               (status = 304, description = "Not modified"),
               (status = 400, body = crate::error::Problem, description = "`invalid_parameter`: an unknown format")))]
@@ -145,7 +84,7 @@ pub struct CardQuery {
     params(("name" = String, Path, description = "`wiki`, `finance` or `reader`"),
            ("If-None-Match" = Option<String>, Header, description = "ETags already held; a match is 304"),
            ("If-Modified-Since" = Option<String>, Header, description = "HTTP date; without If-None-Match, no change since is 304")),
-    responses((status = 200, description = "A2A v1.0 AgentCard", body = crate::openapi::AgentCard,
+    responses((status = 200, description = "A2A v1.0 AgentCard", body = crate::wire::schema::AgentCard,
                 headers(("ETag" = String, description = "Of the card's content"), ("Cache-Control" = String))),
               (status = 304, description = "Not modified"),
               (status = 404, body = crate::error::Problem, description = "`agent_not_found`: no hosted agent of that name")))]
@@ -162,7 +101,7 @@ pub async fn utility_card(
     let draft = crate::hosted::draft(hosted.as_ref(), &state.base_url).map_err(|errors| {
         crate::error::ApiError::internal(format!("hosted agent card is invalid: {errors:?}"))
     })?;
-    let card = card_of_draft(&draft);
+    let card = card::card_of_draft(&draft);
     Ok(card_response(
         Some(&state.signer),
         &headers,

@@ -22,8 +22,8 @@ use crate::state::AppState;
 /// Call a hosted agent (scope `a2a`).
 #[utoipa::path(post, path = "/a2a/utility/{name}", tag = "a2a",
     params(("name" = String, Path, description = "`wiki`, `finance` or `reader`")),
-    request_body(content = crate::openapi::HostedAgentRequest, description = r#"`{"input": {"symbol": "BTC"}, "capability"?: "get_current_price"}` or the legacy `{"action": "get_current_price", "params": {"symbol": "BTC"}}`"#),
-    responses((status = 200, description = r#"`{"agent": "registry.utility.finance", "capability", "output": {…}}`"#, body = crate::openapi::HostedAgentAnswer),
+    request_body(content = crate::wire::schema::HostedAgentRequest, description = r#"`{"input": {"symbol": "BTC"}, "capability"?: "get_current_price"}` or the legacy `{"action": "get_current_price", "params": {"symbol": "BTC"}}`"#),
+    responses((status = 200, description = r#"`{"agent": "registry.utility.finance", "capability", "output": {…}}`"#, body = crate::wire::schema::HostedAgentAnswer),
               (status = 404, body = crate::error::Problem, description = "`agent_not_found` (no such hosted agent) or `resource_not_found` (no such symbol or page)"),
               (status = 502, body = crate::error::Problem, description = "`upstream_error`"),
               (status = 504, body = crate::error::Problem, description = "`upstream_timeout`")),
@@ -51,8 +51,8 @@ pub async fn invoke(
 /// `/a2a/v1`.
 #[utoipa::path(post, path = "/a2a/utility/{name}/v1", tag = "a2a",
     params(("name" = String, Path, description = "`wiki`, `finance` or `reader`")),
-    request_body(content = crate::openapi::JsonRpcRequest, description = "JSON-RPC 2.0 `SendMessage`: data parts carry the input, `metadata.skill_id` names the capability, a text part alone is the natural input"),
-    responses((status = 200, description = "JSON-RPC response (errors too)", body = crate::openapi::JsonRpcResponse),
+    request_body(content = crate::wire::schema::JsonRpcRequest, description = "JSON-RPC 2.0 `SendMessage`: data parts carry the input, `metadata.skill_id` names the capability, a text part alone is the natural input"),
+    responses((status = 200, description = "JSON-RPC response (errors too)", body = crate::wire::schema::JsonRpcResponse),
               (status = 204, description = "Only notifications were sent"),
               (status = 404, body = crate::error::Problem, description = "`agent_not_found`: no hosted agent of that name")),
     security(("bearer" = [])))]

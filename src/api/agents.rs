@@ -8,16 +8,15 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::a2a;
-use crate::a2a::fetch::Completed;
 use crate::auth::{Caller, Scope};
 use crate::domain::{AgentDraft, FieldError};
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::extract::{JsonBody, Page, PathParam, Query};
 use crate::state::AppState;
 use crate::store::{Agent, AgentState};
+use crate::wire::fetch::{self, Completed};
 
-use super::wire::AgentRecord;
+use crate::wire::AgentRecord;
 
 /// The owner's agents, one page.
 #[derive(Debug, Serialize, ToSchema)]
@@ -29,7 +28,7 @@ pub struct OwnAgentsPage {
 
 /// Create an agent in state STAGE.
 #[utoipa::path(post, path = "/api/agents/publish", tag = "management",
-    request_body(content = crate::openapi::PublishRequest, description = "The writable fields of an agent record, optionally with a full A2A `card`. With a `manifest_url` and no `name`/`description`, the A2A v1.0 card there is fetched and fills the record; when the document there is an AI Catalog, each of its A2A card entries is published instead (at most 100)."),
+    request_body(content = crate::wire::schema::PublishRequest, description = "The writable fields of an agent record, optionally with a full A2A `card`. With a `manifest_url` and no `name`/`description`, the A2A v1.0 card there is fetched and fills the record; when the document there is an AI Catalog, each of its A2A card entries is published instead (at most 100)."),
     responses((status = 201, body = AgentRecord, description = "Created in STAGE; the owner's view",
                 headers(("Location" = String, description = "The agent's management URL"), ("ETag" = String, description = "The revision, quoted"))),
               (status = 200, body = super::catalog::CatalogPublished, description = "`manifest_url` held an AI Catalog: each entry's result (`created` in STAGE, `rejected` with its errors, or `skipped` with the reason)"),
@@ -44,7 +43,7 @@ pub async fn publish_agent(
     JsonBody(body): JsonBody,
 ) -> ApiResult<Response> {
     caller.require(Scope::AgentsWrite)?;
-    let body = match a2a::fetch::complete_from_card(&state.outbound, body).await? {
+    let body = match fetch::complete_from_card(&state.outbound, body).await? {
         Completed::Body(body) => body,
         Completed::Catalog { url, catalog } => {
             let published = super::catalog::publish_entries(&state, &caller, &url, &catalog).await;
@@ -69,7 +68,7 @@ pub async fn publish_agent(
 #[utoipa::path(put, path = "/api/agents/{id}", tag = "management",
     params(("id" = String, Path, description = "Agent id or package name"),
            ("If-Match" = Option<String>, Header, description = "The `revision` (ETag) last read, or `*`; another revision, or a value that is not one, is 412")),
-    request_body(content = crate::openapi::PublishRequest, description = "Same body as publish; `package_name` must be the agent's own"),
+    request_body(content = crate::wire::schema::PublishRequest, description = "Same body as publish; `package_name` must be the agent's own"),
     responses((status = 200, body = AgentRecord, description = "The owner's view", headers(("ETag" = String, description = "The new revision, quoted"))),
               (status = 404, body = crate::error::Problem, description = "`agent_not_found`"),
               (status = 403, body = crate::error::Problem, description = "`forbidden`: another owner's agent, or a token without `agents:write`; `mirrored_read_only`: a mirror's copy of an agent listed elsewhere, which changes at its source"),
@@ -93,7 +92,7 @@ pub async fn update_agent(
         .find_owned(&identifier, &caller.actor())
         .await?;
     let expected_revision = if_match(&headers)?;
-    let Completed::Body(body) = a2a::fetch::complete_from_card(&state.outbound, body).await? else {
+    let Completed::Body(body) = fetch::complete_from_card(&state.outbound, body).await? else {
         return Err(ApiError::validation(vec![FieldError::new(
             "manifest_url",
             "holds an AI Catalog (many agents), not this agent's card",
@@ -281,7 +280,7 @@ pub(super) async fn parse_draft(
 ) -> ApiResult<AgentDraft> {
     let mut draft = AgentDraft::parse(body).map_err(ApiError::validation)?;
     if let Some(card) = &draft.card {
-        draft.card_signature = a2a::fetch::check_card_signatures(&state.outbound, card).await;
+        draft.card_signature = fetch::check_card_signatures(&state.outbound, card).await;
     }
     Ok(draft)
 }

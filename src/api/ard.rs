@@ -30,7 +30,7 @@ pub struct ManifestQuery {
 #[utoipa::path(get, path = "/.well-known/ard.json", tag = "discovery",
     params(ManifestQuery,
            ("If-None-Match" = Option<String>, Header, description = "ETags already held; a match is 304")),
-    responses((status = 200, description = "An ARD manifest (also a valid AI Catalog): `{specVersion, host, entries}`. The first page starts with the registry's own entry (`type: application/ai-registry+json`, `url`: the ARD API base); then every ACTIVE agent by name as an ARD entry; with more than one page, the last entry is the next page, a nested catalogue (`type: application/ai-catalog+json`).", body = crate::openapi::ArdManifest,
+    responses((status = 200, description = "An ARD manifest (also a valid AI Catalog): `{specVersion, host, entries}`. The first page starts with the registry's own entry (`type: application/ai-registry+json`, `url`: the ARD API base); then every ACTIVE agent by name as an ARD entry; with more than one page, the last entry is the next page, a nested catalogue (`type: application/ai-catalog+json`).", body = crate::wire::schema::ArdManifest,
                 headers(("ETag" = String, description = "Of the page's content"), ("Cache-Control" = String))),
               (status = 304, description = "Not modified"),
               (status = 400, body = crate::error::Problem, description = "`invalid_parameter`: a malformed cursor")))]
@@ -46,7 +46,7 @@ pub async fn manifest(
 #[utoipa::path(get, path = "/.well-known/ai-catalog.json", tag = "discovery",
     params(ManifestQuery,
            ("If-None-Match" = Option<String>, Header, description = "ETags already held; a match is 304")),
-    responses((status = 200, description = "The ARD manifest of `/.well-known/ard.json`, its next pages at this path", body = crate::openapi::ArdManifest,
+    responses((status = 200, description = "The ARD manifest of `/.well-known/ard.json`, its next pages at this path", body = crate::wire::schema::ArdManifest,
                 headers(("ETag" = String, description = "Of the page's content"), ("Cache-Control" = String))),
               (status = 304, description = "Not modified"),
               (status = 400, body = crate::error::Problem, description = "`invalid_parameter`: a malformed cursor")))]
@@ -127,9 +127,9 @@ async fn manifest_at(
 
 /// The registry's federated search.
 #[utoipa::path(post, path = "/ard/search", tag = "discovery",
-    request_body(content = crate::openapi::ArdSearchRequest, content_type = "application/json"),
+    request_body(content = crate::wire::schema::ArdSearchRequest, content_type = "application/json"),
     params(("ard-federated-by" = Option<String>, Header, description = "Set by a registry federating this search: the answer is then local only")),
-    responses((status = 200, description = "Ranked results, each with an integer `score` (relevance only, 100 for the best match here) and its `source` registry; `referrals` in `referrals` mode; `pageToken` while more follow; `unanswered` names upstreams that did not answer in time", body = crate::openapi::ArdSearchResponse),
+    responses((status = 200, description = "Ranked results, each with an integer `score` (relevance only, 100 for the best match here) and its `source` registry; `referrals` in `referrals` mode; `pageToken` while more follow; `unanswered` names upstreams that did not answer in time", body = crate::wire::schema::ArdSearchResponse),
               (status = 400, body = ArdErrorBody, description = "`INVALID_ARGUMENT`: a malformed body, query, filter key or value, page size or token"),
               (status = 413, body = ArdErrorBody, description = "`PAYLOAD_TOO_LARGE`"),
               (status = 415, body = ArdErrorBody, description = "`UNSUPPORTED_MEDIA_TYPE`: not JSON"),
@@ -155,8 +155,8 @@ pub async fn search(
 
 /// Facet counts over every match of a query.
 #[utoipa::path(post, path = "/ard/explore", tag = "discovery",
-    request_body(content = crate::openapi::ArdExploreRequest, content_type = "application/json"),
-    responses((status = 200, description = "`{resultType: \"facets\", facets: {field: {buckets: [{value, count}], otherCount?}}}`, counted over every local match (the same relevance cut-off as search); never federated", body = crate::openapi::ArdExploreResponse),
+    request_body(content = crate::wire::schema::ArdExploreRequest, content_type = "application/json"),
+    responses((status = 200, description = "`{resultType: \"facets\", facets: {field: {buckets: [{value, count}], otherCount?}}}`, counted over every local match (the same relevance cut-off as search); never federated", body = crate::wire::schema::ArdExploreResponse),
               (status = 400, body = ArdErrorBody, description = "`INVALID_ARGUMENT`: a malformed body, query, facet field or limit"),
               (status = 413, body = ArdErrorBody, description = "`PAYLOAD_TOO_LARGE`"),
               (status = 415, body = ArdErrorBody, description = "`UNSUPPORTED_MEDIA_TYPE`: not JSON"),
@@ -174,7 +174,7 @@ pub async fn explore(
            ("orderBy" = Option<String>, Query, description = "`key [ASC|DESC]`, comma-separated; keys displayName (default), createdAt, updatedAt"),
            ("pageSize" = Option<i64>, Query, minimum = 1, description = "Default 20; above 100 reads as 100"),
            ("pageToken" = Option<String>, Query, description = "The previous answer's `pageToken`")),
-    responses((status = 200, description = "`{items: [ARD entry], total, pageToken?}`", body = crate::openapi::ArdListResponse),
+    responses((status = 200, description = "`{items: [ARD entry], total, pageToken?}`", body = crate::wire::schema::ArdListResponse),
               (status = 400, body = ArdErrorBody, description = "`INVALID_ARGUMENT`: a malformed filter, order, page size or token"),
               (status = 429, body = ArdErrorBody, description = "`RATE_LIMIT_EXCEEDED`")))]
 pub async fn list(
@@ -206,7 +206,7 @@ pub async fn list(
 #[utoipa::path(get, path = "/ard/agents/{identifier}", tag = "discovery",
     params(("identifier" = String, Path, description = "The entry's `urn:air:` identifier, percent-encoded as one path segment"),
            ("If-None-Match" = Option<String>, Header, description = "ETags already held; a match is 304")),
-    responses((status = 200, description = "The complete ARD entry", body = crate::openapi::ArdEntry,
+    responses((status = 200, description = "The complete ARD entry", body = crate::wire::schema::ArdEntry,
                 headers(("ETag" = String, description = "Of the entry"), ("Cache-Control" = String), ("Last-Modified" = String))),
               (status = 304, description = "Not modified"),
               (status = 400, body = ArdErrorBody, description = "`INVALID_ARGUMENT`: not a `urn:air:` identifier"),

@@ -10,8 +10,8 @@ use crate::domain::{A2aCard, FieldError};
 use crate::error::{ApiError, ApiResult};
 use crate::store::Agent;
 
-use super::wire::AgentRecord;
 use crate::state::AppState;
+use crate::wire::AgentRecord;
 
 use crate::ard::{A2A_TYPE as A2A_CARD_TYPE, CATALOG_TYPE};
 
@@ -151,7 +151,7 @@ async fn publish_entry(
                 .join(link)
                 .map_err(|_| ApiError::validation(vec![FieldError::new("url", "not a URL")]))?;
             (
-                crate::a2a::fetch::fetch_card(&state.outbound, &link).await?,
+                crate::wire::fetch::fetch_card(&state.outbound, &link).await?,
                 Some(link.to_string()),
             )
         }

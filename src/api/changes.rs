@@ -14,7 +14,7 @@ use crate::state::AppState;
 use crate::store::ChangeKind;
 use crate::timestamp::Timestamp;
 
-use super::wire::AgentRecord;
+use crate::wire::AgentRecord;
 
 /// Changes per page unless `limit` says otherwise.
 pub const DEFAULT_LIMIT: usize = 100;

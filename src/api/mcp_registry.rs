@@ -19,7 +19,7 @@ use crate::state::AppState;
 use crate::store::Agent;
 use crate::timestamp::Timestamp;
 
-use super::wire::server_json::{self, is_mcp};
+use crate::wire::server_json::{self, is_mcp};
 
 /// The official registry's `_meta` key for registry-managed metadata.
 const OFFICIAL_META: &str = "io.modelcontextprotocol.registry/official";

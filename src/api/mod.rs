@@ -8,7 +8,5 @@ pub mod changes;
 pub mod mcp_registry;
 pub mod mirrors;
 pub mod ops;
-pub mod playground;
 pub mod public;
 pub mod tokens;
-pub mod wire;

@@ -11,7 +11,7 @@ use crate::state::AppState;
 
 /// Liveness: the process answers.
 #[utoipa::path(get, path = "/healthz", tag = "operations",
-    responses((status = 200, description = "The process answers", body = crate::openapi::Health)))]
+    responses((status = 200, description = "The process answers", body = crate::wire::schema::Health)))]
 pub async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
@@ -23,7 +23,7 @@ pub async fn healthz() -> Json<Value> {
 /// or `none` without an embedder. `embedder` is the id of the embedder ranking now;
 /// `embedder_note` says what is under way or why the retrieval model is not used.
 #[utoipa::path(get, path = "/readyz", tag = "operations",
-    responses((status = 200, description = "Ready", body = crate::openapi::Readiness),
+    responses((status = 200, description = "Ready", body = crate::wire::schema::Readiness),
               (status = 503, body = crate::error::Problem, description = "`unavailable`: storage does not answer, or the server is starting")))]
 pub async fn readyz(State(state): State<AppState>) -> ApiResult<Json<Value>> {
     state.store.ping().await.map_err(|err| {

@@ -5,13 +5,12 @@ use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 
-use crate::a2a;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonBody, PathParam, QueryPairs};
 use crate::search::request::{self, LIST_LIMITS, SEARCH_LIMITS};
 use crate::state::AppState;
 
-use super::wire::{AgentPage, AgentRecord, PageView, VersionList};
+use crate::wire::{AgentPage, AgentRecord, PageView, VersionList};
 
 /// List or search ACTIVE agents.
 #[utoipa::path(get, path = "/public/agents", tag = "public",
@@ -44,7 +43,7 @@ pub async fn list_agents(
 
 /// Semantic search with filters in a JSON body.
 #[utoipa::path(post, path = "/public/agents/search", tag = "public",
-    request_body(content = crate::openapi::SearchRequest, description = "`{query, limit (default 5, max 100), cursor, sort, collapse, facets, filters: {target, category, tags, verification_level, payment_model, payment_protocol, payment_rail, payment_direction}}`"),
+    request_body(content = crate::wire::schema::SearchRequest, description = "`{query, limit (default 5, max 100), cursor, sort, collapse, facets, filters: {target, category, tags, verification_level, payment_model, payment_protocol, payment_rail, payment_direction}}`"),
     responses((status = 200, body = AgentPage)))]
 pub async fn search_agents(
     State(state): State<AppState>,
@@ -109,7 +108,7 @@ pub async fn get_version(
     params(("package_name" = String, Path, description = "Package name (or agent id)"),
            ("If-None-Match" = Option<String>, Header, description = "ETags already held; a match is 304"),
            ("If-Modified-Since" = Option<String>, Header, description = "HTTP date; without If-None-Match, no change since is 304")),
-    responses((status = 200, description = "A2A v1.0 AgentCard", body = crate::openapi::AgentCard,
+    responses((status = 200, description = "A2A v1.0 AgentCard", body = crate::wire::schema::AgentCard,
                 headers(("ETag" = String, description = "Of the card's content"), ("Cache-Control" = String))),
               (status = 304, description = "Not modified"),
               (status = 404, body = crate::error::Problem, description = "`agent_not_found`: unknown or not ACTIVE")))]
@@ -122,10 +121,10 @@ pub async fn resolve_card(
     // The card carries the agent's health, which changes without a new revision.
     let probed = agent.health.as_ref().and_then(|health| health.checked_at);
     let last_modified = probed.map_or(agent.updated_at, |at| at.max(agent.updated_at));
-    Ok(a2a::card_response(
+    Ok(crate::cached::card_response(
         Some(&state.signer),
         &headers,
-        &a2a::card_of(&agent),
+        &crate::wire::card::card_of(&agent),
         Some(last_modified),
     ))
 }

@@ -146,7 +146,7 @@ fn whole_number(value: &Value) -> Option<u64> {
 
 /// Create a token (master key only).
 #[utoipa::path(post, path = "/api/tokens", tag = "tokens",
-    request_body(content = crate::openapi::CreateTokenRequest, description = "The owner, its scopes (none: every scope but the operators' `mirrors:read`) and its lifetime"),
+    request_body(content = crate::wire::schema::CreateTokenRequest, description = "The owner, its scopes (none: every scope but the operators' `mirrors:read`) and its lifetime"),
     responses((status = 201, body = CreatedToken, description = "The token with its secret, shown this once"),
               (status = 403, body = crate::error::Problem, description = "`forbidden`: only the master key creates tokens"),
               (status = 422, body = crate::error::Problem, description = "`validation_failed`, with every invalid field")),

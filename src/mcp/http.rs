@@ -216,7 +216,7 @@ fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 
 /// The Streamable HTTP endpoint: one JSON-RPC message per POST.
 #[utoipa::path(post, path = "/mcp", tag = "mcp",
-    request_body(content = crate::openapi::McpMessage, description = "One JSON-RPC 2.0 message of the Model Context Protocol: `initialize`, `server/discover`, `ping`, `tools/list`, `tools/call`, `resources/list`, `resources/templates/list`, `resources/read`, or a notification. See docs/mcp.md."),
+    request_body(content = crate::wire::schema::McpMessage, description = "One JSON-RPC 2.0 message of the Model Context Protocol: `initialize`, `server/discover`, `ping`, `tools/list`, `tools/call`, `resources/list`, `resources/templates/list`, `resources/read`, or a notification. See docs/mcp.md."),
     params(
         ("MCP-Protocol-Version" = Option<String>, Header, description = "`2026-07-28` for stateless requests (their `_meta` names it too); a handshake revision, or absent, for session requests"),
         ("Mcp-Session-Id" = Option<String>, Header, description = "The session `initialize` opened (handshake revisions)"),
@@ -226,19 +226,19 @@ fn header_text<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     ),
     responses(
         (status = 200, description = "The JSON-RPC response (a result, or an error with its code); `initialize` answers the `Mcp-Session-Id` header. As `text/event-stream` (one `message` event) when the client accepts only that.",
-            content((crate::openapi::McpResponse = "application/json"), (String = "text/event-stream")),
+            content((crate::wire::schema::McpResponse = "application/json"), (String = "text/event-stream")),
             headers(("Mcp-Session-Id" = String, description = "After `initialize`: the session's id"))),
         (status = 202, description = "A notification or a response was accepted"),
-        (status = 400, description = "Not JSON-RPC, no session (handshake revisions), or a stateless request whose headers or `_meta` are wrong (`-32020`, `-32022`, `-32602`)", body = crate::openapi::McpErrorResponse),
-        (status = 401, description = "`unauthorized`: a bearer token was sent and is not valid (JSON-RPC error -32000)", body = crate::openapi::McpErrorResponse),
-        (status = 403, description = "The `Origin` is not allowed", body = crate::openapi::McpErrorResponse),
-        (status = 404, description = "An unknown or expired session (open a new one), or a stateless request for a method not served (-32601)", body = crate::openapi::McpErrorResponse),
-        (status = 406, description = "The client accepts neither `application/json` nor `text/event-stream`", body = crate::openapi::McpErrorResponse),
+        (status = 400, description = "Not JSON-RPC, no session (handshake revisions), or a stateless request whose headers or `_meta` are wrong (`-32020`, `-32022`, `-32602`)", body = crate::wire::schema::McpErrorResponse),
+        (status = 401, description = "`unauthorized`: a bearer token was sent and is not valid (JSON-RPC error -32000)", body = crate::wire::schema::McpErrorResponse),
+        (status = 403, description = "The `Origin` is not allowed", body = crate::wire::schema::McpErrorResponse),
+        (status = 404, description = "An unknown or expired session (open a new one), or a stateless request for a method not served (-32601)", body = crate::wire::schema::McpErrorResponse),
+        (status = 406, description = "The client accepts neither `application/json` nor `text/event-stream`", body = crate::wire::schema::McpErrorResponse),
         (status = 413, description = "The body is larger than 1 MiB: a problem when `Content-Length` says so, else a JSON-RPC error",
-            content((crate::openapi::McpErrorResponse = "application/json"), (crate::error::Problem = "application/problem+json"))),
-        (status = 415, description = "A Content-Type other than JSON", body = crate::openapi::McpErrorResponse),
+            content((crate::wire::schema::McpErrorResponse = "application/json"), (crate::error::Problem = "application/problem+json"))),
+        (status = 415, description = "A Content-Type other than JSON", body = crate::wire::schema::McpErrorResponse),
         (status = 429, description = "`rate_limited`: too many requests from this client (a problem) or with this token (a JSON-RPC error)",
-            content((crate::openapi::McpErrorResponse = "application/json"), (crate::error::Problem = "application/problem+json")),
+            content((crate::wire::schema::McpErrorResponse = "application/json"), (crate::error::Problem = "application/problem+json")),
             headers(("Retry-After" = i64, description = "Seconds to wait."))),
     ))]
 pub async fn post(
@@ -262,7 +262,7 @@ async fn serve_post(
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Response> {
     let content_type = header_text(headers, header::CONTENT_TYPE.as_str());
-    if content_type.is_some_and(|media| !crate::a2a::jsonrpc::is_json_media_type(media)) {
+    if content_type.is_some_and(|media| !crate::wire::media::is_json_media_type(media)) {
         let error = RpcError::invalid_request("MCP messages are sent as application/json")
             .with_status(StatusCode::UNSUPPORTED_MEDIA_TYPE);
         return Err(json_error(&error, &Value::Null));
@@ -416,11 +416,11 @@ fn decode_header_value(value: &str) -> String {
 /// No stream of unasked messages: this server sends none.
 #[utoipa::path(get, path = "/mcp", tag = "mcp",
     responses(
-        (status = 401, description = "`unauthorized`: a bearer token was sent and is not valid", body = crate::openapi::McpErrorResponse),
-        (status = 403, description = "The `Origin` is not allowed", body = crate::openapi::McpErrorResponse),
-        (status = 405, description = "The server sends no unasked messages, so there is no stream to open", body = crate::openapi::McpErrorResponse),
+        (status = 401, description = "`unauthorized`: a bearer token was sent and is not valid", body = crate::wire::schema::McpErrorResponse),
+        (status = 403, description = "The `Origin` is not allowed", body = crate::wire::schema::McpErrorResponse),
+        (status = 405, description = "The server sends no unasked messages, so there is no stream to open", body = crate::wire::schema::McpErrorResponse),
         (status = 429, description = "`rate_limited`: too many requests from this client (a problem) or with this token (a JSON-RPC error)",
-            content((crate::openapi::McpErrorResponse = "application/json"), (crate::error::Problem = "application/problem+json")),
+            content((crate::wire::schema::McpErrorResponse = "application/json"), (crate::error::Problem = "application/problem+json")),
             headers(("Retry-After" = i64, description = "Seconds to wait."))),
     ))]
 pub async fn get(State(mcp): State<Arc<McpHttp>>, headers: HeaderMap) -> Response {
@@ -443,12 +443,12 @@ pub async fn get(State(mcp): State<Arc<McpHttp>>, headers: HeaderMap) -> Respons
     params(("Mcp-Session-Id" = String, Header, description = "The session to end")),
     responses(
         (status = 204, description = "The session is ended"),
-        (status = 400, description = "No `Mcp-Session-Id`", body = crate::openapi::McpErrorResponse),
-        (status = 401, description = "`unauthorized`: a bearer token was sent and is not valid", body = crate::openapi::McpErrorResponse),
-        (status = 403, description = "The `Origin` is not allowed", body = crate::openapi::McpErrorResponse),
-        (status = 404, description = "No such session (expired, ended, never opened, or another caller's)", body = crate::openapi::McpErrorResponse),
+        (status = 400, description = "No `Mcp-Session-Id`", body = crate::wire::schema::McpErrorResponse),
+        (status = 401, description = "`unauthorized`: a bearer token was sent and is not valid", body = crate::wire::schema::McpErrorResponse),
+        (status = 403, description = "The `Origin` is not allowed", body = crate::wire::schema::McpErrorResponse),
+        (status = 404, description = "No such session (expired, ended, never opened, or another caller's)", body = crate::wire::schema::McpErrorResponse),
         (status = 429, description = "`rate_limited`: too many requests from this client (a problem) or with this token (a JSON-RPC error)",
-            content((crate::openapi::McpErrorResponse = "application/json"), (crate::error::Problem = "application/problem+json")),
+            content((crate::wire::schema::McpErrorResponse = "application/json"), (crate::error::Problem = "application/problem+json")),
             headers(("Retry-After" = i64, description = "Seconds to wait."))),
     ))]
 pub async fn delete(State(mcp): State<Arc<McpHttp>>, headers: HeaderMap) -> Response {

@@ -21,9 +21,6 @@ pub mod tools;
 use protocol::{Revision, RpcError};
 use source::Source;
 
-/// The path of the Streamable HTTP endpoint.
-pub const ENDPOINT: &str = "/mcp";
-
 /// The one implementation of the MCP methods, over a source.
 #[derive(Clone)]
 pub struct McpServer {

@@ -10,11 +10,11 @@ use async_trait::async_trait;
 use reqwest::StatusCode;
 use serde_json::Value;
 
-use crate::api::wire::{AgentPage, AgentRecord, server_json};
 use crate::error::{ApiError, ErrorCode};
 use crate::registry::Registry;
 use crate::search::request::{self, SEARCH_LIMITS};
 use crate::signing::CardSigner;
+use crate::wire::{AgentPage, AgentRecord, server_json};
 
 /// A registry as the MCP tools and resources read it.
 #[async_trait]
@@ -57,7 +57,7 @@ impl Source for Local {
 
     async fn card(&self, identifier: &str) -> Result<Value, ApiError> {
         let agent = self.registry.find_active(identifier).await?;
-        Ok(self.signer.sign(&crate::a2a::card_of(&agent)))
+        Ok(self.signer.sign(&crate::wire::card::card_of(&agent)))
     }
 
     async fn server_json(&self, package_name: &str) -> Result<Value, ApiError> {
@@ -69,7 +69,7 @@ impl Source for Local {
     }
 
     async fn registry_card(&self) -> Result<Value, ApiError> {
-        let card = crate::a2a::card::registry_card(
+        let card = crate::wire::card::registry_card(
             &self.base_url,
             &self.base_url,
             env!("CARGO_PKG_VERSION"),

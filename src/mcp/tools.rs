@@ -593,7 +593,7 @@ fn short(text: &str, max: usize) -> String {
 fn render_page(page: &Value, query: &str) -> String {
     let agents = list_of(page, "agents");
     let total = page["total"].as_u64().unwrap_or(agents.len() as u64);
-    let mut lines = vec![crate::a2a::skills::found_summary(
+    let mut lines = vec![crate::wire::found_summary(
         agents.len(),
         usize::try_from(total).unwrap_or(usize::MAX),
         query,

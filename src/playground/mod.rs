@@ -1,20 +1,22 @@
 //! The playground: sessions, owned by a token owner and expiring when idle, in
 //! which agents are discovered with the shared search and their capabilities executed. Each
-//! discover and execute is recorded as a step of the session's history. See `docs/playground.md`.
+//! discover and execute is recorded as a step of the session's history; `http.rs` serves it over
+//! REST. See `docs/playground.md`.
 
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::api::wire::AgentPage;
 use crate::auth::Caller;
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::search::request::{self, DISCOVER_LIMITS};
 use crate::state::AppState;
 use crate::store::{PlaygroundSession, SessionStep, StepKind};
 use crate::timestamp::Timestamp;
+use crate::wire::AgentPage;
 
 mod execute;
+pub mod http;
 mod remote;
 pub mod schema;
 pub mod wire;

@@ -39,7 +39,7 @@ struct Concurrency {
 }
 
 fn card(url: &str) -> Value {
-    crate::a2a::card::agent_card(&crate::a2a::card::CardInput {
+    crate::wire::card::agent_card(&crate::wire::card::CardInput {
         name: "Probe target",
         description: "A fake agent for the prober's tests.",
         version: "1.0.0",

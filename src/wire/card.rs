@@ -4,6 +4,7 @@ use serde_json::{Map, Value, json};
 
 use crate::domain::agent::{CAPABILITIES_EXTENSION_URI, REGISTRY_EXTENSION_URI};
 use crate::domain::{AgentDraft, Capability, FieldError, Health, Payment};
+use crate::store::Agent;
 
 /// URI of the card extension carrying the agent's health as the registry last probed it.
 pub const HEALTH_EXTENSION_URI: &str = "https://a2a-registry.org/extensions/health/v1";
@@ -335,9 +336,9 @@ pub fn registry_card(site_url: &str, base_url: &str, version: &str) -> Value {
     as resources.",
         "required": false,
         "params": {
-            "url": format!("{base_url}{}", crate::mcp::ENDPOINT),
+            "url": format!("{base_url}{}", super::mcp::ENDPOINT),
             "transport": "streamable-http",
-            "protocolVersions": crate::mcp::protocol::Revision::supported(),
+            "protocolVersions": super::mcp::Revision::supported(),
         }
     });
     card.insert(
@@ -375,7 +376,7 @@ pub fn registry_entry(base_url: &str) -> Result<AgentDraft, Vec<FieldError>> {
         "version": env!("CARGO_PKG_VERSION"),
         "manifest_url": format!("{base_url}/.well-known/agent-card.json"),
         "url": format!("{base_url}/a2a/v1"),
-        "remotes": [{"type": "streamable-http", "url": format!("{base_url}{}", crate::mcp::ENDPOINT)}],
+        "remotes": [{"type": "streamable-http", "url": format!("{base_url}{}", super::mcp::ENDPOINT)}],
         "target": "Developers",
         "category": "Discovery",
         "tags": ["registry", "discovery", "search", "a2a", "mcp"],
@@ -404,6 +405,63 @@ pub fn registry_card_legacy(_site_url: &str, _base_url: &str, _version: &str) ->
         "description": REGISTRY_DESCRIPTION,
         "capabilities": registry_capabilities()
     })
+}
+
+/// The A2A card of a registered agent: the card its owner published, or one built from the record.
+///
+/// Once the agent has been probed, the card carries its health in the registry's health
+/// extension, and a mirrored agent's card its provenance in the provenance extension, unless
+/// the publisher signed their card: adding to it would break their signatures, so the record
+/// alone shows them then.
+pub fn card_of(agent: &Agent) -> Value {
+    let mut card = card_of_draft(&agent.draft);
+    let signed_by_publisher = card.get("signatures").is_some_and(|s| !s.is_null());
+    if signed_by_publisher {
+        return card;
+    }
+    let added = [
+        agent.health.as_ref().map(health_extension),
+        agent.provenance.as_ref().map(provenance_extension),
+    ];
+    for extension in added.into_iter().flatten() {
+        if let Some(capabilities) = card.get_mut("capabilities").and_then(Value::as_object_mut) {
+            match capabilities
+                .get_mut("extensions")
+                .and_then(Value::as_array_mut)
+            {
+                Some(extensions) => extensions.push(extension),
+                None => {
+                    capabilities.insert("extensions".to_owned(), Value::Array(vec![extension]));
+                }
+            }
+        }
+    }
+    card
+}
+
+/// The card of an agent's writable fields: the published card, or one built from them.
+pub fn card_of_draft(draft: &AgentDraft) -> Value {
+    if let Some(card) = &draft.card {
+        return card.clone();
+    }
+    let mut card = agent_card(&CardInput {
+        name: &draft.name,
+        description: &draft.description,
+        version: draft.version.as_deref().unwrap_or("1.0.0"),
+        url: draft.url.as_deref(),
+        documentation_url: None,
+        provider: None,
+        capabilities: &draft.capabilities,
+        tags: &draft.tags,
+        payment: draft.payment.as_ref(),
+        representative_queries: &draft.representative_queries,
+        extensions: Vec::new(),
+    });
+    // Every A2A interface the publisher listed, the first being `url`.
+    if !draft.reach.interfaces.is_empty() {
+        card["supportedInterfaces"] = serde_json::json!(draft.reach.interfaces);
+    }
+    card
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! Playground sessions: create, read, end, discover, execute.
+//! The playground's REST handlers: create, read and end a session, discover, execute.
 
 use axum::Json;
 use axum::extract::State;
@@ -6,7 +6,6 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use crate::a2a::skills;
 use crate::auth::{Caller, Scope};
 use crate::error::ApiResult;
 use crate::extract::{JsonBody, PathParam};
@@ -15,7 +14,7 @@ use crate::state::AppState;
 
 /// Start a session; it expires after 24 h without use (configurable).
 #[utoipa::path(post, path = "/api/playground/session", tag = "playground",
-    request_body(content = crate::openapi::CreateSessionRequest, description = r#"`{}` or `{"name": "…"}` (at most 100 characters)"#),
+    request_body(content = crate::wire::schema::CreateSessionRequest, description = r#"`{}` or `{"name": "…"}` (at most 100 characters)"#),
     responses((status = 201, body = SessionView, description = "The new session",
                 headers(("Location" = String, description = "The session's URL")))),
     security(("bearer" = [])))]
@@ -73,8 +72,8 @@ pub async fn delete_session(
 /// session records them as a `discover` step.
 #[utoipa::path(post, path = "/api/playground/session/{id}/discover", tag = "playground",
     params(("id" = String, Path, description = "Session id, `pgs_…`")),
-    request_body(content = crate::openapi::SearchRequest, description = "`{query, limit (default 5, max 20), cursor, sort, filters: {target, category, tags, verification_level, payment_*}}`"),
-    responses((status = 200, description = "The page with a summary and the recorded step", body = crate::openapi::PlaygroundDiscoverAnswer),
+    request_body(content = crate::wire::schema::SearchRequest, description = "`{query, limit (default 5, max 20), cursor, sort, filters: {target, category, tags, verification_level, payment_*}}`"),
+    responses((status = 200, description = "The page with a summary and the recorded step", body = crate::wire::schema::PlaygroundDiscoverAnswer),
               (status = 404, body = crate::error::Problem, description = "`session_not_found`"),
               (status = 409, body = crate::error::Problem, description = "The session is full")),
     security(("bearer" = [])))]
@@ -87,10 +86,10 @@ pub async fn discover(
     caller.require(Scope::Playground)?;
     let session = playground::find_owned(&state, &caller, &id).await?;
     let (page, step) = playground::discover(&state, &session, &body).await?;
-    let mut answer = skills::page_json(&page);
+    let mut answer = crate::wire::page_json(&page);
     if let Value::Object(map) = &mut answer {
         let query = step.data.get("query").and_then(Value::as_str).unwrap_or("");
-        let summary = skills::found_summary(page.agents.len(), page.total, query);
+        let summary = crate::wire::found_summary(page.agents.len(), page.total, query);
         map.insert("summary".to_owned(), Value::String(summary));
         map.insert("step".to_owned(), playground::wire::step_json(&step));
     }
@@ -102,8 +101,8 @@ pub async fn discover(
 /// `failed` step, not an HTTP error.
 #[utoipa::path(post, path = "/api/playground/session/{id}/execute", tag = "playground",
     params(("id" = String, Path, description = "Session id, `pgs_…`")),
-    request_body(content = crate::openapi::ExecuteRequest, description = r#"`{"agent": "registry.utility.finance", "capability": "get_current_price", "input": {"symbol": "BTC"}}`; `agent` is an id or package name"#),
-    responses((status = 200, description = "The recorded step: `{seq, type, at, duration_ms, status, output, error, agent, capability, input, summary, transport, endpoint}`", body = crate::openapi::SessionStep),
+    request_body(content = crate::wire::schema::ExecuteRequest, description = r#"`{"agent": "registry.utility.finance", "capability": "get_current_price", "input": {"symbol": "BTC"}}`; `agent` is an id or package name"#),
+    responses((status = 200, description = "The recorded step: `{seq, type, at, duration_ms, status, output, error, agent, capability, input, summary, transport, endpoint}`", body = crate::wire::schema::SessionStep),
               (status = 400, body = crate::error::Problem, description = "Malformed body or unknown capability"),
               (status = 404, body = crate::error::Problem, description = "Unknown session or agent"),
               (status = 409, body = crate::error::Problem, description = "The session is full"),

@@ -1,4 +1,12 @@
-//! Wire types: what clients see. Built from the model, never the model itself.
+//! What every transport speaks, beneath them all: `api`, `a2a`, `mcp`, `playground`, `openapi`
+//! and `web` name this module and never one another (`tests/layers.rs`).
+//!
+//! Here: the wire types, what clients see, built from the model and never the model itself
+//! (records, pages, versions; `server_json`, an agent as the MCP Registry's `server.json`);
+//! agent cards built from records (`card`) and fetched from the network (`fetch`); what the
+//! cards and the OpenAPI document say about MCP (`mcp`: its endpoint and revisions); how a
+//! `Content-Type` is read (`media`); and the marker types the OpenAPI annotations name for the
+//! hand-written schemas (`schema`).
 
 use std::collections::BTreeMap;
 
@@ -10,6 +18,11 @@ use crate::search::{FacetCounts, Hit, Listing, SearchPage};
 use crate::store::{Agent, AgentState, AgentVersion, Provenance, VerificationLevel};
 use crate::timestamp::Timestamp;
 
+pub mod card;
+pub mod fetch;
+pub mod mcp;
+pub mod media;
+pub mod schema;
 pub mod server_json;
 
 /// The full record of one agent.
@@ -231,12 +244,12 @@ pub struct AgentPage {
     /// Only when asked with `facets=true`: the matches (all `total` of them) counted per facet
     /// value.
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = crate::openapi::SearchFacets, required = false)]
+    #[schema(value_type = crate::wire::schema::SearchFacets, required = false)]
     pub facets: Option<SearchFacets>,
 }
 
 /// Counts of a search's matches per facet value; values with no match are absent. The schema
-/// is written by hand (`openapi::SearchFacets`).
+/// is written by hand (`schema::SearchFacets`).
 #[derive(Debug, Clone, Serialize)]
 pub struct SearchFacets {
     pub category: BTreeMap<String, usize>,
@@ -274,6 +287,26 @@ impl AgentPage {
             facets: page.facets.as_ref().map(SearchFacets::of),
         }
     }
+}
+
+/// "Found 3 agents matching 'bitcoin price'" (or "Found 3 agents" without query text).
+pub fn found_summary(shown: usize, total: usize, query: &str) -> String {
+    let noun = if total == 1 { "agent" } else { "agents" };
+    let matching = if query.trim().is_empty() {
+        String::new()
+    } else {
+        format!(" matching '{}'", crate::domain::truncate(query.trim(), 100))
+    };
+    if shown < total {
+        format!("Found {total} {noun}{matching}; showing {shown}.")
+    } else {
+        format!("Found {total} {noun}{matching}.")
+    }
+}
+
+/// A page as a JSON object: `{agents, total, limit, next_cursor}`.
+pub fn page_json(page: &AgentPage) -> serde_json::Value {
+    serde_json::to_value(page).unwrap_or_else(|_| serde_json::json!({"agents": []}))
 }
 
 use crate::domain::json::{json_opt_str, json_str, json_strs};

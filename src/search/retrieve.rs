@@ -107,9 +107,10 @@ impl SearchIndex {
             )
         };
         // The keyword matches stream past the vector matches once, each counted against them.
-        // With feedback, what the query's own words match and the neighbours that match by
-        // themselves (`own`, see `vector_floor`) are the matches: the added words re-rank them
-        // and find nothing by themselves.
+        // With feedback, the matches are what the query's own words match and the neighbours
+        // that match by themselves (`own`, see `vector_floor`), and the neighbours the added
+        // words match too (near in meaning and sharing the words of the nearest): the added
+        // words find nothing else by themselves.
         let fuse = |semantic: Vec<(u32, f32)>,
                     matches: Option<text::Matches<'_>>,
                     own: Option<&SlotSet>| {
@@ -117,7 +118,9 @@ impl SearchIndex {
             for (slot, _) in &semantic {
                 by_vector.insert(*slot);
             }
-            let matched = |slot: u32| shown(slot) && own.is_none_or(|own| own.contains(slot));
+            let matched = |slot: u32| {
+                shown(slot) && own.is_none_or(|own| own.contains(slot) || by_vector.contains(slot))
+            };
             let mut fusion = Fusion {
                 shown: &matched,
                 by_vector: &by_vector,

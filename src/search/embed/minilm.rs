@@ -282,6 +282,12 @@ impl MiniLmEmbedder {
 
 #[async_trait::async_trait]
 impl Embedder for MiniLmEmbedder {
+    /// Where a neighbour becomes more likely relevant than not on the hard dev set's labels
+    /// (`docs/search.md`): 62% of MiniLM's neighbours at 0.50–0.55 are, 42% under.
+    fn min_similarity(&self) -> Option<f32> {
+        Some(0.5)
+    }
+
     fn id(&self) -> &str {
         MINILM_ID
     }

@@ -144,7 +144,7 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
         Arc::new(outbound::Outbound::new(
             outbound::OutboundSettings::for_configured_apis(&config.upstreams, &base_url),
         )?),
-    ));
+    )?);
     let exchange_limit = Arc::new(oidc::ExchangeLimit::default());
     oidc::ExchangeLimit::prune_periodically(&exchange_limit);
     let auth = Arc::new(auth::Authenticator::new(

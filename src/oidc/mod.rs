@@ -24,7 +24,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation, errors::ErrorKind};
 use serde_json::{Map, Value};
 use url::Url;
 
-use crate::domain::trusted_issuer::TrustedIssuer;
+use crate::domain::trusted_issuer::{IssuerKind, TrustedIssuer};
 use crate::error::{ApiError, ErrorCode};
 use crate::outbound::{Fetch, JSON, Outbound};
 
@@ -87,8 +87,31 @@ impl Keys {
 impl TrustedPublishing {
     /// `audience`: the registry's public URL (`Config::base_url`). `outbound`: a client with the
     /// configured APIs' address policy (the operator chose these issuers).
-    pub fn new(issuers: &[TrustedIssuer], audience: &str, outbound: Arc<Outbound>) -> Self {
-        Self {
+    ///
+    /// At most one issuer of each kind but `generic`: two GitHub (or GitLab) issuers would
+    /// grant the same namespaces (`io.github.acme`) to different identities.
+    pub fn new(
+        issuers: &[TrustedIssuer],
+        audience: &str,
+        outbound: Arc<Outbound>,
+    ) -> anyhow::Result<Self> {
+        for (i, issuer) in issuers.iter().enumerate() {
+            if issuer.kind != IssuerKind::Generic
+                && issuers[..i].iter().any(|other| other.kind == issuer.kind)
+            {
+                anyhow::bail!(
+                    "--trusted-issuer: more than one '{}' issuer; their namespaces would be the same",
+                    issuer.kind.as_str()
+                );
+            }
+            if issuers[..i]
+                .iter()
+                .any(|other| other.issuer == issuer.issuer)
+            {
+                anyhow::bail!("--trusted-issuer: '{}' is listed twice", issuer.issuer);
+            }
+        }
+        Ok(Self {
             issuers: issuers
                 .iter()
                 .map(|trusted| Issuer {
@@ -98,7 +121,7 @@ impl TrustedPublishing {
                 .collect(),
             audience: audience.to_owned(),
             outbound,
-        }
+        })
     }
 
     /// Whether any issuer is trusted.
@@ -508,6 +531,34 @@ mod tests {
         assert!(alg("HS256").expect_err("refused").contains("HMAC"));
         assert!(alg("RS512").expect_err("refused").contains("not accepted"));
         assert!(alg("").expect_err("refused").contains("no algorithm"));
+    }
+
+    #[test]
+    fn two_issuers_of_one_kind_would_share_namespaces_and_are_refused() {
+        let outbound = Arc::new(
+            Outbound::new(crate::outbound::OutboundSettings::for_configured_apis(
+                &crate::config::Config::with_data_dir("data").upstreams,
+                "http://registry.test",
+            ))
+            .expect("outbound"),
+        );
+        let issuers = |list: &[&str]| -> Vec<TrustedIssuer> {
+            list.iter()
+                .map(|text| TrustedIssuer::parse(text).expect("issuer"))
+                .collect()
+        };
+        let build = |list: &[&str]| {
+            TrustedPublishing::new(
+                &issuers(list),
+                "http://registry.test",
+                Arc::clone(&outbound),
+            )
+        };
+        assert!(build(&["github=https://a.example", "gitlab=https://b.example"]).is_ok());
+        assert!(build(&["generic=https://a.example", "generic=https://b.example"]).is_ok());
+        assert!(build(&["github=https://a.example", "github=https://b.example"]).is_err());
+        assert!(build(&["generic=https://a.example", "gitlab=https://a.example"]).is_err());
+        assert!(!build(&[]).expect("none").is_enabled());
     }
 
     #[test]

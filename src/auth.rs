@@ -11,7 +11,7 @@ pub use crate::domain::access::{
     Actor, MASTER_OWNER, SYSTEM_OWNER, Scope, hash_secret, parse_owner, random_secret,
 };
 use crate::error::{ApiError, ApiResult};
-use crate::store::{Store, StoreResult, TokenRecord};
+use crate::store::{Store, StoreResult, TokenGrant, TokenRecord};
 use crate::timestamp::Timestamp;
 
 /// A freshly issued token: the secret (shown once) and its stored record.
@@ -50,20 +50,68 @@ pub async fn issue_token(
     Ok(IssuedToken { secret, record })
 }
 
-/// The authenticated caller of a request.
+/// Longest life of a token minted by trusted publishing.
+pub const MINTED_TOKEN_SECS: u64 = 15 * 60;
+
+/// Create and store a token restricted by `grant`: scope `agents:write` only, expiring
+/// `MINTED_TOKEN_SECS` from now (trusted publishing).
+pub async fn issue_granted_token(
+    store: &dyn Store,
+    owner: &str,
+    grant: &TokenGrant,
+) -> StoreResult<IssuedToken> {
+    let now = Timestamp::now();
+    let secret = random_secret("ar_");
+    let record = TokenRecord {
+        id: format!("tok_{}", ulid::Ulid::new()),
+        owner: owner.to_owned(),
+        scopes: vec![Scope::AgentsWrite],
+        secret_hash: hash_secret(&secret),
+        created_at: now,
+        expires_at: Some(now.plus_secs(MINTED_TOKEN_SECS)),
+        revoked_at: None,
+    };
+    store.insert_granted_token(&record, grant).await?;
+    Ok(IssuedToken { secret, record })
+}
+
+/// The authenticated caller of a request: the master key, or a token with its owner, scopes
+/// and, for a token minted by trusted publishing, its namespaces and the identity it came from
+/// (`GET /api/me` shows all of it).
 #[derive(Debug, Clone)]
 pub struct Caller {
     pub owner: String,
     pub scopes: Vec<Scope>,
     pub is_master: bool,
+    /// The token's id (`tok_…`); `None` for the master key.
+    pub token_id: Option<String>,
+    pub expires_at: Option<Timestamp>,
+    /// The namespaces the caller may write in; `None`: not restricted.
+    pub namespaces: Option<Vec<String>>,
+    /// The identity a minted token came from (a JSON object with its `kind`).
+    pub issuer: Option<serde_json::Value>,
 }
 
 impl Caller {
+    /// The master key: every scope, every agent.
+    pub fn master() -> Self {
+        Self {
+            owner: MASTER_OWNER.to_owned(),
+            scopes: Scope::ALL.to_vec(),
+            is_master: true,
+            token_id: None,
+            expires_at: None,
+            namespaces: None,
+            issuer: None,
+        }
+    }
+
     /// The caller as the registry core sees it.
     pub fn actor(&self) -> Actor {
         Actor {
             owner: self.owner.clone(),
             is_master: self.is_master,
+            namespaces: self.namespaces.clone(),
         }
     }
 
@@ -134,21 +182,26 @@ impl Authenticator {
         if let Some(master_hash) = &self.master_key_hash
             && bool::from(hash.as_bytes().ct_eq(master_hash.as_bytes()))
         {
-            return Ok(Caller {
-                owner: MASTER_OWNER.to_owned(),
-                scopes: Scope::ALL.to_vec(),
-                is_master: true,
-            });
+            return Ok(Caller::master());
         }
         // The lookup is by hash, so timing reveals nothing about the secret itself.
         let token = self.store.find_token_by_hash(&hash).await?;
         match token {
             Some(token) if token.is_live(Timestamp::now()) => {
                 self.token_limit.check(&token.id)?;
+                let grant = self.store.find_token_grant(&token.id).await?;
+                let (namespaces, issuer) = match grant {
+                    Some(grant) => (Some(grant.namespaces), Some(grant.issuer)),
+                    None => (None, None),
+                };
                 Ok(Caller {
                     owner: token.owner,
                     scopes: token.scopes,
                     is_master: false,
+                    token_id: Some(token.id),
+                    expires_at: token.expires_at,
+                    namespaces,
+                    issuer,
                 })
             }
             Some(token) if token.revoked_at.is_some() => {

@@ -28,6 +28,8 @@ pub enum ErrorCode {
     Forbidden,
     /// A write to an agent a mirror keeps: it changes at its source.
     MirroredReadOnly,
+    /// A write by a token restricted to namespaces (trusted publishing) outside all of them.
+    NamespaceNotGranted,
     AgentNotFound,
     /// The agent has no version by the name asked for.
     VersionNotFound,
@@ -81,7 +83,9 @@ impl ErrorCode {
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::ValidationFailed | Self::VerificationFailed => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::Forbidden | Self::MirroredReadOnly => StatusCode::FORBIDDEN,
+            Self::Forbidden | Self::MirroredReadOnly | Self::NamespaceNotGranted => {
+                StatusCode::FORBIDDEN
+            }
             Self::AgentNotFound
             | Self::VersionNotFound
             | Self::SessionNotFound
@@ -122,9 +126,11 @@ impl ErrorCode {
             | Self::AgentNotFound
             | Self::VersionNotFound
             | Self::ResourceNotFound => -32602,
-            Self::Unauthorized | Self::Forbidden | Self::MirroredReadOnly | Self::RateLimited => {
-                -32000
-            }
+            Self::Unauthorized
+            | Self::Forbidden
+            | Self::MirroredReadOnly
+            | Self::NamespaceNotGranted
+            | Self::RateLimited => -32000,
             Self::NotFound | Self::MethodNotAllowed | Self::MethodNotFound => -32601,
             Self::TaskNotFound => -32001,
             Self::PushNotificationNotSupported => -32003,
@@ -156,6 +162,7 @@ impl ErrorCode {
         match self {
             Self::InvalidJson => "invalid_json",
             Self::MirroredReadOnly => "mirrored_read_only",
+            Self::NamespaceNotGranted => "namespace_not_granted",
             Self::MalformedRequest => "malformed_request",
             Self::UriTooLong => "uri_too_long",
             Self::HeadersTooLarge => "headers_too_large",
@@ -201,6 +208,9 @@ pub struct ApiError {
     pub detail: String,
     pub errors: Vec<FieldError>,
     pub retry_after_secs: Option<u64>,
+    /// On a 401 for a bearer token that cannot be used: why, for `WWW-Authenticate: Bearer
+    /// error="invalid_token", error_description="…"` (RFC 6750).
+    pub invalid_token: Option<String>,
 }
 
 impl ApiError {
@@ -210,6 +220,7 @@ impl ApiError {
             detail: detail.into(),
             errors: Vec::new(),
             retry_after_secs: None,
+            invalid_token: None,
         }
     }
 
@@ -244,6 +255,16 @@ impl ApiError {
 
     pub fn forbidden(detail: impl Into<String>) -> Self {
         Self::new(ErrorCode::Forbidden, detail)
+    }
+
+    /// 401 `unauthorized` for a bearer token that cannot be used, saying why in the detail and
+    /// in `WWW-Authenticate` (`error="invalid_token"`).
+    pub fn invalid_token(reason: impl Into<String>) -> Self {
+        let reason = reason.into();
+        Self {
+            invalid_token: Some(reason.clone()),
+            ..Self::new(ErrorCode::Unauthorized, reason)
+        }
     }
 
     /// A server-side failure: logged once with its cause chain, served without internals.
@@ -307,13 +328,34 @@ impl IntoResponse for ApiError {
             HeaderValue::from_static("application/problem+json"),
         );
         if self.code == ErrorCode::Unauthorized {
-            headers.insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            let challenge = match &self.invalid_token {
+                Some(reason) => HeaderValue::from_str(&format!(
+                    "Bearer error=\"invalid_token\", error_description=\"{}\"",
+                    challenge_text(reason)
+                ))
+                .unwrap_or(HeaderValue::from_static("Bearer error=\"invalid_token\"")),
+                None => HeaderValue::from_static("Bearer"),
+            };
+            headers.insert(header::WWW_AUTHENTICATE, challenge);
         }
         if let Some(secs) = self.retry_after_secs {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         response
     }
+}
+
+/// `text` as an RFC 6750 `error_description`: printable ASCII without `"` and `\\` (each of
+/// those becomes `'`, anything else `?`), at most 200 characters.
+fn challenge_text(text: &str) -> String {
+    text.chars()
+        .take(200)
+        .map(|c| match c {
+            '"' | '\\' => '\'',
+            ' '..='~' => c,
+            _ => '?',
+        })
+        .collect()
 }
 
 impl From<crate::store::StoreError> for ApiError {
@@ -364,6 +406,10 @@ impl From<crate::registry::RegistryError> for ApiError {
         match err {
             RegistryError::NotFound(identifier) => ApiError::agent_not_found(&identifier),
             RegistryError::NotOwner => ApiError::forbidden(err.to_string()),
+            RegistryError::NamespaceNotGranted { .. } => ApiError::new(
+                ErrorCode::NamespaceNotGranted,
+                truncate(&err.to_string(), 1000),
+            ),
             RegistryError::Mirrored { .. } => {
                 ApiError::new(ErrorCode::MirroredReadOnly, err.to_string())
             }

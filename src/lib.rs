@@ -17,6 +17,7 @@ pub mod mcp;
 pub mod middleware;
 pub mod mirror;
 pub mod models;
+pub mod oidc;
 pub mod openapi;
 pub mod outbound;
 pub mod playground;
@@ -136,6 +137,16 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
         .for_instance(&instance),
     );
     let mirroring = Arc::clone(&mirrors).spawn().map(Arc::new);
+    // Trusted issuers are the operator's: any address, like the hosted agents' APIs.
+    let publishing = Arc::new(oidc::TrustedPublishing::new(
+        &config.publishing.trusted_issuers,
+        &base_url,
+        Arc::new(outbound::Outbound::new(
+            outbound::OutboundSettings::for_configured_apis(&config.upstreams, &base_url),
+        )?),
+    )?);
+    let exchange_limit = Arc::new(oidc::ExchangeLimit::default());
+    oidc::ExchangeLimit::prune_periodically(&exchange_limit);
     let auth = Arc::new(auth::Authenticator::new(
         Arc::clone(&store),
         config.master_key.as_deref(),
@@ -154,6 +165,8 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
         signer,
         ard,
         mirrors,
+        publishing,
+        exchange_limit,
         _prober: prober,
         _mirroring: mirroring,
         instance,

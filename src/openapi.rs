@@ -43,6 +43,7 @@ fn hand_written() -> Vec<(&'static str, Value)> {
         ),
         ("ArdListResponse", crate::openapi::ard::list_response()),
         ("CreateTokenRequest", create_token_request()),
+        ("OidcExchangeRequest", oidc_exchange_request()),
         ("CreateSessionRequest", create_session_request()),
         ("ExecuteRequest", execute_request()),
         ("HostedAgentRequest", hosted_agent_request()),
@@ -673,6 +674,21 @@ fn create_token_request() -> Value {
     })
 }
 
+fn oidc_exchange_request() -> Value {
+    json!({
+        "type": "object",
+        "required": ["token"],
+        "properties": {
+            "token": {
+                "type": "string",
+                "pattern": format!("[^{WS}]"),
+                "description": "The OIDC ID token (a JWT) from the CI system, its audience (`aud`) the registry's public URL. Surrounding whitespace is trimmed.",
+            },
+        },
+        "examples": [{"token": "eyJhbGciOiJSUzI1NiIsImtpZCI6Ii4uLiJ9.eyJpc3MiOiIuLi4ifQ.c2ln"}],
+    })
+}
+
 fn create_session_request() -> Value {
     let visible = format!(r"[^{WS}\u0000-\u001f\u007f-\u009f]");
     json!({
@@ -982,6 +998,7 @@ fn readiness() -> Value {
 
 /// Path templates behind the per-IP rate limit (the `public` and page groups of the router).
 pub const RATE_LIMITED_PATHS: &[&str] = &[
+    "/api/auth/oidc",
     "/public/agents",
     "/public/agents/search",
     "/public/agents/resolve/{package_name}",

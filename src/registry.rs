@@ -64,6 +64,17 @@ pub enum RegistryError {
     /// The agent exists but belongs to another owner.
     #[error("this agent belongs to another owner")]
     NotOwner,
+    /// The caller may write only in some namespaces (a token minted by trusted publishing),
+    /// and the package is in none of them.
+    #[error(
+        "'{package}' is not in a namespace this token may write: it may write {} and the packages beneath {}",
+        namespaces.join(", "),
+        if namespaces.len() == 1 { "it" } else { "them" }
+    )]
+    NamespaceNotGranted {
+        package: String,
+        namespaces: Vec<String>,
+    },
     /// The agent is a mirror's copy of an agent listed elsewhere: it changes at its source.
     #[error(
         "agent '{package}' is mirrored from {source_id}: it changes at its source, and only the master key may change it here"
@@ -261,6 +272,7 @@ impl Registry {
         if !actor.owns(&agent.owner) {
             return Err(RegistryError::NotOwner);
         }
+        check_granted(agent.package_name(), actor)?;
         Ok(agent)
     }
 
@@ -382,6 +394,7 @@ impl Registry {
     /// Create an agent in STAGE for `actor`. The `registry.` namespace is the master key's.
     pub async fn publish(&self, draft: AgentDraft, actor: &Actor) -> RegistryResult<Agent> {
         check_namespace(&draft, actor)?;
+        check_granted(draft.package_name.as_str(), actor)?;
         let mut agent = Agent::new(draft, &actor.owner, Timestamp::now());
         self.insert(&mut agent).await?;
         self.apply(&agent).await;
@@ -975,6 +988,17 @@ fn check_namespace(draft: &AgentDraft, actor: &Actor) -> RegistryResult<()> {
         )]));
     }
     Ok(())
+}
+
+/// `NamespaceNotGranted` unless `actor` may write `package` (see `Actor::may_write`).
+fn check_granted(package: &str, actor: &Actor) -> RegistryResult<()> {
+    match &actor.namespaces {
+        Some(namespaces) if !actor.may_write(package) => Err(RegistryError::NamespaceNotGranted {
+            package: package.to_owned(),
+            namespaces: namespaces.clone(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::api::ard as ard_api;
-use crate::api::{agents, bazaar, changes, mcp_registry, mirrors, ops, public, tokens};
+use crate::api::{agents, bazaar, changes, identity, mcp_registry, mirrors, ops, public, tokens};
 use crate::middleware::{self, RateLimit};
 use crate::playground::http as playground;
 use crate::state::AppState;
@@ -41,6 +41,7 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
         agents::verify_agent,
         agents::delete_agent, agents::list_own_agents, agents::get_own_agent,
         tokens::create_token, tokens::list_tokens, tokens::revoke_token,
+        identity::me, identity::exchange,
         playground::create_session, playground::get_session, playground::delete_session,
         playground::discover, playground::execute,
         ops::healthz, ops::readyz, ops::metrics, mirrors::list_mirrors,
@@ -51,7 +52,7 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
         (name = "public", description = "Unauthenticated reads and search"),
         (name = "discovery", description = "Discovery standards: ARD (the manifest and the ARD registry API at /ard, with federation), x402 Bazaar (agents that take x402 payments, as paid resources), the MCP Registry read API"),
         (name = "management", description = "Owner-authenticated agent lifecycle (scope agents:write)"),
-        (name = "tokens", description = "API tokens"),
+        (name = "tokens", description = "API tokens, the caller (`/api/me`), and trusted publishing from CI (`/api/auth/oidc`)"),
         (name = "a2a", description = "Agent cards and A2A endpoints"),
         (name = "mcp", description = "The registry as an MCP server (Streamable HTTP): tools that search and read agents, resources for records and cards"),
         (name = "playground", description = "Sessions that discover and execute agents (scope playground)"),
@@ -149,6 +150,8 @@ pub fn router(state: AppState) -> Router {
             get(mcp_registry::get_server),
         )
         .route("/a2a/message", post(a2a::legacy::message))
+        // Trusted publishing: unauthenticated (the ID token is the credential), so per IP.
+        .route("/api/auth/oidc", post(identity::exchange))
         .route(
             "/a2a/utility/{name}/.well-known/agent-card.json",
             get(a2a::utility_card),
@@ -180,6 +183,7 @@ pub fn router(state: AppState) -> Router {
         ));
 
     let authenticated = Router::new()
+        .route("/api/me", get(identity::me))
         .route("/api/agents", get(agents::list_own_agents))
         .route("/api/agents/publish", post(agents::publish_agent))
         .route(

@@ -55,6 +55,10 @@ pub struct Shared {
     pub signer: Arc<crate::signing::CardSigner>,
     /// The mirror sources and their state.
     pub mirrors: Arc<crate::mirror::Mirrors>,
+    /// Trusted publishing: the OIDC issuers whose ID tokens are exchanged for registry tokens.
+    pub publishing: Arc<crate::oidc::TrustedPublishing>,
+    /// How many tokens trusted publishing mints per namespace.
+    pub exchange_limit: Arc<crate::oidc::ExchangeLimit>,
     /// The liveness prober, stopped when the last copy of the state is dropped; `None` when
     /// probing is off.
     pub _prober: Option<Arc<crate::task::AbortOnDrop>>,

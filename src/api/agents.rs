@@ -32,6 +32,7 @@ pub struct OwnAgentsPage {
     responses((status = 201, body = AgentRecord, description = "Created in STAGE; the owner's view",
                 headers(("Location" = String, description = "The agent's management URL"), ("ETag" = String, description = "The revision, quoted"))),
               (status = 200, body = super::catalog::CatalogPublished, description = "`manifest_url` held an AI Catalog: each entry's result (`created` in STAGE, `rejected` with its errors, or `skipped` with the reason)"),
+              (status = 403, body = crate::error::Problem, description = "`forbidden`: a token without `agents:write`; `namespace_not_granted`: a token restricted to namespaces (trusted publishing) and a package name outside them"),
               (status = 409, body = crate::error::Problem, description = "`conflict`: the package name is taken"),
               (status = 422, body = crate::error::Problem, description = "`validation_failed`, with every invalid field"),
               (status = 502, body = crate::error::Problem, description = "`upstream_error`: the card at `manifest_url` could not be fetched"),
@@ -71,7 +72,7 @@ pub async fn publish_agent(
     request_body(content = crate::wire::schema::PublishRequest, description = "Same body as publish; `package_name` must be the agent's own"),
     responses((status = 200, body = AgentRecord, description = "The owner's view", headers(("ETag" = String, description = "The new revision, quoted"))),
               (status = 404, body = crate::error::Problem, description = "`agent_not_found`"),
-              (status = 403, body = crate::error::Problem, description = "`forbidden`: another owner's agent, or a token without `agents:write`; `mirrored_read_only`: a mirror's copy of an agent listed elsewhere, which changes at its source"),
+              (status = 403, body = crate::error::Problem, description = "`forbidden`: another owner's agent, or a token without `agents:write`; `mirrored_read_only`: a mirror's copy of an agent listed elsewhere, which changes at its source; `namespace_not_granted`: a token restricted to namespaces (trusted publishing) and an agent outside them"),
               (status = 409, body = crate::error::Problem, description = "`version_conflict`: `version` is a semantic version lower than the current one, or a version the agent had before"),
               (status = 412, body = crate::error::Problem, description = "`precondition_failed`: `If-Match` names an older revision"),
               (status = 422, body = crate::error::Problem, description = "`validation_failed`, with every invalid field"),
@@ -111,7 +112,7 @@ pub async fn update_agent(
     params(("id" = String, Path, description = "Agent id or package name")),
     responses((status = 200, body = AgentRecord, description = "The owner's view"),
               (status = 404, body = crate::error::Problem, description = "`agent_not_found`"),
-              (status = 403, body = crate::error::Problem, description = "`forbidden`: another owner's agent, or a token without `agents:write`; `mirrored_read_only`: a mirror's copy of an agent listed elsewhere, which changes at its source"),
+              (status = 403, body = crate::error::Problem, description = "`forbidden`: another owner's agent, or a token without `agents:write`; `mirrored_read_only`: a mirror's copy of an agent listed elsewhere, which changes at its source; `namespace_not_granted`: a token restricted to namespaces (trusted publishing) and an agent outside them"),
               (status = 409, body = crate::error::Problem, description = "`invalid_state_transition`: not in STAGE")),
     security(("bearer" = [])))]
 pub async fn go_live(
@@ -134,7 +135,7 @@ pub async fn go_live(
     params(("id" = String, Path, description = "Agent id or package name")),
     responses((status = 200, body = AgentRecord, description = "The owner's view"),
               (status = 404, body = crate::error::Problem, description = "`agent_not_found`"),
-              (status = 403, body = crate::error::Problem, description = "`forbidden`: another owner's agent, or a token without `agents:write`; `mirrored_read_only`: a mirror's copy of an agent listed elsewhere, which changes at its source"),
+              (status = 403, body = crate::error::Problem, description = "`forbidden`: another owner's agent, or a token without `agents:write`; `mirrored_read_only`: a mirror's copy of an agent listed elsewhere, which changes at its source; `namespace_not_granted`: a token restricted to namespaces (trusted publishing) and an agent outside them"),
               (status = 409, body = crate::error::Problem, description = "`invalid_state_transition`: not ACTIVE")),
     security(("bearer" = [])))]
 pub async fn unpublish(
@@ -175,7 +176,7 @@ async fn transition(
     params(("id" = String, Path, description = "Agent id or package name")),
     responses((status = 200, description = "Verified: `verification_level` is `domain_verified`", body = AgentRecord),
               (status = 404, body = crate::error::Problem, description = "`agent_not_found`"),
-              (status = 403, body = crate::error::Problem, description = "`forbidden`: another owner's agent, or a token without `agents:write`; `mirrored_read_only`: a mirror's copy of an agent listed elsewhere, which changes at its source"),
+              (status = 403, body = crate::error::Problem, description = "`forbidden`: another owner's agent, or a token without `agents:write`; `mirrored_read_only`: a mirror's copy of an agent listed elsewhere, which changes at its source; `namespace_not_granted`: a token restricted to namespaces (trusted publishing) and an agent outside them"),
               (status = 422, description = "`verification_failed`, saying what was checked", body = crate::error::Problem)),
     security(("bearer" = [])))]
 pub async fn verify_agent(
@@ -204,7 +205,7 @@ pub async fn verify_agent(
 #[utoipa::path(delete, path = "/api/agents/{id}", tag = "management",
     params(("id" = String, Path, description = "Agent id or package name")),
     responses((status = 204, description = "Deleted"), (status = 404, body = crate::error::Problem, description = "`agent_not_found`"),
-              (status = 403, body = crate::error::Problem, description = "`forbidden`: another owner's agent, or a token without `agents:write`; `mirrored_read_only`: a mirror's copy of an agent listed elsewhere, which changes at its source")),
+              (status = 403, body = crate::error::Problem, description = "`forbidden`: another owner's agent, or a token without `agents:write`; `mirrored_read_only`: a mirror's copy of an agent listed elsewhere, which changes at its source; `namespace_not_granted`: a token restricted to namespaces (trusted publishing) and an agent outside them")),
     security(("bearer" = [])))]
 pub async fn delete_agent(
     State(state): State<AppState>,
@@ -257,7 +258,7 @@ pub async fn list_own_agents(
     params(("id" = String, Path, description = "Agent id or package name")),
     responses((status = 200, body = AgentRecord, description = "The owner's view", headers(("ETag" = String, description = "The revision, quoted"))),
               (status = 404, body = crate::error::Problem, description = "`agent_not_found`"),
-              (status = 403, body = crate::error::Problem, description = "`forbidden`: another owner's agent, or a token without `agents:write`; `mirrored_read_only`: a mirror's copy of an agent listed elsewhere, which changes at its source")),
+              (status = 403, body = crate::error::Problem, description = "`forbidden`: another owner's agent, or a token without `agents:write`; `mirrored_read_only`: a mirror's copy of an agent listed elsewhere, which changes at its source; `namespace_not_granted`: a token restricted to namespaces (trusted publishing) and an agent outside them")),
     security(("bearer" = [])))]
 pub async fn get_own_agent(
     State(state): State<AppState>,

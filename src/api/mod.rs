@@ -5,6 +5,7 @@ pub mod ard;
 pub mod bazaar;
 pub mod catalog;
 pub mod changes;
+pub mod identity;
 pub mod mcp_registry;
 pub mod mirrors;
 pub mod ops;

@@ -11,6 +11,7 @@ mod embedder;
 mod mcp;
 mod mirror;
 mod probe;
+mod publishing;
 mod upstream;
 
 pub use ard::ArdConfig;
@@ -18,6 +19,7 @@ pub use embedder::{EmbedderConfig, EmbedderKind};
 pub use mcp::McpConfig;
 pub use mirror::MirrorConfig;
 pub use probe::ProbeConfig;
+pub use publishing::PublishingConfig;
 pub use upstream::UpstreamConfig;
 
 /// Where the registry keeps its data.
@@ -78,6 +80,9 @@ pub struct Config {
 
     #[command(flatten)]
     pub mirror: MirrorConfig,
+
+    #[command(flatten)]
+    pub publishing: PublishingConfig,
 
     /// A bearer secret accepted with every scope, for operators. Unset: only CLI-made tokens exist.
     #[arg(long, env = "REGISTRY_MASTER_KEY", hide_env_values = true)]

@@ -99,6 +99,9 @@ pub fn parse_owner(owner: &str) -> Result<String, String> {
 pub struct Actor {
     pub owner: String,
     pub is_master: bool,
+    /// The namespaces this actor may write in (`domain::trusted_issuer::in_namespaces`);
+    /// `None`: not restricted. A token minted by trusted publishing has some.
+    pub namespaces: Option<Vec<String>>,
 }
 
 impl Actor {
@@ -107,6 +110,7 @@ impl Actor {
         Self {
             owner: owner.to_owned(),
             is_master: false,
+            namespaces: None,
         }
     }
 
@@ -115,11 +119,20 @@ impl Actor {
         Self {
             owner: MASTER_OWNER.to_owned(),
             is_master: true,
+            namespaces: None,
         }
     }
 
     /// Whether this actor may manage a resource of `owner`.
     pub fn owns(&self, owner: &str) -> bool {
         self.is_master || self.owner == owner
+    }
+
+    /// Whether this actor may write package `package`: always, unless it is restricted to
+    /// namespaces that do not hold it.
+    pub fn may_write(&self, package: &str) -> bool {
+        self.namespaces
+            .as_deref()
+            .is_none_or(|namespaces| super::trusted_issuer::in_namespaces(package, namespaces))
     }
 }

@@ -12,6 +12,7 @@ pub mod payment;
 pub mod rails;
 pub mod reach;
 pub mod server_json;
+pub mod trusted_issuer;
 pub mod urn;
 pub mod version;
 pub mod x402;

@@ -5,8 +5,8 @@ use serde_json::json;
 
 use super::{
     Agent, AgentState, AgentVersion, ChangeKind, MirrorPage, MirrorRecord, MirrorSkip,
-    PlaygroundSession, SessionStep, StepKind, Store, StoreError, StoredEmbedding, TokenRecord,
-    VerificationLevel,
+    PlaygroundSession, SessionStep, StepKind, Store, StoreError, StoredEmbedding, TokenGrant,
+    TokenRecord, VerificationLevel,
 };
 use crate::domain::health::{ProbeKind, ProbeOutcome};
 use crate::domain::{AgentDraft, HealthStatus, Scope};
@@ -1431,6 +1431,49 @@ pub async fn sessions_are_touched_deleted_and_purged_when_expired(store: &dyn St
     assert!(store.find_session("pgs_new").await.expect("find").is_some());
 }
 
+pub async fn a_granted_token_keeps_its_namespaces_and_issuer(store: &dyn Store) {
+    let grant = TokenGrant {
+        namespaces: vec!["io.github.acme".to_owned()],
+        issuer: json!({"kind": "github", "repository": "acme/weather",
+            "repository_owner_id": "123"}),
+    };
+    let minted = token("tok_ci", "io.github.acme", "hash-ci", 0);
+    store
+        .insert_granted_token(&minted, &grant)
+        .await
+        .expect("insert");
+    assert_eq!(
+        store.find_token_by_hash("hash-ci").await.expect("find"),
+        Some(minted)
+    );
+    assert_eq!(
+        store.find_token_grant("tok_ci").await.expect("grant"),
+        Some(grant)
+    );
+    let plain = token("tok_plain", "alice", "hash-plain", 1);
+    store.insert_token(&plain).await.expect("insert");
+    assert_eq!(
+        store.find_token_grant("tok_plain").await.expect("grant"),
+        None
+    );
+    assert_eq!(
+        store.find_token_grant("tok_nope").await.expect("grant"),
+        None
+    );
+    assert_eq!(store.find_token_grant("tok\0").await.expect("grant"), None);
+    let taken = store
+        .insert_granted_token(&token("tok_other", "x", "hash-ci", 2), &store_grant())
+        .await;
+    assert!(matches!(taken, Err(StoreError::Conflict(_))), "{taken:?}");
+}
+
+fn store_grant() -> TokenGrant {
+    TokenGrant {
+        namespaces: vec!["com.example".to_owned()],
+        issuer: json!({"kind": "generic"}),
+    }
+}
+
 /// Instantiate every conformance case as a `#[tokio::test]` for one backend. `$factory` is an
 /// async expression yielding `Some((guard, Arc<dyn Store>))`, the guard living as long as the
 /// test, or `None` when the backend is explicitly skipped.
@@ -1458,6 +1501,7 @@ macro_rules! conformance_suite {
             racing_inserts_of_one_name_admit_exactly_one,
             racing_updates_of_one_revision_admit_exactly_one,
             tokens_are_found_by_hash_listed_and_revoked,
+            a_granted_token_keeps_its_namespaces_and_issuer,
             embeddings_are_keyed_by_embedder_and_die_with_their_agent,
             stored_vectors_are_read_a_page_at_a_time_by_agent_id,
             racing_vector_saves_in_opposite_orders_both_succeed,

@@ -28,7 +28,7 @@ mod pg_schema;
 pub use model::{
     Agent, AgentState, AgentVersion, Change, ChangeKind, MirrorPage, MirrorRecord, MirrorSkip,
     MirrorUpdate, MirrorWritten, PlaygroundSession, Provenance, SessionStep, StepKind,
-    StoredEmbedding, TokenRecord, VerificationLevel, VersionSnapshot,
+    StoredEmbedding, TokenGrant, TokenRecord, VerificationLevel, VersionSnapshot,
 };
 
 /// What can go wrong in storage, as the caller needs to tell it apart.
@@ -279,6 +279,16 @@ pub trait Store: Send + Sync + 'static {
 
     /// Revoke a token now; `false` when there is no such unrevoked token.
     async fn revoke_token(&self, id: &str, at: Timestamp) -> StoreResult<bool>;
+
+    /// Insert a token restricted by `grant`, in one statement: it is never stored without it.
+    async fn insert_granted_token(
+        &self,
+        token: &TokenRecord,
+        grant: &TokenGrant,
+    ) -> StoreResult<()>;
+
+    /// The grant stored with token `id`; `None` for an unrestricted (or unknown) token.
+    async fn find_token_grant(&self, id: &str) -> StoreResult<Option<TokenGrant>>;
 
     /// Insert a new playground session (its `steps` are not written: a new session has none).
     async fn insert_session(&self, session: &PlaygroundSession) -> StoreResult<()>;

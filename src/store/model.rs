@@ -239,6 +239,15 @@ pub struct TokenRecord {
     pub revoked_at: Option<Timestamp>,
 }
 
+/// What restricts a token minted by trusted publishing: the namespaces it may write and the
+/// identity it came from (stored beside the token; tokens without one are not restricted).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenGrant {
+    pub namespaces: Vec<String>,
+    /// A JSON object: the issuer's kind and the claims that name the identity.
+    pub issuer: serde_json::Value,
+}
+
 impl TokenRecord {
     /// Usable now: not revoked and not expired.
     pub fn is_live(&self, now: Timestamp) -> bool {

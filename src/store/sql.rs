@@ -36,7 +36,7 @@ use super::row::{
 use super::{
     Agent, AgentState, AgentVersion, Change, ChangeKind, MirrorPage, MirrorRecord, MirrorSkip,
     MirrorWritten, PlaygroundSession, SessionStep, Store, StoreError, StoreResult, StoredEmbedding,
-    TokenRecord, VerificationLevel, VersionSnapshot,
+    TokenGrant, TokenRecord, VerificationLevel, VersionSnapshot,
 };
 
 /// What one backend does differently from the shared SQL.
@@ -1381,6 +1381,51 @@ where
                 .execute(&self.writer)
                 .await?;
         Ok(DB::rows_affected(&result) > 0)
+    }
+
+    async fn insert_granted_token(
+        &self,
+        token: &TokenRecord,
+        grant: &TokenGrant,
+    ) -> StoreResult<()> {
+        let sql = format!(
+            "INSERT INTO tokens ({TOKEN_COLUMNS}, namespaces, issuer) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+        );
+        let inserted = sqlx::query(&sql)
+            .bind(&token.id)
+            .bind(&token.owner)
+            .bind(scopes_column(&token.scopes))
+            .bind(&token.secret_hash)
+            .bind(token.created_at.micros())
+            .bind(token.expires_at.map(Timestamp::micros))
+            .bind(token.revoked_at.map(Timestamp::micros))
+            .bind(to_json(&grant.namespaces)?)
+            .bind(to_json(&grant.issuer)?)
+            .execute(&self.writer)
+            .await;
+        taken_is_conflict(inserted, "token already exists")
+    }
+
+    async fn find_token_grant(&self, id: &str) -> StoreResult<Option<TokenGrant>> {
+        if holds_nul(id) {
+            return Ok(None);
+        }
+        let row: Option<(String, Option<String>, Option<String>)> =
+            sqlx::query_as("SELECT id, namespaces, issuer FROM tokens WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&self.reader)
+                .await?;
+        let Some((_, Some(namespaces), issuer)) = row else {
+            return Ok(None);
+        };
+        Ok(Some(TokenGrant {
+            namespaces: from_json("namespaces", &namespaces)?,
+            issuer: match issuer {
+                Some(issuer) => from_json("issuer", &issuer)?,
+                None => serde_json::Value::Null,
+            },
+        }))
     }
 
     async fn insert_session(&self, session: &PlaygroundSession) -> StoreResult<()> {

@@ -70,6 +70,10 @@ hand_written_schema!(
     CreateTokenRequest
 );
 hand_written_schema!(
+    /// `POST /api/auth/oidc`.
+    OidcExchangeRequest
+);
+hand_written_schema!(
     /// `POST /api/playground/session`.
     CreateSessionRequest
 );

@@ -2,6 +2,7 @@
 
 mod fakes;
 mod helpers;
+mod issuer;
 #[path = "../support/pg_schema.rs"]
 mod pg_schema;
 
@@ -27,6 +28,7 @@ mod ownership;
 mod playground;
 mod public;
 mod publish;
+mod publishing;
 mod replicas;
 mod restart;
 mod search_paths;

@@ -1,0 +1,463 @@
+//! Trusted publishing and the caller model, over real loopback HTTP: a fake CI token issuer
+//! (`issuer.rs`) signs ID tokens, the registry fetches its keys, exchanges the tokens for
+//! registry tokens restricted to the namespace the identity grants, and `GET /api/me` says
+//! who each caller is.
+
+use agent_registry::config::Config;
+use agent_registry::domain::trusted_issuer::TrustedIssuer;
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::{MASTER_KEY, TestApp, TestResponse, agent_body};
+use crate::issuer::{AUDIENCE, FakeIssuer, SigningKey, hmac_signed, now, unsigned};
+
+/// A served app trusting `issuers` (`KIND=URL` each).
+async fn app_trusting(issuers: &[String]) -> TestApp {
+    let issuers: Vec<TrustedIssuer> = issuers
+        .iter()
+        .map(|issuer| TrustedIssuer::parse(issuer).expect("issuer"))
+        .collect();
+    TestApp::spawn_with(move |config: &mut Config| {
+        config.publishing.trusted_issuers = issuers;
+    })
+    .await
+    .served()
+    .await
+}
+
+async fn exchange(app: &TestApp, id_token: &str) -> TestResponse {
+    app.post("/api/auth/oidc", None, json!({"token": id_token}))
+        .await
+}
+
+/// Exchange `id_token`, asserting 201; the minted token's body.
+async fn minted(app: &TestApp, id_token: &str) -> Value {
+    let response = exchange(app, id_token).await;
+    assert_eq!(response.status, StatusCode::CREATED, "{}", response.text);
+    response.body
+}
+
+/// A 401 whose detail and `WWW-Authenticate` description both contain `reason`.
+#[track_caller]
+fn assert_refused(response: &TestResponse, reason: &str) {
+    response.assert_problem(401, "unauthorized");
+    let detail = response.body["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains(reason), "{reason:?} not in {detail:?}");
+    let challenge = response.header("www-authenticate").unwrap_or_default();
+    assert!(
+        challenge.starts_with("Bearer error=\"invalid_token\", error_description=\""),
+        "{challenge}"
+    );
+    assert!(
+        challenge.contains(&reason.replace('"', "'")),
+        "{reason:?} not in {challenge}"
+    );
+}
+
+fn seconds_until(timestamp: &str) -> i64 {
+    let at = time::OffsetDateTime::parse(timestamp, &time::format_description::well_known::Rfc3339)
+        .expect("an RFC 3339 timestamp");
+    at.unix_timestamp() - now()
+}
+
+#[tokio::test]
+async fn a_ci_token_publishes_in_its_namespace_and_nowhere_else() {
+    let key = SigningKey::ec("ec-1");
+    let issuer = FakeIssuer::start(&[&key]).await;
+    let app = app_trusting(&[format!("github={}", issuer.url())]).await;
+
+    let body = minted(&app, &key.sign(&issuer.github_claims("acme"))).await;
+    let token = body["token"].as_str().expect("token");
+    assert!(token.starts_with("ar_"), "{body}");
+    assert_eq!(body["namespaces"], json!(["io.github.acme"]));
+    assert_eq!(body["owner"], "io.github.acme");
+    assert_eq!(body["scopes"], json!(["agents:write"]));
+    let left = seconds_until(body["expires_at"].as_str().expect("expires_at"));
+    assert!((14 * 60..=15 * 60).contains(&left), "{left} s");
+
+    let published = app
+        .publish(token, agent_body("io.github.acme.weather"))
+        .await;
+    assert_eq!(published["owner"], "io.github.acme");
+    let id = published["id"].as_str().expect("id").to_owned();
+    let live = app
+        .post_empty(&format!("/api/agents/{id}/go-live"), token)
+        .await;
+    assert_eq!(live.status, StatusCode::OK, "{}", live.text);
+    // The namespace itself is a package name it may use.
+    app.publish(token, agent_body("io.github.acme")).await;
+
+    let outside = app
+        .post(
+            "/api/agents/publish",
+            Some(token),
+            agent_body("io.github.other.x"),
+        )
+        .await;
+    outside.assert_problem(403, "namespace_not_granted");
+    let detail = outside.body["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("io.github.other.x") && detail.contains("io.github.acme"),
+        "{detail}"
+    );
+    // A prefix of a label is not the namespace.
+    app.post(
+        "/api/agents/publish",
+        Some(token),
+        agent_body("io.github.acmecorp.x"),
+    )
+    .await
+    .assert_problem(403, "namespace_not_granted");
+
+    // An agent of the same owner outside the namespace (published with an operator's token):
+    // every write the minted token tries on it is refused.
+    let operator = app.token("io.github.acme", &["agents:write"]).await;
+    let elsewhere = app
+        .publish(&operator, agent_body("com.example.acme-tools"))
+        .await;
+    let path = format!("/api/agents/{}", elsewhere["id"].as_str().expect("id"));
+    let mut update = agent_body("com.example.acme-tools");
+    update["description"] = json!("Changed from CI");
+    let refused = [
+        app.put(&path, token, update).await,
+        app.post_empty(&format!("{path}/go-live"), token).await,
+        app.post_empty(&format!("{path}/unpublish"), token).await,
+        app.post_empty(&format!("{path}/verify"), token).await,
+        app.delete(&path, token).await,
+    ];
+    for response in &refused {
+        response.assert_problem(403, "namespace_not_granted");
+    }
+    // Its own agent: update, unpublish and delete work.
+    let own = format!("/api/agents/{id}");
+    let mut update = agent_body("io.github.acme.weather");
+    update["description"] = json!("Forecasts, from CI");
+    assert_eq!(app.put(&own, token, update).await.status, StatusCode::OK);
+    let unpublished = app.post_empty(&format!("{own}/unpublish"), token).await;
+    assert_eq!(unpublished.status, StatusCode::OK, "{}", unpublished.text);
+    assert_eq!(app.delete(&own, token).await.status, StatusCode::NO_CONTENT);
+    // Only agents:write: the other scopes' paths are closed to it.
+    let playground = app
+        .post("/api/playground/session", Some(token), json!({}))
+        .await;
+    playground.assert_problem(403, "forbidden");
+}
+
+#[tokio::test]
+async fn me_says_who_the_caller_is() {
+    let key = SigningKey::ec("ec-1");
+    let issuer = FakeIssuer::start(&[&key]).await;
+    let app = app_trusting(&[format!("github={}", issuer.url())]).await;
+
+    let master = app.get_as("/api/me", MASTER_KEY).await;
+    assert_eq!(master.status, StatusCode::OK, "{}", master.text);
+    assert_eq!(
+        master.body,
+        json!({"kind": "master", "owner": "admin", "namespaces": null,
+            "scopes": ["a2a", "agents:write", "mirrors:read", "playground"]})
+    );
+
+    let operator = app.token("alice", &["agents:write", "a2a"]).await;
+    let alice = app.get_as("/api/me", &operator).await;
+    assert_eq!(alice.body["kind"], "token");
+    assert_eq!(alice.body["owner"], "alice");
+    assert_eq!(alice.body["scopes"], json!(["a2a", "agents:write"]));
+    assert_eq!(alice.body["namespaces"], Value::Null);
+    assert!(
+        alice
+            .body
+            .as_object()
+            .expect("object")
+            .contains_key("namespaces")
+    );
+    assert!(
+        alice.body["token_id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("tok_")),
+        "{}",
+        alice.text
+    );
+    assert!(alice.body.get("issuer").is_none(), "{}", alice.text);
+
+    let body = minted(&app, &key.sign(&issuer.github_claims("acme"))).await;
+    let ci = app
+        .get_as("/api/me", body["token"].as_str().expect("token"))
+        .await;
+    assert_eq!(ci.status, StatusCode::OK, "{}", ci.text);
+    assert_eq!(ci.body["kind"], "token");
+    assert_eq!(ci.body["owner"], "io.github.acme");
+    assert_eq!(ci.body["token_id"], body["token_id"]);
+    assert_eq!(ci.body["scopes"], json!(["agents:write"]));
+    assert_eq!(ci.body["namespaces"], json!(["io.github.acme"]));
+    assert_eq!(ci.body["expires_at"], body["expires_at"]);
+    let identity = &ci.body["issuer"];
+    assert_eq!(identity["kind"], "github");
+    assert_eq!(identity["repository"], "acme/weather");
+    assert_eq!(identity["repository_owner"], "acme");
+    assert_eq!(identity["repository_owner_id"], "123");
+
+    let nobody = app.get("/api/me").await;
+    nobody.assert_problem(401, "unauthorized");
+    let wrong = app.get_as("/api/me", "ar_nope").await;
+    wrong.assert_problem(401, "unauthorized");
+}
+
+#[tokio::test]
+async fn bad_id_tokens_are_refused_each_with_its_reason() {
+    let key = SigningKey::ec("ec-1");
+    let rsa = SigningKey::rsa("rsa-1");
+    let stranger = SigningKey::ec("ec-1");
+    let issuer = FakeIssuer::start(&[&key, &rsa]).await;
+    let foreign = FakeIssuer::start(&[&stranger]).await;
+    let app = app_trusting(&[format!("github={}", issuer.url())]).await;
+    let good = issuer.github_claims("acme");
+    let with = |changes: Value| {
+        let mut claims = good.clone();
+        for (name, value) in changes.as_object().expect("changes") {
+            claims[name] = value.clone();
+        }
+        claims
+    };
+    let now = now();
+
+    // Both algorithms verify.
+    minted(&app, &key.sign(&good)).await;
+    minted(&app, &rsa.sign(&good)).await;
+
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("garbled", "not-a-jwt".to_owned(), "not a JWT"),
+        ("garbled base64", "a.b.c".to_owned(), "not a JWT"),
+        (
+            "expired",
+            key.sign(&with(
+                json!({"iat": now - 4000, "nbf": now - 4000, "exp": now - 3600}),
+            )),
+            "expired",
+        ),
+        (
+            "not yet valid",
+            key.sign(&with(json!({"nbf": now + 3600, "exp": now + 7200}))),
+            "not valid yet",
+        ),
+        (
+            "issued in the future",
+            key.sign(&with(json!({"iat": now + 3600, "exp": now + 7200}))),
+            "issued in the future",
+        ),
+        (
+            "wrong audience",
+            key.sign(&with(json!({"aud": "https://elsewhere.example"}))),
+            "audience",
+        ),
+        (
+            "one audience among others",
+            key.sign(&with(
+                json!({"aud": [AUDIENCE, "https://elsewhere.example"]}),
+            )),
+            "audience",
+        ),
+        ("no audience", key.sign(&with(json!({"aud": null}))), "aud"),
+        (
+            "foreign issuer",
+            stranger.sign(&foreign.github_claims("acme")),
+            "is not trusted",
+        ),
+        (
+            "unknown issuer named by a trusted key",
+            key.sign(&with(
+                json!({"iss": "https://token.actions.githubusercontent.com"}),
+            )),
+            "is not trusted",
+        ),
+        (
+            "alg none",
+            unsigned(&json!({"alg": "none", "kid": "ec-1"}), &good),
+            "alg none",
+        ),
+        (
+            "HMAC",
+            hmac_signed("ec-1", b"the registry does not share secrets", &good),
+            "HMAC",
+        ),
+        (
+            "badly signed",
+            stranger.sign(&good),
+            "signature does not verify",
+        ),
+        (
+            "a key whose type is not the algorithm's",
+            rsa.sign_as("ec-1", &good),
+            "is an EC key",
+        ),
+        (
+            "no key named",
+            unsigned(&json!({"alg": "ES256"}), &good),
+            "no key (kid)",
+        ),
+        (
+            "no owner claim",
+            key.sign(&with(json!({"repository_owner": null}))),
+            "repository_owner",
+        ),
+        (
+            "an owner that is no namespace label",
+            key.sign(&with(json!({"repository_owner": "ac.me"}))),
+            "repository_owner",
+        ),
+    ];
+    for (case, token, reason) in &cases {
+        let response = exchange(&app, token).await;
+        assert_eq!(
+            response.status,
+            StatusCode::UNAUTHORIZED,
+            "{case}: {}",
+            response.text
+        );
+        assert_refused(&response, reason);
+    }
+
+    // The body must hold a token.
+    for body in [
+        json!({}),
+        json!({"token": 7}),
+        json!({"token": "  "}),
+        json!([]),
+    ] {
+        app.post("/api/auth/oidc", None, body)
+            .await
+            .assert_problem(422, "validation_failed");
+    }
+}
+
+#[tokio::test]
+async fn a_registry_trusting_no_issuer_refuses_every_id_token() {
+    let key = SigningKey::ec("ec-1");
+    let issuer = FakeIssuer::start(&[&key]).await;
+    let app = app_trusting(&[]).await;
+    let response = exchange(&app, &key.sign(&issuer.github_claims("acme"))).await;
+    assert_refused(&response, "trusts no OIDC issuer");
+    assert_eq!(issuer.jwks_hits(), 0);
+}
+
+#[tokio::test]
+async fn a_rotated_key_verifies_after_one_refetch_and_unknown_keys_do_not_storm_the_issuer() {
+    let old = SigningKey::ec("key-2025");
+    let new = SigningKey::ec("key-2026");
+    let issuer = FakeIssuer::start(&[&old]).await;
+    let app = app_trusting(&[format!("github={}", issuer.url())]).await;
+    let claims = issuer.github_claims("acme");
+
+    minted(&app, &old.sign(&claims)).await;
+    minted(&app, &old.sign(&claims)).await;
+    assert_eq!(issuer.jwks_hits(), 1, "the keys are cached");
+
+    issuer.publish(&[&new]);
+    minted(&app, &new.sign(&claims)).await;
+    assert_eq!(issuer.jwks_hits(), 2, "one fetch for the new key");
+
+    // Made-up key ids, many at once: within 30 s of the last fetch none fetches again.
+    let storm: Vec<_> = (0..20)
+        .map(|i| {
+            let token = new.sign_as(&format!("made-up-{i}"), &claims);
+            let app = &app;
+            async move { exchange(app, &token).await }
+        })
+        .collect();
+    for response in futures::future::join_all(storm).await {
+        assert_refused(&response, "has no key 'made-up-");
+    }
+    // The retired key is gone from the set fetched for the new one.
+    assert_refused(
+        &exchange(&app, &old.sign(&claims)).await,
+        "has no key 'key-2025'",
+    );
+    assert_eq!(issuer.jwks_hits(), 2, "no fetch more than once per 30 s");
+    minted(&app, &new.sign(&claims)).await;
+}
+
+#[tokio::test]
+async fn owners_are_lowercased_and_gitlab_paths_become_namespaces() {
+    let github_key = SigningKey::ec("gh");
+    let gitlab_key = SigningKey::rsa("gl");
+    let github = FakeIssuer::start(&[&github_key]).await;
+    let gitlab = FakeIssuer::start(&[&gitlab_key]).await;
+    let app = app_trusting(&[
+        format!("github={}", github.url()),
+        format!("gitlab={}", gitlab.url()),
+    ])
+    .await;
+
+    let body = minted(&app, &github_key.sign(&github.github_claims("Acme"))).await;
+    assert_eq!(body["namespaces"], json!(["io.github.acme"]));
+    assert_eq!(body["owner"], "io.github.acme");
+    let token = body["token"].as_str().expect("token");
+    app.publish(token, agent_body("io.github.acme.weather"))
+        .await;
+    let me = app.get_as("/api/me", token).await;
+    assert_eq!(me.body["issuer"]["repository_owner"], "Acme");
+
+    let now = now();
+    let gitlab_claims = json!({
+        "iss": gitlab.url(), "aud": AUDIENCE, "sub": "project_path:Acme/Tools/weather:ref_type:branch:ref:main",
+        "namespace_path": "Acme/Tools", "namespace_id": "77", "project_path": "Acme/Tools/weather",
+        "iat": now, "nbf": now, "exp": now + 300,
+    });
+    let body = minted(&app, &gitlab_key.sign(&gitlab_claims)).await;
+    assert_eq!(body["namespaces"], json!(["com.gitlab.acme.tools"]));
+    assert_eq!(body["owner"], "com.gitlab.acme.tools");
+    let token = body["token"].as_str().expect("token");
+    app.publish(token, agent_body("com.gitlab.acme.tools.weather"))
+        .await;
+    app.post(
+        "/api/agents/publish",
+        Some(token),
+        agent_body("io.github.acme.other"),
+    )
+    .await
+    .assert_problem(403, "namespace_not_granted");
+
+    // A GitLab token does not verify as GitHub's, nor the other way round.
+    let mut crossed = github.github_claims("acme");
+    crossed["iss"] = json!(gitlab.url());
+    assert_refused(
+        &exchange(&app, &github_key.sign_as("gl", &crossed)).await,
+        "is an RSA key",
+    );
+}
+
+#[tokio::test]
+async fn one_namespace_mints_a_bounded_number_of_tokens_a_minute() {
+    let key = SigningKey::ec("ec-1");
+    let issuer = FakeIssuer::start(&[&key]).await;
+    let app = app_trusting(&[format!("github={}", issuer.url())]).await;
+    let token = key.sign(&issuer.github_claims("acme"));
+    for _ in 0..agent_registry::oidc::EXCHANGES_PER_MINUTE {
+        minted(&app, &token).await;
+    }
+    let limited = exchange(&app, &token).await;
+    limited.assert_problem(429, "rate_limited");
+    assert!(limited.header("retry-after").is_some());
+    // Another namespace is not affected.
+    minted(&app, &key.sign(&issuer.github_claims("other"))).await;
+}
+
+#[tokio::test]
+async fn an_issuer_whose_keys_cannot_be_fetched_is_a_502_not_a_500() {
+    let key = SigningKey::ec("ec-1");
+    let issuer = FakeIssuer::start(&[&key]).await;
+    // Nothing listens on port 9 of loopback.
+    let app = app_trusting(&["github=http://127.0.0.1:9".to_owned()]).await;
+    let mut claims = issuer.github_claims("acme");
+    claims["iss"] = json!("http://127.0.0.1:9");
+    let response = exchange(&app, &key.sign(&claims)).await;
+    response.assert_problem(502, "upstream_error");
+
+    // A key set with keys this registry cannot read still serves the ones it can.
+    issuer.publish_raw(vec![
+        json!({"kty": "OKP", "crv": "X448", "kid": "odd", "x": "AAAA"}),
+        json!({"kty": "EC", "crv": "P-256", "kid": "broken"}),
+        key.jwk(),
+    ]);
+    let app = app_trusting(&[format!("github={}", issuer.url())]).await;
+    minted(&app, &key.sign(&issuer.github_claims("acme"))).await;
+}

@@ -132,7 +132,7 @@ async fn message_to_agent(
     state.auth.authenticate(secret).await?.require(Scope::A2a)?;
     let invocation = Invocation {
         capability: action.map(str::to_owned),
-        input: Invocation::input_from(params, hosted.text_field())?,
+        input: Invocation::input_from(params, hosted.about().text_field)?,
     };
     let (capability, output) = hosted::invoke(hosted.as_ref(), &invocation).await?;
     Ok(Json(hosted::response_body(

@@ -36,7 +36,7 @@ pub async fn invoke(
 ) -> ApiResult<Json<Value>> {
     caller.require(Scope::A2a)?;
     let agent = hosted(&state, &slug)?;
-    let invocation = Invocation::from_body(&body, agent.text_field())?;
+    let invocation = Invocation::from_body(&body, agent.about().text_field)?;
     let (capability, output) = hosted::invoke(agent.as_ref(), &invocation).await?;
     Ok(Json(hosted::response_body(
         agent.as_ref(),
@@ -87,9 +87,9 @@ pub async fn send_message(
         .into_iter()
         .find_map(|key| input.remove(key))
         .and_then(|value| value.as_str().map(str::to_owned));
-    if !incoming.text.is_empty() && !input.contains_key(agent.text_field()) {
+    if !incoming.text.is_empty() && !input.contains_key(agent.about().text_field) {
         input.insert(
-            agent.text_field().to_owned(),
+            agent.about().text_field.to_owned(),
             Value::String(incoming.text.clone()),
         );
     }

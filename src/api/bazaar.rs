@@ -21,10 +21,10 @@ pub const DEFAULT_LIMIT: usize = 20;
 /// Largest page; larger `limit`s are clamped.
 pub const MAX_LIMIT: usize = 100;
 
-/// `GET /discovery/resources`: the filters and offset paging.
+/// The filters both discovery paths take.
 #[derive(Debug, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
-pub struct ResourcesQuery {
+pub struct ResourceFilters {
     /// Resource type: every agent is an `http` resource (ASCII case ignored); any other value
     /// matches nothing.
     #[serde(rename = "type")]
@@ -55,6 +55,12 @@ pub struct ResourcesQuery {
     /// Extension keys: no resource listed here carries extensions, so any value matches
     /// nothing.
     pub extensions: Option<String>,
+}
+
+/// `GET /discovery/resources`: offset paging (beside `ResourceFilters`).
+#[derive(Debug, Default, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct ResourcesQuery {
     /// Page size, default 20, max 100; values below 1 are read as 1, above 100 as 100.
     #[serde(default, deserialize_with = "crate::extract::integer")]
     #[param(value_type = Option<i64>)]
@@ -66,7 +72,7 @@ pub struct ResourcesQuery {
     pub offset: Option<i64>,
 }
 
-/// `GET /discovery/search`: a query, the same filters, and cursor paging.
+/// `GET /discovery/search`: a query and cursor paging (beside `ResourceFilters`).
 #[derive(Debug, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct SearchQuery {
@@ -77,31 +83,6 @@ pub struct SearchQuery {
         pattern = r"[^\t\n\u000b\f\r \u0085\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]"
     )]
     pub query: Option<String>,
-    /// As on `/discovery/resources`.
-    #[serde(rename = "type")]
-    #[param(rename = "type")]
-    pub resource_type: Option<String>,
-    /// As on `/discovery/resources`.
-    #[param(
-        pattern = r"^(?:[A-Za-z0-9][A-Za-z0-9-]{0,63}|[A-Za-z0-9-]{3,8}:[A-Za-z0-9_-]{1,32})?$"
-    )]
-    pub network: Option<String>,
-    /// As on `/discovery/resources`.
-    #[param(pattern = r"^(?:[A-Za-z0-9][A-Za-z0-9._:-]{0,127})?$")]
-    pub asset: Option<String>,
-    /// As on `/discovery/resources`.
-    #[param(pattern = r"^(?:[A-Za-z0-9][A-Za-z0-9_-]{0,31})?$")]
-    pub scheme: Option<String>,
-    /// As on `/discovery/resources`.
-    #[serde(rename = "payTo")]
-    #[param(rename = "payTo", pattern = r"^[!-~]{0,128}$")]
-    pub pay_to: Option<String>,
-    /// As on `/discovery/resources`.
-    #[serde(rename = "maxAmount")]
-    #[param(rename = "maxAmount", pattern = r"^[0-9]{0,78}$")]
-    pub max_amount: Option<String>,
-    /// As on `/discovery/resources`.
-    pub extensions: Option<String>,
     /// Page size, default 20, max 100; values below 1 are read as 1, above 100 as 100.
     #[serde(default, deserialize_with = "crate::extract::integer")]
     #[param(value_type = Option<i64>)]
@@ -110,60 +91,53 @@ pub struct SearchQuery {
     pub cursor: Option<String>,
 }
 
-/// The filter values both paths take.
-struct FilterParams<'a> {
-    resource_type: Option<&'a str>,
-    extensions: Option<&'a str>,
-    x402: X402FilterInput,
-}
-
-impl ResourcesQuery {
-    fn filter_params(&self) -> FilterParams<'_> {
-        FilterParams {
-            resource_type: self.resource_type.as_deref(),
-            extensions: self.extensions.as_deref(),
-            x402: X402FilterInput {
-                network: self.network.clone(),
-                asset: self.asset.clone(),
-                scheme: self.scheme.clone(),
-                pay_to: self.pay_to.clone(),
-                max_amount: self.max_amount.clone(),
-            },
-        }
-    }
-}
-
-impl SearchQuery {
-    fn filter_params(&self) -> FilterParams<'_> {
-        FilterParams {
-            resource_type: self.resource_type.as_deref(),
-            extensions: self.extensions.as_deref(),
-            x402: X402FilterInput {
-                network: self.network.clone(),
-                asset: self.asset.clone(),
-                scheme: self.scheme.clone(),
-                pay_to: self.pay_to.clone(),
-                max_amount: self.max_amount.clone(),
-            },
-        }
-    }
-}
-
-impl FilterParams<'_> {
+impl ResourceFilters {
     /// The search filters, or `None` when `type` or `extensions` rule out every agent.
     fn filters(&self) -> ApiResult<Option<Filters>> {
-        let x402 = X402Filter::parse(&self.x402).map_err(|err| {
+        let input = X402FilterInput {
+            network: self.network.clone(),
+            asset: self.asset.clone(),
+            scheme: self.scheme.clone(),
+            pay_to: self.pay_to.clone(),
+            max_amount: self.max_amount.clone(),
+        };
+        let x402 = X402Filter::parse(&input).map_err(|err| {
             ApiError::invalid_parameter(format!("{}: {}", err.parameter, err.message))
         })?;
         let http = self
             .resource_type
+            .as_deref()
             .is_none_or(|kind| kind.is_empty() || kind.eq_ignore_ascii_case("http"));
-        let no_extensions = self.extensions.is_none_or(str::is_empty);
+        let no_extensions = self.extensions.as_deref().is_none_or(str::is_empty);
         Ok((http && no_extensions).then(|| Filters {
             x402: Some(x402),
             ..Filters::default()
         }))
     }
+}
+
+/// The page a search for `text` (empty: every agent) with `filters` finds, in `sort` order
+/// from `cursor` or `offset`; `None` when there are no filters: they rule out every agent.
+async fn search(
+    state: &AppState,
+    filters: Option<Filters>,
+    text: String,
+    sort: Sort,
+    (limit, cursor, offset): (usize, Option<String>, usize),
+) -> ApiResult<Option<SearchPage>> {
+    let Some(filters) = filters else {
+        return Ok(None);
+    };
+    let request = SearchRequest {
+        text,
+        filters,
+        sort: Some(sort),
+        limit,
+        cursor,
+        offset,
+        facets: false,
+    };
+    Ok(Some(state.registry.search(&request).await?))
 }
 
 /// The only kind of resource listed: agents are called over HTTP.
@@ -329,13 +303,14 @@ fn resources(page: Option<&SearchPage>, base_url: &str) -> Vec<DiscoveryResource
 
 /// ACTIVE agents that take x402 payments, in the order they went live.
 #[utoipa::path(get, path = "/discovery/resources", tag = "discovery",
-    params(ResourcesQuery),
+    params(ResourceFilters, ResourcesQuery),
     responses((status = 200, body = DiscoveryResources)))]
 pub async fn list_resources(
     State(state): State<AppState>,
+    Query(filters): Query<ResourceFilters>,
     Query(query): Query<ResourcesQuery>,
 ) -> ApiResult<Json<DiscoveryResources>> {
-    let filters = query.filter_params().filters()?;
+    let filters = filters.filters()?;
     let limit = clamp_limit(query.limit, DEFAULT_LIMIT, MAX_LIMIT);
     let offset = match query.offset {
         Some(offset) if offset < 0 => {
@@ -343,21 +318,9 @@ pub async fn list_resources(
         }
         offset => offset.unwrap_or(0).unsigned_abs(),
     };
-    let page = match filters {
-        Some(filters) => {
-            let request = SearchRequest {
-                text: String::new(),
-                filters,
-                sort: Some(Sort::Oldest),
-                limit,
-                cursor: None,
-                offset: usize::try_from(offset).unwrap_or(usize::MAX),
-                facets: false,
-            };
-            Some(state.registry.search(&request).await?)
-        }
-        None => None,
-    };
+    let skipped = usize::try_from(offset).unwrap_or(usize::MAX);
+    let paging = (limit, None, skipped);
+    let page = search(&state, filters, String::new(), Sort::Oldest, paging).await?;
     Ok(Json(DiscoveryResources {
         x402_version: X402_VERSION,
         items: resources(page.as_ref(), &state.base_url),
@@ -371,11 +334,12 @@ pub async fn list_resources(
 
 /// ACTIVE agents that take x402 payments, best match for `query` first.
 #[utoipa::path(get, path = "/discovery/search", tag = "discovery",
-    params(SearchQuery),
+    params(SearchQuery, ResourceFilters),
     responses((status = 200, body = DiscoverySearch)))]
 pub async fn search_resources(
     State(state): State<AppState>,
     Query(query): Query<SearchQuery>,
+    Query(filters): Query<ResourceFilters>,
 ) -> ApiResult<Json<DiscoverySearch>> {
     let text = match query.query.as_deref() {
         None => return Err(ApiError::invalid_parameter("query: is required")),
@@ -384,23 +348,10 @@ pub async fn search_resources(
         }
         Some(text) => text.to_owned(),
     };
-    let filters = query.filter_params().filters()?;
+    let filters = filters.filters()?;
     let limit = clamp_limit(query.limit, DEFAULT_LIMIT, MAX_LIMIT);
-    let page = match filters {
-        Some(filters) => {
-            let request = SearchRequest {
-                text,
-                filters,
-                sort: Some(Sort::Relevance),
-                limit,
-                cursor: query.cursor.clone().filter(|cursor| !cursor.is_empty()),
-                offset: 0,
-                facets: false,
-            };
-            Some(state.registry.search(&request).await?)
-        }
-        None => None,
-    };
+    let cursor = query.cursor.clone().filter(|cursor| !cursor.is_empty());
+    let page = search(&state, filters, text, Sort::Relevance, (limit, cursor, 0)).await?;
     let found = resources(page.as_ref(), &state.base_url);
     Ok(Json(DiscoverySearch {
         x402_version: X402_VERSION,

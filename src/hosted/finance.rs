@@ -12,7 +12,7 @@ use serde_json::{Map, Value, json};
 
 use super::cache::TtlCache;
 use super::upstream::Api;
-use super::{AgentError, HostedAgent, Output, required_str};
+use super::{About, AgentError, HostedAgent, Output, required_str};
 use crate::config::UpstreamConfig;
 use crate::outbound::Outbound;
 use crate::timestamp::Timestamp;
@@ -59,31 +59,21 @@ impl FinanceAgent {
     }
 }
 
+const ABOUT: About = About {
+    slug: "finance",
+    package_name: "registry.utility.finance",
+    name: "Finance Agent",
+    description: "Real-time financial data: the current price of a cryptocurrency or a stock. A reference \
+     agent for testing agent-to-agent calls.",
+    category: "Finance",
+    tags: &["test", "finance", "crypto", "stocks", "prices", "realtime"],
+    text_field: "symbol",
+};
+
 #[async_trait]
 impl HostedAgent for FinanceAgent {
-    fn slug(&self) -> &'static str {
-        "finance"
-    }
-
-    fn package_name(&self) -> &'static str {
-        "registry.utility.finance"
-    }
-
-    fn name(&self) -> &'static str {
-        "Finance Agent"
-    }
-
-    fn description(&self) -> &'static str {
-        "Real-time financial data: the current price of a cryptocurrency or a stock. A reference \
-         agent for testing agent-to-agent calls."
-    }
-
-    fn category(&self) -> &'static str {
-        "Finance"
-    }
-
-    fn tags(&self) -> &'static [&'static str] {
-        &["test", "finance", "crypto", "stocks", "prices", "realtime"]
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     fn capabilities(&self) -> Value {
@@ -96,10 +86,6 @@ impl HostedAgent for FinanceAgent {
                                                         "description": "Where to look; auto tries crypto, then stocks"}},
                               "required": ["symbol"]}}
         ])
-    }
-
-    fn text_field(&self) -> &'static str {
-        "symbol"
     }
 
     async fn execute(

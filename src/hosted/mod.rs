@@ -156,17 +156,10 @@ impl From<AgentError> for ApiError {
 /// A hosted agent: what the registry lists about it, and how it runs.
 #[async_trait]
 pub trait HostedAgent: Send + Sync {
-    /// Path segment under `/a2a/utility/`.
-    fn slug(&self) -> &'static str;
-    fn package_name(&self) -> &'static str;
-    fn name(&self) -> &'static str;
-    fn description(&self) -> &'static str;
-    fn category(&self) -> &'static str;
-    fn tags(&self) -> &'static [&'static str];
+    /// What the agent says of itself.
+    fn about(&self) -> &'static About;
     /// `[{name, description, input_schema}]`.
     fn capabilities(&self) -> Value;
-    /// The input field a plain-text message fills (`query`, `symbol`, `url`).
-    fn text_field(&self) -> &'static str;
 
     /// The capability an input that names none asks for: the first one unless overridden.
     fn default_capability(&self, _input: &Map<String, Value>) -> String {
@@ -192,6 +185,20 @@ pub trait HostedAgent: Send + Sync {
             .filter_map(|capability| capability.get("name")?.as_str().map(str::to_owned))
             .collect()
     }
+}
+
+/// What a hosted agent says of itself: where it is served and how it is listed.
+#[derive(Debug)]
+pub struct About {
+    /// Path segment under `/a2a/utility/`.
+    pub slug: &'static str,
+    pub package_name: &'static str,
+    pub name: &'static str,
+    pub description: &'static str,
+    pub category: &'static str,
+    pub tags: &'static [&'static str],
+    /// The input field a plain-text message fills (`query`, `symbol`, `url`).
+    pub text_field: &'static str,
 }
 
 /// Every hosted agent, built once from the configuration.
@@ -222,7 +229,10 @@ impl HostedAgents {
 
     /// The agent served under `/a2a/utility/{slug}`.
     pub fn by_slug(&self, slug: &str) -> Option<Arc<dyn HostedAgent>> {
-        self.0.iter().find(|agent| agent.slug() == slug).cloned()
+        self.0
+            .iter()
+            .find(|agent| agent.about().slug == slug)
+            .cloned()
     }
 
     /// The agent with this package name (case-insensitive).
@@ -231,7 +241,8 @@ impl HostedAgents {
             .iter()
             .find(|agent| {
                 agent
-                    .package_name()
+                    .about()
+                    .package_name
                     .eq_ignore_ascii_case(package_name.trim())
             })
             .cloned()
@@ -301,7 +312,7 @@ pub async fn invoke(
         Some(name) if names.iter().any(|known| known == name) => name.to_owned(),
         Some(name) => {
             return Err(AgentError::UnknownCapability {
-                agent: agent.package_name(),
+                agent: agent.about().package_name,
                 capability: crate::domain::truncate(name, 60),
                 known: names.join(", "),
             });
@@ -314,7 +325,7 @@ pub async fn invoke(
 
 /// The response body of a hosted agent call.
 pub fn response_body(agent: &dyn HostedAgent, capability: &str, output: &Output) -> Value {
-    json!({"agent": agent.package_name(), "capability": capability, "output": output.data})
+    json!({"agent": agent.about().package_name, "capability": capability, "output": output.data})
 }
 
 /// The registry entry of a hosted agent, as a publish body would describe it.
@@ -322,17 +333,18 @@ pub fn draft<A: HostedAgent + ?Sized>(
     agent: &A,
     base_url: &str,
 ) -> Result<AgentDraft, Vec<FieldError>> {
-    let slug = agent.slug();
+    let about = agent.about();
+    let slug = about.slug;
     AgentDraft::parse(&json!({
-        "package_name": agent.package_name(),
-        "name": agent.name(),
-        "description": agent.description(),
+        "package_name": about.package_name,
+        "name": about.name,
+        "description": about.description,
         "version": env!("CARGO_PKG_VERSION"),
         "manifest_url": format!("{base_url}/a2a/utility/{slug}/.well-known/agent-card.json"),
         "url": format!("{base_url}/a2a/utility/{slug}/v1"),
         "target": "Developers",
-        "category": agent.category(),
-        "tags": agent.tags(),
+        "category": about.category,
+        "tags": about.tags,
         "capabilities": agent.capabilities(),
         "payment": {"model": "free"},
     }))
@@ -348,7 +360,7 @@ pub async fn register_all(
         let draft = draft(agent.as_ref(), base_url).map_err(|errors| {
             anyhow::anyhow!(
                 "hosted agent {} is invalid: {errors:?}",
-                agent.package_name()
+                agent.about().package_name
             )
         })?;
         registry.ensure_system_agent(draft).await?;

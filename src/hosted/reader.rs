@@ -10,7 +10,7 @@ use reqwest::StatusCode;
 use serde_json::{Map, Value, json};
 use url::Url;
 
-use super::{AgentError, HostedAgent, Output, required_str};
+use super::{About, AgentError, HostedAgent, Output, required_str};
 use crate::outbound::{Fetch, HTML_OR_TEXT, Outbound};
 use crate::timestamp::Timestamp;
 
@@ -38,31 +38,21 @@ impl ReaderAgent {
     }
 }
 
+const ABOUT: About = About {
+    slug: "reader",
+    package_name: "registry.utility.reader",
+    name: "Web Reader Agent",
+    description: "Reads live web content: fetches a URL and returns its main content as cleaned Markdown. \
+     A reference agent for testing agent-to-agent calls.",
+    category: "Web",
+    tags: &["test", "web", "reader", "markdown", "scraping"],
+    text_field: "url",
+};
+
 #[async_trait]
 impl HostedAgent for ReaderAgent {
-    fn slug(&self) -> &'static str {
-        "reader"
-    }
-
-    fn package_name(&self) -> &'static str {
-        "registry.utility.reader"
-    }
-
-    fn name(&self) -> &'static str {
-        "Web Reader Agent"
-    }
-
-    fn description(&self) -> &'static str {
-        "Reads live web content: fetches a URL and returns its main content as cleaned Markdown. \
-         A reference agent for testing agent-to-agent calls."
-    }
-
-    fn category(&self) -> &'static str {
-        "Web"
-    }
-
-    fn tags(&self) -> &'static [&'static str] {
-        &["test", "web", "reader", "markdown", "scraping"]
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     fn capabilities(&self) -> Value {
@@ -73,10 +63,6 @@ impl HostedAgent for ReaderAgent {
                               "properties": {"url": {"type": "string", "format": "uri", "description": "http(s) URL of the page to read"}},
                               "required": ["url"]}}
         ])
-    }
-
-    fn text_field(&self) -> &'static str {
-        "url"
     }
 
     async fn execute(

@@ -11,7 +11,7 @@ use url::Url;
 
 use super::cache::TtlCache;
 use super::upstream::Api;
-use super::{AgentError, HostedAgent, Output, required_str};
+use super::{About, AgentError, HostedAgent, Output, required_str};
 use crate::config::UpstreamConfig;
 use crate::outbound::Outbound;
 
@@ -38,38 +38,28 @@ impl WikiAgent {
     }
 }
 
+const ABOUT: About = About {
+    slug: "wiki",
+    package_name: "registry.utility.wiki",
+    name: "Wikipedia Agent",
+    description: "Grounded facts from an encyclopedia: searches Wikipedia pages and returns article \
+     summaries. A reference agent for testing agent-to-agent calls.",
+    category: "Knowledge",
+    tags: &[
+        "test",
+        "wikipedia",
+        "encyclopedia",
+        "knowledge",
+        "facts",
+        "search",
+    ],
+    text_field: "query",
+};
+
 #[async_trait]
 impl HostedAgent for WikiAgent {
-    fn slug(&self) -> &'static str {
-        "wiki"
-    }
-
-    fn package_name(&self) -> &'static str {
-        "registry.utility.wiki"
-    }
-
-    fn name(&self) -> &'static str {
-        "Wikipedia Agent"
-    }
-
-    fn description(&self) -> &'static str {
-        "Grounded facts from an encyclopedia: searches Wikipedia pages and returns article \
-         summaries. A reference agent for testing agent-to-agent calls."
-    }
-
-    fn category(&self) -> &'static str {
-        "Knowledge"
-    }
-
-    fn tags(&self) -> &'static [&'static str] {
-        &[
-            "test",
-            "wikipedia",
-            "encyclopedia",
-            "knowledge",
-            "facts",
-            "search",
-        ]
+    fn about(&self) -> &'static About {
+        &ABOUT
     }
 
     fn capabilities(&self) -> Value {
@@ -86,10 +76,6 @@ impl HostedAgent for WikiAgent {
                               "properties": {"page_id": {"type": "string", "description": "Page id (digits) or title"}},
                               "required": ["page_id"]}}
         ])
-    }
-
-    fn text_field(&self) -> &'static str {
-        "query"
     }
 
     fn default_capability(&self, input: &Map<String, Value>) -> String {

@@ -32,9 +32,31 @@ fn at(secs: i64) -> Timestamp {
     Timestamp::from_micros(1_795_000_000_000_000 + secs * 1_000_000)
 }
 
-pub async fn an_inserted_agent_reads_back_identically(store: &dyn Store) {
-    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
+/// A new agent of alice's named `package_name`, created and inserted at `when`.
+async fn inserted(store: &dyn Store, package_name: &str, when: Timestamp) -> Agent {
+    let agent = Agent::new(draft(package_name), "alice", when);
     store.insert_agent(&agent).await.expect("insert");
+    agent
+}
+
+/// Agent `id` moved from STAGE to ACTIVE at `when`.
+async fn go_live(store: &dyn Store, id: &str, when: Timestamp) -> Agent {
+    store
+        .transition(id, AgentState::Stage, AgentState::Active, when)
+        .await
+        .expect("go live")
+}
+
+/// Agent `id` moved from ACTIVE back to STAGE at `when`.
+async fn unpublish(store: &dyn Store, id: &str, when: Timestamp) -> Agent {
+    store
+        .transition(id, AgentState::Active, AgentState::Stage, when)
+        .await
+        .expect("unpublish")
+}
+
+pub async fn an_inserted_agent_reads_back_identically(store: &dyn Store) {
+    let agent = inserted(store, "com.example.weather", at(0)).await;
     let by_id = store.find_agent(&agent.id).await.expect("find");
     assert_eq!(by_id.as_ref(), Some(&agent));
     let by_name = store
@@ -51,8 +73,7 @@ pub async fn an_inserted_agent_reads_back_identically(store: &dyn Store) {
 pub async fn agents_are_found_by_id_in_one_call(store: &dyn Store) {
     let mut ids = Vec::new();
     for n in 0..3 {
-        let agent = Agent::new(draft(&format!("com.example.many{n}")), "alice", at(n));
-        store.insert_agent(&agent).await.expect("insert");
+        let agent = inserted(store, &format!("com.example.many{n}"), at(n)).await;
         ids.push(agent.id);
     }
     let asked = vec![
@@ -81,8 +102,7 @@ pub async fn agents_are_found_by_id_in_one_call(store: &dyn Store) {
 }
 
 pub async fn lookups_with_a_nul_character_find_nothing(store: &dyn Store) {
-    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
-    store.insert_agent(&agent).await.expect("insert");
+    inserted(store, "com.example.weather", at(0)).await;
     let found = store.find_agent("com.example\0.weather").await;
     assert!(matches!(found, Ok(None)), "{found:?}");
     let revoked = store.revoke_token("tok_\0", at(1)).await;
@@ -92,8 +112,7 @@ pub async fn lookups_with_a_nul_character_find_nothing(store: &dyn Store) {
 }
 
 pub async fn a_taken_package_name_is_a_conflict(store: &dyn Store) {
-    let first = Agent::new(draft("com.example.weather"), "alice", at(0));
-    store.insert_agent(&first).await.expect("insert");
+    inserted(store, "com.example.weather", at(0)).await;
     let second = Agent::new(draft("com.example.weather"), "bob", at(1));
     let result = store.insert_agent(&second).await;
     assert!(matches!(result, Err(StoreError::Conflict(_))), "{result:?}");
@@ -113,8 +132,7 @@ pub async fn an_agent_is_found_by_its_identifier_ignoring_case(store: &dyn Store
 }
 
 pub async fn a_taken_identifier_is_refused_as_such(store: &dyn Store) {
-    let first = Agent::new(draft("com.example.weather"), "alice", at(0));
-    store.insert_agent(&first).await.expect("insert");
+    let first = inserted(store, "com.example.weather", at(0)).await;
     let mut second = Agent::new(draft("com.example.other"), "bob", at(1));
     second.urn = crate::domain::AirUrn::parse("urn:air:EXAMPLE.com:WEATHER").expect("urn");
     let result = store.insert_agent(&second).await;
@@ -140,8 +158,7 @@ pub async fn a_taken_identifier_is_refused_as_such(store: &dyn Store) {
 }
 
 pub async fn updates_replace_fields_and_bump_the_revision(store: &dyn Store) {
-    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
-    store.insert_agent(&agent).await.expect("insert");
+    let agent = inserted(store, "com.example.weather", at(0)).await;
     let mut changed = agent.draft.clone();
     changed.description = "Now with tides.".to_owned();
     changed.payment = None;
@@ -167,12 +184,8 @@ pub async fn updates_replace_fields_and_bump_the_revision(store: &dyn Store) {
 }
 
 pub async fn transitions_check_the_current_state(store: &dyn Store) {
-    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
-    store.insert_agent(&agent).await.expect("insert");
-    let live = store
-        .transition(&agent.id, AgentState::Stage, AgentState::Active, at(1))
-        .await
-        .expect("go live");
+    let agent = inserted(store, "com.example.weather", at(0)).await;
+    let live = go_live(store, &agent.id, at(1)).await;
     assert_eq!(live.state, AgentState::Active);
     assert_eq!(live.published_at, Some(at(1)));
     let again = store
@@ -182,10 +195,7 @@ pub async fn transitions_check_the_current_state(store: &dyn Store) {
         matches!(again, Err(StoreError::InvalidTransition(_))),
         "{again:?}"
     );
-    let staged = store
-        .transition(&agent.id, AgentState::Active, AgentState::Stage, at(3))
-        .await
-        .expect("unpublish");
+    let staged = unpublish(store, &agent.id, at(3)).await;
     assert_eq!(staged.state, AgentState::Stage);
     assert_eq!(staged.published_at, None);
     let missing = store
@@ -195,8 +205,7 @@ pub async fn transitions_check_the_current_state(store: &dyn Store) {
 }
 
 pub async fn refused_writes_change_nothing_and_log_nothing(store: &dyn Store) {
-    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
-    store.insert_agent(&agent).await.expect("insert");
+    let agent = inserted(store, "com.example.weather", at(0)).await;
     let before = store.latest_change().await.expect("latest");
     let mut changed = agent.draft.clone();
     changed.description = "Stale.".to_owned();
@@ -233,8 +242,7 @@ pub async fn refused_writes_change_nothing_and_log_nothing(store: &dyn Store) {
 }
 
 pub async fn verification_is_recorded(store: &dyn Store) {
-    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
-    store.insert_agent(&agent).await.expect("insert");
+    let agent = inserted(store, "com.example.weather", at(0)).await;
     let verified = store
         .set_verification(&agent.id, VerificationLevel::DomainVerified, at(1))
         .await
@@ -246,8 +254,7 @@ pub async fn verification_is_recorded(store: &dyn Store) {
 }
 
 pub async fn deleting_frees_the_package_name(store: &dyn Store) {
-    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
-    store.insert_agent(&agent).await.expect("insert");
+    let agent = inserted(store, "com.example.weather", at(0)).await;
     assert!(store.delete_agent(&agent.id, at(1)).await.expect("delete"));
     assert!(!store.delete_agent(&agent.id, at(2)).await.expect("delete"));
     assert_eq!(store.find_agent(&agent.id).await.expect("find"), None);
@@ -293,10 +300,7 @@ pub async fn all_agents_filters_by_state(store: &dyn Store) {
     let live = Agent::new(draft("com.example.live"), "alice", at(0));
     store.insert_agent(&staged).await.expect("insert");
     store.insert_agent(&live).await.expect("insert");
-    store
-        .transition(&live.id, AgentState::Stage, AgentState::Active, at(1))
-        .await
-        .expect("go live");
+    go_live(store, &live.id, at(1)).await;
     let active = store
         .all_agents(Some(AgentState::Active))
         .await
@@ -309,14 +313,10 @@ pub async fn all_agents_filters_by_state(store: &dyn Store) {
 pub async fn pages_of_one_state_cover_it_once_in_id_order(store: &dyn Store) {
     let mut live_ids = Vec::new();
     for n in 0..7 {
-        let agent = Agent::new(draft(&format!("com.example.paged{n}")), "alice", at(0));
-        store.insert_agent(&agent).await.expect("insert");
+        let agent = inserted(store, &format!("com.example.paged{n}"), at(0)).await;
         // Every other agent goes live, so pages must skip the staged ones between them.
         if n % 2 == 0 {
-            store
-                .transition(&agent.id, AgentState::Stage, AgentState::Active, at(1))
-                .await
-                .expect("go live");
+            go_live(store, &agent.id, at(1)).await;
             live_ids.push(agent.id);
         }
     }
@@ -376,10 +376,7 @@ pub async fn a_saved_keyword_index_catches_up_with_the_store(store: std::sync::A
         let store = Arc::clone(&store);
         async move {
             store.insert_agent(&agent).await.expect("insert");
-            store
-                .transition(&agent.id, AgentState::Stage, AgentState::Active, at(n))
-                .await
-                .expect("go live");
+            go_live(&*store, &agent.id, at(n)).await;
             agent.id
         }
     };
@@ -420,10 +417,7 @@ pub async fn a_saved_keyword_index_catches_up_with_the_store(store: std::sync::A
         .update_agent(&ids[1], &changed, None, at(10))
         .await
         .expect("update");
-    store
-        .transition(&ids[2], AgentState::Active, AgentState::Stage, at(11))
-        .await
-        .expect("unpublish");
+    unpublish(&*store, &ids[2], at(11)).await;
     store.delete_agent(&ids[3], at(12)).await.expect("delete");
     let added = live(13, "hyena").await;
 
@@ -489,20 +483,13 @@ pub async fn a_saved_keyword_index_catches_up_with_the_store(store: std::sync::A
 
 pub async fn every_write_is_logged_in_order(store: &dyn Store) {
     let start = store.latest_change().await.expect("latest");
-    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
-    store.insert_agent(&agent).await.expect("insert");
+    let agent = inserted(store, "com.example.weather", at(0)).await;
     store
         .update_agent(&agent.id, &agent.draft, None, at(1))
         .await
         .expect("update");
-    store
-        .transition(&agent.id, AgentState::Stage, AgentState::Active, at(2))
-        .await
-        .expect("go live");
-    store
-        .transition(&agent.id, AgentState::Active, AgentState::Stage, at(3))
-        .await
-        .expect("unpublish");
+    go_live(store, &agent.id, at(2)).await;
+    unpublish(store, &agent.id, at(3)).await;
     store.delete_agent(&agent.id, at(4)).await.expect("delete");
     let changes = store.changes_since(start, 100).await.expect("changes");
     let kinds: Vec<ChangeKind> = changes.iter().map(|c| c.kind).collect();
@@ -534,8 +521,7 @@ pub async fn every_write_is_logged_in_order(store: &dyn Store) {
 }
 
 pub async fn embeddings_are_keyed_by_embedder_and_die_with_their_agent(store: &dyn Store) {
-    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
-    store.insert_agent(&agent).await.expect("insert");
+    let agent = inserted(store, "com.example.weather", at(0)).await;
     let embedding = |hash: &str, vector: Vec<f32>| StoredEmbedding {
         agent_id: agent.id.clone(),
         content_hash: hash.to_owned(),
@@ -595,8 +581,7 @@ pub async fn embeddings_are_keyed_by_embedder_and_die_with_their_agent(store: &d
 pub async fn racing_vector_saves_in_opposite_orders_both_succeed(store: &dyn Store) {
     let mut embeddings = Vec::new();
     for n in 0..40 {
-        let agent = Agent::new(draft(&format!("com.example.race{n}")), "alice", at(n));
-        store.insert_agent(&agent).await.expect("insert");
+        let agent = inserted(store, &format!("com.example.race{n}"), at(n)).await;
         embeddings.push(StoredEmbedding {
             agent_id: agent.id.clone(),
             content_hash: format!("h{n}"),
@@ -807,8 +792,7 @@ pub async fn a_sources_latest_skips_are_kept_newest_first_and_bounded(store: &dy
 pub async fn stored_vectors_are_read_a_page_at_a_time_by_agent_id(store: &dyn Store) {
     let mut ids = Vec::new();
     for n in 0..7 {
-        let agent = Agent::new(draft(&format!("com.example.page{n}")), "alice", at(n));
-        store.insert_agent(&agent).await.expect("insert");
+        let agent = inserted(store, &format!("com.example.page{n}"), at(n)).await;
         let embedding = |model: &str| StoredEmbedding {
             agent_id: agent.id.clone(),
             content_hash: format!("{model}-{n}"),
@@ -855,16 +839,12 @@ pub async fn stored_vectors_are_read_a_page_at_a_time_by_agent_id(store: &dyn St
 
 pub async fn only_changes_touching_active_agents_are_public(store: &dyn Store) {
     let start = store.latest_change().await.expect("latest");
-    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
-    store.insert_agent(&agent).await.expect("insert");
+    let agent = inserted(store, "com.example.weather", at(0)).await;
     store
         .update_agent(&agent.id, &agent.draft, None, at(1))
         .await
         .expect("staged update");
-    store
-        .transition(&agent.id, AgentState::Stage, AgentState::Active, at(2))
-        .await
-        .expect("go live");
+    go_live(store, &agent.id, at(2)).await;
     store
         .update_agent(&agent.id, &agent.draft, None, at(3))
         .await
@@ -873,17 +853,10 @@ pub async fn only_changes_touching_active_agents_are_public(store: &dyn Store) {
         .set_verification(&agent.id, VerificationLevel::DomainVerified, at(4))
         .await
         .expect("verify");
-    store
-        .transition(&agent.id, AgentState::Active, AgentState::Stage, at(5))
-        .await
-        .expect("unpublish");
+    unpublish(store, &agent.id, at(5)).await;
     store.delete_agent(&agent.id, at(6)).await.expect("delete");
-    let live = Agent::new(draft("com.example.live"), "alice", at(7));
-    store.insert_agent(&live).await.expect("insert");
-    store
-        .transition(&live.id, AgentState::Stage, AgentState::Active, at(8))
-        .await
-        .expect("go live");
+    let live = inserted(store, "com.example.live", at(7)).await;
+    go_live(store, &live.id, at(8)).await;
     store.delete_agent(&live.id, at(9)).await.expect("delete");
 
     let all = store.changes_since(start, 100).await.expect("changes");
@@ -917,8 +890,7 @@ pub async fn only_changes_touching_active_agents_are_public(store: &dyn Store) {
 }
 
 pub async fn every_version_is_kept_with_its_fields(store: &dyn Store) {
-    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
-    store.insert_agent(&agent).await.expect("insert");
+    let agent = inserted(store, "com.example.weather", at(0)).await;
     let mut second = agent.draft.clone();
     second.version = Some("1.1.0".to_owned());
     second.description = "Now with tides.".to_owned();
@@ -1012,10 +984,7 @@ pub async fn every_change_notes_the_version(store: &dyn Store) {
         .update_agent(&agent.id, &changed, None, at(1))
         .await
         .expect("update");
-    store
-        .transition(&agent.id, AgentState::Stage, AgentState::Active, at(2))
-        .await
-        .expect("go live");
+    go_live(store, &agent.id, at(2)).await;
     store
         .set_verification(&agent.id, VerificationLevel::DomainVerified, at(3))
         .await
@@ -1057,8 +1026,7 @@ pub async fn racing_inserts_of_one_name_admit_exactly_one(store: &dyn Store) {
 }
 
 pub async fn racing_updates_of_one_revision_admit_exactly_one(store: &dyn Store) {
-    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
-    store.insert_agent(&agent).await.expect("insert");
+    let agent = inserted(store, "com.example.weather", at(0)).await;
     let mut left = agent.draft.clone();
     left.description = "Left.".to_owned();
     let mut right = agent.draft.clone();
@@ -1096,8 +1064,7 @@ fn outcome(status: HealthStatus, secs: i64) -> ProbeOutcome {
 pub async fn due_probes_are_leased_to_one_claimer_at_a_time(store: &dyn Store) {
     let mut ids = Vec::new();
     for n in 0..6 {
-        let agent = Agent::new(draft(&format!("com.example.a{n}")), "alice", at(0));
-        store.insert_agent(&agent).await.expect("insert");
+        let agent = inserted(store, &format!("com.example.a{n}"), at(0)).await;
         ids.push(agent.id);
     }
     let due: Vec<(String, Timestamp)> = ids
@@ -1152,8 +1119,7 @@ pub async fn due_probes_are_leased_to_one_claimer_at_a_time(store: &dyn Store) {
 }
 
 pub async fn probes_record_health_uptime_and_status_changes(store: &dyn Store) {
-    let agent = Agent::new(draft("com.example.weather"), "alice", at(0));
-    store.insert_agent(&agent).await.expect("insert");
+    let agent = inserted(store, "com.example.weather", at(0)).await;
     store
         .schedule_probes(&[(agent.id.clone(), at(0))])
         .await

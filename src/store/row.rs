@@ -1,9 +1,11 @@
 //! Rows as the databases return them, and their conversion to the model (shared by backends).
 
+use sqlx::encode::Encode;
+use sqlx::query::Query;
+use sqlx::{Database, Type};
+
 use crate::domain::Scope;
-use crate::domain::{
-    AgentDraft, AirUrn, Capability, DEFAULT_VERSION, Health, PackageName, Payment, Reach,
-};
+use crate::domain::{AgentDraft, AirUrn, DEFAULT_VERSION, Health, PackageName, Reach};
 use crate::timestamp::Timestamp;
 
 use super::StoreError;
@@ -13,19 +15,18 @@ use super::model::{
     VersionSnapshot,
 };
 
-/// The columns of `agents`, in both backends.
+/// The columns of a draft that `agents` and `agent_versions` both hold, in the order
+/// `DraftRow::bind` binds them. Beside them, `agents` keeps the draft's `version` (optional
+/// there, required in `agent_versions`) and `probe_message` (not kept per version).
+pub const DRAFT_COLUMNS: &str = "name, description, manifest_url, url, target, category, tags, \
+    capabilities, payment, card, card_signature, reach, representative_queries";
+
+/// A draft's `DRAFT_COLUMNS` as stored: its texts, and its lists and objects as JSON. Read as
+/// part of `AgentRow` and `SnapshotRow`, written by `bind`.
 #[derive(Debug, sqlx::FromRow)]
-pub struct AgentRow {
-    pub id: String,
-    pub package_name: String,
-    pub owner: String,
-    pub state: String,
-    pub verification_level: String,
-    pub verification_token: String,
-    pub revision: i64,
+pub struct DraftRow {
     pub name: String,
     pub description: String,
-    pub version: Option<String>,
     pub manifest_url: Option<String>,
     pub url: Option<String>,
     pub target: Option<String>,
@@ -34,32 +35,21 @@ pub struct AgentRow {
     pub capabilities: String,
     pub payment: Option<String>,
     pub card: Option<String>,
-    pub created_at: i64,
-    pub updated_at: i64,
-    pub published_at: Option<i64>,
-    pub card_signature: Option<String>,
-    pub reach: Option<String>,
-    pub probe_message: Option<String>,
-    pub health: Option<String>,
-    pub representative_queries: Option<String>,
-    pub urn: Option<String>,
-    pub provenance: Option<String>,
-}
-
-/// The list-valued and JSON columns of a draft, serialised once for any backend.
-pub struct DraftColumns {
-    pub tags: String,
-    pub capabilities: String,
-    pub payment: Option<String>,
-    pub card: Option<String>,
     pub card_signature: Option<String>,
     pub reach: Option<String>,
     pub representative_queries: Option<String>,
 }
 
-impl DraftColumns {
+impl DraftRow {
+    /// The columns of `draft`, serialised once for any backend.
     pub fn of(draft: &AgentDraft) -> Result<Self, StoreError> {
         Ok(Self {
+            name: draft.name.clone(),
+            description: draft.description.clone(),
+            manifest_url: draft.manifest_url.clone(),
+            url: draft.url.clone(),
+            target: draft.target.clone(),
+            category: draft.category.clone(),
             tags: to_json(&draft.tags)?,
             capabilities: to_json(&draft.capabilities)?,
             payment: draft.payment.as_ref().map(to_json).transpose()?,
@@ -73,6 +63,94 @@ impl DraftColumns {
                 .transpose()?,
         })
     }
+
+    /// `query` with these columns bound next, in the order of `DRAFT_COLUMNS`.
+    pub fn bind<'q, DB: Database>(
+        &'q self,
+        query: Query<'q, DB, DB::Arguments<'q>>,
+    ) -> Query<'q, DB, DB::Arguments<'q>>
+    where
+        String: Encode<'q, DB> + Type<DB>,
+        Option<String>: Encode<'q, DB>,
+    {
+        query
+            .bind(&self.name)
+            .bind(&self.description)
+            .bind(&self.manifest_url)
+            .bind(&self.url)
+            .bind(&self.target)
+            .bind(&self.category)
+            .bind(&self.tags)
+            .bind(&self.capabilities)
+            .bind(&self.payment)
+            .bind(&self.card)
+            .bind(&self.card_signature)
+            .bind(&self.reach)
+            .bind(&self.representative_queries)
+    }
+
+    /// The draft these columns hold, with the columns of it they do not: its package name,
+    /// version and probe message.
+    fn into_draft(
+        self,
+        package_name: &str,
+        version: Option<String>,
+        probe_message: Option<String>,
+    ) -> Result<AgentDraft, StoreError> {
+        let mut reach: Reach = optional_json("reach", self.reach)?.unwrap_or_default();
+        // Rows written before agents listed interfaces: the url is the one interface.
+        if let (true, Some(url)) = (reach.interfaces.is_empty(), &self.url) {
+            reach.lead_with(url);
+        }
+        Ok(AgentDraft {
+            package_name: PackageName::parse(package_name)
+                .map_err(|err| corrupt("package_name", err))?,
+            name: self.name,
+            description: self.description,
+            // Agents published before versions were kept may have none: they are at 1.0.0.
+            version: Some(version.unwrap_or_else(|| DEFAULT_VERSION.to_owned())),
+            manifest_url: self.manifest_url,
+            url: self.url,
+            target: self.target,
+            category: self.category,
+            tags: from_json("tags", &self.tags)?,
+            capabilities: from_json("capabilities", &self.capabilities)?,
+            payment: optional_json("payment", self.payment)?,
+            card: optional_json("card", self.card)?,
+            card_signature: optional_json("card_signature", self.card_signature)?,
+            reach,
+            probe_message,
+            representative_queries: optional_json(
+                "representative_queries",
+                self.representative_queries,
+            )?
+            .unwrap_or_default(),
+            // The agent's identifier is its own column (`Agent::urn`), not a draft field.
+            identifier: None,
+        })
+    }
+}
+
+/// The columns of `agents`, in both backends.
+#[derive(Debug, sqlx::FromRow)]
+pub struct AgentRow {
+    pub id: String,
+    pub package_name: String,
+    pub owner: String,
+    pub state: String,
+    pub verification_level: String,
+    pub verification_token: String,
+    pub revision: i64,
+    pub version: Option<String>,
+    pub probe_message: Option<String>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub published_at: Option<i64>,
+    pub health: Option<String>,
+    pub urn: Option<String>,
+    pub provenance: Option<String>,
+    #[sqlx(flatten)]
+    pub draft: DraftRow,
 }
 
 /// A source's recent skips as stored (JSON, newest first); none when absent or unreadable.
@@ -93,118 +171,28 @@ pub(super) fn from_json<T: serde::de::DeserializeOwned>(
     serde_json::from_str(text).map_err(|err| corrupt(column, err))
 }
 
+/// A nullable JSON column read: `None` when it is NULL.
+fn optional_json<T: serde::de::DeserializeOwned>(
+    column: &str,
+    text: Option<String>,
+) -> Result<Option<T>, StoreError> {
+    text.map(|text| from_json(column, &text)).transpose()
+}
+
 fn corrupt(column: &str, err: impl std::fmt::Display) -> StoreError {
     StoreError::Database(sqlx::Error::Decode(
         format!("column {column} holds an unreadable value: {err}").into(),
     ))
 }
 
-/// The writable columns of `agents` and `agent_versions`, as read.
-struct DraftText {
-    package_name: String,
-    name: String,
-    description: String,
-    version: Option<String>,
-    manifest_url: Option<String>,
-    url: Option<String>,
-    target: Option<String>,
-    category: Option<String>,
-    tags: String,
-    capabilities: String,
-    payment: Option<String>,
-    card: Option<String>,
-    card_signature: Option<String>,
-    reach: Option<String>,
-    probe_message: Option<String>,
-    representative_queries: Option<String>,
-}
-
-impl DraftText {
-    fn into_draft(self) -> Result<AgentDraft, StoreError> {
-        let capabilities: Vec<Capability> = from_json("capabilities", &self.capabilities)?;
-        let payment: Option<Payment> = self
-            .payment
-            .as_deref()
-            .map(|text| from_json("payment", text))
-            .transpose()?;
-        let card = self
-            .card
-            .as_deref()
-            .map(|text| from_json("card", text))
-            .transpose()?;
-        let card_signature = self
-            .card_signature
-            .as_deref()
-            .map(|text| from_json("card_signature", text))
-            .transpose()?;
-        let mut reach: Reach = self
-            .reach
-            .as_deref()
-            .map(|text| from_json("reach", text))
-            .transpose()?
-            .unwrap_or_default();
-        // Rows written before agents listed interfaces: the url is the one interface.
-        if let (true, Some(url)) = (reach.interfaces.is_empty(), &self.url) {
-            reach.lead_with(url);
-        }
-        Ok(AgentDraft {
-            package_name: PackageName::parse(&self.package_name)
-                .map_err(|err| corrupt("package_name", err))?,
-            name: self.name,
-            description: self.description,
-            // Agents published before versions were kept may have none: they are at 1.0.0.
-            version: Some(self.version.unwrap_or_else(|| DEFAULT_VERSION.to_owned())),
-            manifest_url: self.manifest_url,
-            url: self.url,
-            target: self.target,
-            category: self.category,
-            tags: from_json("tags", &self.tags)?,
-            capabilities,
-            payment,
-            card,
-            card_signature,
-            reach,
-            probe_message: self.probe_message,
-            representative_queries: self
-                .representative_queries
-                .as_deref()
-                .map(|text| from_json("representative_queries", text))
-                .transpose()?
-                .unwrap_or_default(),
-            // The agent's identifier is its own column (`Agent::urn`), not a draft field.
-            identifier: None,
-        })
-    }
-}
-
 impl TryFrom<AgentRow> for Agent {
     type Error = StoreError;
 
     fn try_from(row: AgentRow) -> Result<Self, StoreError> {
-        let draft = DraftText {
-            package_name: row.package_name,
-            name: row.name,
-            description: row.description,
-            version: row.version,
-            manifest_url: row.manifest_url,
-            url: row.url,
-            target: row.target,
-            category: row.category,
-            tags: row.tags,
-            capabilities: row.capabilities,
-            payment: row.payment,
-            card: row.card,
-            card_signature: row.card_signature,
-            reach: row.reach,
-            probe_message: row.probe_message,
-            representative_queries: row.representative_queries,
-        }
-        .into_draft()?;
-        let stored = row
-            .health
-            .as_deref()
-            .map(|text| from_json("health", text))
-            .transpose()?;
+        let draft = row
+            .draft
+            .into_draft(&row.package_name, row.version, row.probe_message)?;
+        let stored = optional_json("health", row.health)?;
         let health = Health::shown(&draft, stored);
         // A row an older program wrote has no identifier yet: the one it will be given.
         let urn = match row.urn.as_deref() {
@@ -225,11 +213,7 @@ impl TryFrom<AgentRow> for Agent {
             draft,
             health,
             urn,
-            provenance: row
-                .provenance
-                .as_deref()
-                .map(|text| from_json("provenance", text))
-                .transpose()?,
+            provenance: optional_json("provenance", row.provenance)?,
         })
     }
 }
@@ -256,54 +240,22 @@ impl From<VersionRow> for AgentVersion {
 #[derive(Debug, sqlx::FromRow)]
 pub struct SnapshotRow {
     pub package_name: String,
-    pub version: String,
-    pub revision: i64,
-    pub published_at: i64,
-    pub name: String,
-    pub description: String,
-    pub manifest_url: Option<String>,
-    pub url: Option<String>,
-    pub target: Option<String>,
-    pub category: Option<String>,
-    pub tags: String,
-    pub capabilities: String,
-    pub payment: Option<String>,
-    pub card: Option<String>,
-    pub card_signature: Option<String>,
-    pub reach: Option<String>,
-    pub representative_queries: Option<String>,
+    #[sqlx(flatten)]
+    pub version: VersionRow,
+    #[sqlx(flatten)]
+    pub draft: DraftRow,
 }
 
 impl TryFrom<SnapshotRow> for VersionSnapshot {
     type Error = StoreError;
 
     fn try_from(row: SnapshotRow) -> Result<Self, StoreError> {
-        let draft = DraftText {
-            package_name: row.package_name,
-            name: row.name,
-            description: row.description,
-            version: Some(row.version.clone()),
-            manifest_url: row.manifest_url,
-            url: row.url,
-            target: row.target,
-            category: row.category,
-            tags: row.tags,
-            capabilities: row.capabilities,
-            payment: row.payment,
-            card: row.card,
-            card_signature: row.card_signature,
-            reach: row.reach,
-            // Not kept per version: it is the owner's setting for the current record.
-            probe_message: None,
-            representative_queries: row.representative_queries,
-        }
-        .into_draft()?;
+        // No probe message: it is the owner's setting for the current record, not kept per
+        // version.
+        let version = Some(row.version.version.clone());
+        let draft = row.draft.into_draft(&row.package_name, version, None)?;
         Ok(VersionSnapshot {
-            version: AgentVersion {
-                version: row.version,
-                revision: row.revision,
-                published_at: Timestamp::from_micros(row.published_at),
-            },
+            version: AgentVersion::from(row.version),
             draft,
         })
     }

@@ -18,6 +18,7 @@
 //! What does differ is [`Dialect`]: how a change is logged (PostgreSQL orders and announces
 //! it), how a read transaction sees one snapshot, and what a backend keeps beside its pools.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -30,8 +31,8 @@ use crate::domain::{AgentDraft, DEFAULT_VERSION, Health, HealthStatus};
 use crate::timestamp::Timestamp;
 
 use super::row::{
-    AgentRow, ChangeRow, DraftColumns, EmbeddingRow, MirrorRow, SessionRow, SnapshotRow, StepRow,
-    TokenRow, VersionRow, from_json, recent_skips, scopes_column, to_json,
+    AgentRow, ChangeRow, DRAFT_COLUMNS, DraftRow, EmbeddingRow, MirrorRow, SessionRow, SnapshotRow,
+    StepRow, TokenRow, VersionRow, from_json, recent_skips, scopes_column, to_json,
 };
 use super::{
     Agent, AgentState, AgentVersion, Change, ChangeKind, MirrorPage, MirrorRecord, MirrorSkip,
@@ -81,103 +82,106 @@ pub struct SqlStore<DB: Dialect> {
     pub(super) feed: DB::Feed,
 }
 
-/// The columns an insert writes: every one but `health`, which only the prober writes.
-const INSERT_COLUMNS: &str = "id, package_name, owner, state, verification_level, \
-    verification_token, revision, name, description, version, manifest_url, url, target, \
-    category, tags, capabilities, payment, card, created_at, updated_at, published_at, \
-    card_signature, reach, probe_message, representative_queries, urn, provenance";
+/// Column names for `format!`: those of each list (`a, b`) in turn, each after a prefix (`v.`),
+/// separated by `, `.
+#[derive(Clone, Copy)]
+struct Columns<'a>(&'a str, &'a [&'a str]);
 
-const AGENT_COLUMNS: &str = "id, package_name, owner, state, verification_level, \
-    verification_token, revision, name, description, version, manifest_url, url, target, \
-    category, tags, capabilities, payment, card, created_at, updated_at, published_at, \
-    card_signature, reach, probe_message, health, representative_queries, urn, provenance";
+impl Columns<'_> {
+    fn names(&self) -> impl Iterator<Item = &str> {
+        self.1.iter().flat_map(|list| list.split(", "))
+    }
+
+    /// `$first, …`: one parameter per column.
+    fn placeholders(&self, first: usize) -> String {
+        let count = self.names().count();
+        (first..first + count)
+            .map(|n| format!("${n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// `column = $first, …`: each column set to its parameter.
+    fn set_from(&self, first: usize) -> String {
+        self.names()
+            .zip(first..)
+            .map(|(column, n)| format!("{column} = ${n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// `column = excluded.column, …`: each column set to the value an upsert was refused.
+    fn set_excluded(&self) -> String {
+        self.names()
+            .map(|column| format!("{column} = excluded.{column}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+impl std::fmt::Display for Columns<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, column) in self.names().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{}{column}", self.0)?;
+        }
+        Ok(())
+    }
+}
+
+/// The columns of `agents` beside the draft's (`DRAFT_COLUMNS`) that an insert writes, in the
+/// order `agent_insert` binds them: every one but `health`, which only the prober writes.
+const AGENT_OWN: &str = "id, package_name, owner, state, verification_level, \
+    verification_token, revision, version, probe_message, created_at, updated_at, published_at, \
+    urn, provenance";
+
+const AGENT_COLUMNS: Columns = Columns("", &[AGENT_OWN, "health", DRAFT_COLUMNS]);
 
 const CHANGE_COLUMNS: &str = "seq, agent_id, package_name, kind, at, public, version";
 
-/// The columns of `agent_versions` that hold a version's fields (`version` is the draft's).
-const SNAPSHOT_COLUMNS: &str = "v.version, v.revision, v.published_at, v.name, v.description, \
-    v.manifest_url, v.url, v.target, v.category, v.tags, v.capabilities, v.payment, v.card, \
-    v.card_signature, v.reach, v.representative_queries";
+/// The key of `agent_versions`, and the columns beside it and the draft's that a version
+/// row writes, in the order `version_row` binds them.
+const VERSION_KEY: &str = "agent_id, version";
+const VERSION_STAMP: &str = "revision, published_at";
 
-/// The columns of `agent_versions` a version row writes, bound by `version_row` as `$1`…`$17`
-/// (a macro, so `concat!` builds each statement at compile time).
-macro_rules! version_insert {
-    () => {
-        "INSERT INTO agent_versions (agent_id, version, revision, published_at, name, \
-         description, manifest_url, url, target, category, tags, capabilities, payment, card, \
-         card_signature, reach, representative_queries)"
-    };
-}
+/// The columns of `agent_versions` (as `v`) that hold a version and its fields.
+const SNAPSHOT_COLUMNS: Columns = Columns("v.", &["version", VERSION_STAMP, DRAFT_COLUMNS]);
 
-/// Records `agent`'s draft as its current version, written at `at`: a new row of its history,
-/// or the row of that version replaced (a version that cannot be bumped changed in place).
-fn version_upsert<'q, DB: Dialect>(
-    agent: &'q Agent,
-    columns: &'q DraftColumns,
-    at: Timestamp,
-) -> Query<'q, DB, DB::Arguments<'q>>
-where
-    &'q str: Encode<'q, DB> + Type<DB>,
-    String: Encode<'q, DB> + Type<DB>,
-    Option<String>: Encode<'q, DB>,
-    i64: Encode<'q, DB> + Type<DB>,
-{
-    const SQL: &str = concat!(
-        version_insert!(),
-        " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
-         ON CONFLICT (agent_id, version) DO UPDATE SET revision = excluded.revision, \
-         published_at = excluded.published_at, name = excluded.name, \
-         description = excluded.description, manifest_url = excluded.manifest_url, \
-         url = excluded.url, target = excluded.target, category = excluded.category, \
-         tags = excluded.tags, capabilities = excluded.capabilities, \
-         payment = excluded.payment, card = excluded.card, \
-         card_signature = excluded.card_signature, reach = excluded.reach, \
-         representative_queries = excluded.representative_queries"
-    );
-    version_row(
-        SQL,
-        &agent.id,
-        agent.version(),
-        agent.revision,
-        at,
-        &agent.draft,
-        columns,
+/// The columns a version row writes.
+const VERSION_WRITTEN: Columns = Columns("", &[VERSION_KEY, VERSION_STAMP, DRAFT_COLUMNS]);
+
+/// Records an agent's draft as its current version: a new row of its history, or the row of
+/// that version replaced (a version that cannot be bumped changed in place).
+static VERSION_UPSERT: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO agent_versions ({VERSION_WRITTEN}) VALUES ({}) \
+         ON CONFLICT (agent_id, version) DO UPDATE SET {}",
+        VERSION_WRITTEN.placeholders(1),
+        Columns("", &[VERSION_STAMP, DRAFT_COLUMNS]).set_excluded()
     )
-}
+});
 
-/// Records an earlier version of agent `agent_id` (revision 0: before any this registry wrote),
-/// unless its history has that version already or the agent is gone.
-fn version_keep<'q, DB: Dialect>(
-    agent_id: &'q str,
-    draft: &'q AgentDraft,
-    columns: &'q DraftColumns,
-    published_at: Timestamp,
-) -> Query<'q, DB, DB::Arguments<'q>>
-where
-    &'q str: Encode<'q, DB> + Type<DB>,
-    String: Encode<'q, DB> + Type<DB>,
-    Option<String>: Encode<'q, DB>,
-    i64: Encode<'q, DB> + Type<DB>,
-{
-    const SQL: &str = concat!(
-        version_insert!(),
-        " SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17 \
+/// Records an earlier version of an agent, unless its history has that version already or
+/// the agent is gone.
+static VERSION_KEEP: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "INSERT INTO agent_versions ({VERSION_WRITTEN}) SELECT {} \
          WHERE EXISTS (SELECT 1 FROM agents WHERE id = $1) \
-         ON CONFLICT (agent_id, version) DO NOTHING"
-    );
-    let version = draft.version.as_deref().unwrap_or(DEFAULT_VERSION);
-    version_row(SQL, agent_id, version, 0, published_at, draft, columns)
-}
+         ON CONFLICT (agent_id, version) DO NOTHING",
+        VERSION_WRITTEN.placeholders(1)
+    )
+});
 
-/// `sql` (`version_insert!` and its values) with one version row bound.
+/// `sql` (writing `VERSION_WRITTEN`) with one version row bound.
 fn version_row<'q, DB: Dialect>(
     sql: &'q str,
     agent_id: &'q str,
     version: &'q str,
     revision: i64,
     published_at: Timestamp,
-    draft: &'q AgentDraft,
-    columns: &'q DraftColumns,
+    columns: &'q DraftRow,
 ) -> Query<'q, DB, DB::Arguments<'q>>
 where
     &'q str: Encode<'q, DB> + Type<DB>,
@@ -185,24 +189,12 @@ where
     Option<String>: Encode<'q, DB>,
     i64: Encode<'q, DB> + Type<DB>,
 {
-    sqlx::query(sql)
+    let query = sqlx::query(sql)
         .bind(agent_id)
         .bind(version)
         .bind(revision)
-        .bind(published_at.micros())
-        .bind(&draft.name)
-        .bind(&draft.description)
-        .bind(&draft.manifest_url)
-        .bind(&draft.url)
-        .bind(&draft.target)
-        .bind(&draft.category)
-        .bind(&columns.tags)
-        .bind(&columns.capabilities)
-        .bind(&columns.payment)
-        .bind(&columns.card)
-        .bind(&columns.card_signature)
-        .bind(&columns.reach)
-        .bind(&columns.representative_queries)
+        .bind(published_at.micros());
+    columns.bind(query)
 }
 
 const TOKEN_COLUMNS: &str = "id, owner, scopes, secret_hash, created_at, expires_at, revoked_at";
@@ -252,19 +244,19 @@ where
         .bind(version)
 }
 
-/// The statement that inserts an agent (`agent_insert` binds it).
-fn insert_sql() -> String {
+/// Inserts an agent (`agent_insert` binds it).
+static AGENT_INSERT: LazyLock<String> = LazyLock::new(|| {
+    let columns = Columns("", &[AGENT_OWN, DRAFT_COLUMNS]);
     format!(
-        "INSERT INTO agents ({INSERT_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, \
-         $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)"
+        "INSERT INTO agents ({columns}) VALUES ({})",
+        columns.placeholders(1)
     )
-}
+});
 
-/// `sql` (`insert_sql`) with every column of `agent` bound.
+/// `AGENT_INSERT` with every column of `agent` bound.
 fn agent_insert<'q, DB: Dialect>(
-    sql: &'q str,
     agent: &'q Agent,
-    columns: &'q DraftColumns,
+    columns: &'q DraftRow,
     provenance: Option<&'q str>,
 ) -> Query<'q, DB, DB::Arguments<'q>>
 where
@@ -275,34 +267,74 @@ where
     i64: Encode<'q, DB> + Type<DB>,
     Option<i64>: Encode<'q, DB>,
 {
-    let draft = &agent.draft;
-    let insert = sqlx::query(sql)
+    let insert = sqlx::query(&AGENT_INSERT)
         .bind(agent.id.as_str())
         .bind(agent.package_name())
         .bind(agent.owner.as_str())
         .bind(agent.state.as_str())
         .bind(agent.verification_level.as_str())
         .bind(agent.verification_token.as_str())
-        .bind(agent.revision);
-    bind_draft(insert, draft, columns)
+        .bind(agent.revision)
+        .bind(&agent.draft.version)
+        .bind(&agent.draft.probe_message)
         .bind(agent.created_at.micros())
         .bind(agent.updated_at.micros())
         .bind(agent.published_at.map(Timestamp::micros))
-        .bind(&columns.card_signature)
-        .bind(&columns.reach)
-        .bind(&draft.probe_message)
-        .bind(&columns.representative_queries)
         .bind(agent.urn.as_str())
-        .bind(provenance)
+        .bind(provenance);
+    columns.bind(insert)
 }
 
-/// After an agent's row is inserted in `tx`: its first version, and its `created` change
-/// (with `published` when it starts ACTIVE).
-async fn log_insert<DB: Dialect>(
+/// Writes a draft over agent `$5` at `$3`: its version (`$1`), probe message (`$2`) and draft
+/// columns (from `$7`), and its provenance unless `$4` is NULL; only at revision `$6` unless
+/// that is NULL. Hands the agent back.
+static AGENT_UPDATE: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "UPDATE agents SET version = $1, probe_message = $2, updated_at = $3, \
+         revision = revision + 1, provenance = COALESCE($4, provenance), {} \
+         WHERE id = $5 AND (CAST($6 AS BIGINT) IS NULL OR revision = $6) \
+         RETURNING {AGENT_COLUMNS}",
+        Columns("", &[DRAFT_COLUMNS]).set_from(7)
+    )
+});
+
+/// `AGENT_UPDATE` with its values bound.
+fn agent_update<'q, DB: Dialect>(
+    id: &'q str,
+    draft: &'q AgentDraft,
+    columns: &'q DraftRow,
+    expected_revision: Option<i64>,
+    provenance: Option<&'q str>,
+    at: Timestamp,
+) -> Query<'q, DB, DB::Arguments<'q>>
+where
+    &'q str: Encode<'q, DB> + Type<DB>,
+    Option<&'q str>: Encode<'q, DB>,
+    String: Encode<'q, DB> + Type<DB>,
+    Option<String>: Encode<'q, DB>,
+    i64: Encode<'q, DB> + Type<DB>,
+    Option<i64>: Encode<'q, DB>,
+{
+    let update = sqlx::query(&AGENT_UPDATE)
+        .bind(&draft.version)
+        .bind(&draft.probe_message)
+        .bind(at.micros())
+        .bind(provenance)
+        .bind(id)
+        .bind(expected_revision);
+    columns.bind(update)
+}
+
+/// After `agent`'s row is written in `tx` at `at`: its draft as its current version (a new row
+/// of its history, or that version's row replaced), and its change: `created` (with `published`
+/// when it starts ACTIVE) for a new agent, else `updated`.
+async fn log_write<DB: Dialect>(
     feed: &DB::Feed,
     tx: &mut Transaction<'_, DB>,
     agent: &Agent,
-    columns: &DraftColumns,
+    columns: &DraftRow,
+    at: Timestamp,
+    inserted: bool,
 ) -> StoreResult<()>
 where
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
@@ -313,16 +345,27 @@ where
     for<'q> i64: Encode<'q, DB> + Type<DB>,
     for<'q> bool: Encode<'q, DB> + Type<DB>,
 {
-    version_upsert(agent, columns, agent.created_at)
+    let (id, version) = (&agent.id, agent.version());
+    version_row(&VERSION_UPSERT, id, version, agent.revision, at, columns)
         .execute(&mut **tx)
         .await?;
-    let created_at = agent.created_at;
-    let public = Change::is_public(None, Some(agent.state));
-    let created = change_insert(agent, ChangeKind::Created, created_at, public);
-    DB::log_change(feed, &mut **tx, created).await?;
-    if agent.state == AgentState::Active {
-        let published = change_insert(agent, ChangeKind::Published, created_at, true);
-        DB::log_change(feed, &mut **tx, published).await?;
+    let changes = if inserted {
+        let created = (
+            ChangeKind::Created,
+            Change::is_public(None, Some(agent.state)),
+        );
+        let published = agent.state == AgentState::Active;
+        [
+            Some(created),
+            published.then_some((ChangeKind::Published, true)),
+        ]
+    } else {
+        let public = Change::is_public(Some(agent.state), Some(agent.state));
+        [Some((ChangeKind::Updated, public)), None]
+    };
+    for (kind, public) in changes.into_iter().flatten() {
+        let change = change_insert(agent, kind, at, public);
+        DB::log_change(feed, &mut **tx, change).await?;
     }
     Ok(())
 }
@@ -373,31 +416,6 @@ const MIRROR_COLUMNS: &str = "m.id, m.kind, m.url, m.position, m.walked, m.skipp
 
 /// Days of probe history kept per agent: enough for the 30-day uptime.
 const PROBE_DAYS_KEPT: i64 = 31;
-
-/// `query` with a draft's writable columns bound next, in the order of `AGENT_COLUMNS`: name,
-/// description, version, manifest_url, url, target, category, tags, capabilities, payment, card.
-fn bind_draft<'q, DB: Database>(
-    query: Query<'q, DB, DB::Arguments<'q>>,
-    draft: &'q AgentDraft,
-    columns: &'q DraftColumns,
-) -> Query<'q, DB, DB::Arguments<'q>>
-where
-    String: Encode<'q, DB> + Type<DB>,
-    Option<String>: Encode<'q, DB>,
-{
-    query
-        .bind(&draft.name)
-        .bind(&draft.description)
-        .bind(&draft.version)
-        .bind(&draft.manifest_url)
-        .bind(&draft.url)
-        .bind(&draft.target)
-        .bind(&draft.category)
-        .bind(&columns.tags)
-        .bind(&columns.capabilities)
-        .bind(&columns.payment)
-        .bind(&columns.card)
-}
 
 /// Agent `id` as it stands in `tx` after a guarded write matched no row (`None`: it is gone,
 /// else its state failed the guard). Rolls `tx` back.
@@ -471,11 +489,10 @@ where
     }
 
     async fn insert_agent(&self, agent: &Agent) -> StoreResult<()> {
-        let columns = DraftColumns::of(&agent.draft)?;
+        let columns = DraftRow::of(&agent.draft)?;
         let provenance = agent.provenance.as_ref().map(to_json).transpose()?;
         let mut tx = self.writer.begin().await?;
-        let sql = insert_sql();
-        let inserted = agent_insert(&sql, agent, &columns, provenance.as_deref())
+        let inserted = agent_insert(agent, &columns, provenance.as_deref())
             .execute(&mut *tx)
             .await;
         match inserted {
@@ -500,7 +517,7 @@ where
             }
             other => other?,
         };
-        log_insert::<DB>(&self.feed, &mut tx, agent, &columns).await?;
+        log_write::<DB>(&self.feed, &mut tx, agent, &columns, agent.created_at, true).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -583,24 +600,9 @@ where
         expected_revision: Option<i64>,
         at: Timestamp,
     ) -> StoreResult<Agent> {
-        let columns = DraftColumns::of(draft)?;
+        let columns = DraftRow::of(draft)?;
         let mut tx = self.writer.begin().await?;
-        let sql = format!(
-            "UPDATE agents SET name = $1, description = $2, version = $3, manifest_url = $4, \
-             url = $5, target = $6, category = $7, tags = $8, capabilities = $9, payment = $10, \
-             card = $11, updated_at = $12, revision = revision + 1, card_signature = $15, reach = $16, \
-             probe_message = $17, representative_queries = $18 \
-             WHERE id = $13 AND (CAST($14 AS BIGINT) IS NULL OR revision = $14) \
-             RETURNING {AGENT_COLUMNS}"
-        );
-        let row = bind_draft(sqlx::query(&sql), draft, &columns)
-            .bind(at.micros())
-            .bind(id)
-            .bind(expected_revision)
-            .bind(&columns.card_signature)
-            .bind(&columns.reach)
-            .bind(&draft.probe_message)
-            .bind(&columns.representative_queries)
+        let row = agent_update(id, draft, &columns, expected_revision, None, at)
             .try_map(|row| AgentRow::from_row(&row))
             .fetch_optional(&mut *tx)
             .await?;
@@ -611,12 +613,7 @@ where
             });
         };
         let updated = Agent::try_from(row)?;
-        version_upsert(&updated, &columns, at)
-            .execute(&mut *tx)
-            .await?;
-        let public = Change::is_public(Some(updated.state), Some(updated.state));
-        let change = change_insert(&updated, ChangeKind::Updated, at, public);
-        DB::log_change(&self.feed, &mut tx, change).await?;
+        log_write::<DB>(&self.feed, &mut tx, &updated, &columns, at, false).await?;
         tx.commit().await?;
         Ok(updated)
     }
@@ -1225,42 +1222,33 @@ where
                 tx_err.into()
             }
         };
-        let sql = insert_sql();
         for agent in &page.inserts {
-            let columns = DraftColumns::of(&agent.draft)?;
+            let columns = DraftRow::of(&agent.draft)?;
             let provenance = agent.provenance.as_ref().map(to_json).transpose()?;
-            if let Err(err) = agent_insert(&sql, agent, &columns, provenance.as_deref())
+            if let Err(err) = agent_insert(agent, &columns, provenance.as_deref())
                 .execute(&mut *tx)
                 .await
             {
                 tx.rollback().await?;
                 return Err(taken(err));
             }
-            log_insert::<DB>(&self.feed, &mut tx, agent, &columns).await?;
+            log_write::<DB>(&self.feed, &mut tx, agent, &columns, agent.created_at, true).await?;
             written.written.push(agent.clone());
         }
-        let update_sql = format!(
-            "UPDATE agents SET name = $1, description = $2, version = $3, manifest_url = $4, \
-             url = $5, target = $6, category = $7, tags = $8, capabilities = $9, payment = $10, \
-             card = $11, updated_at = $12, revision = revision + 1, card_signature = $15, \
-             reach = $16, probe_message = $17, representative_queries = $18, provenance = $19 \
-             WHERE id = $13 AND revision = $14 RETURNING {AGENT_COLUMNS}"
-        );
         for update in &page.updates {
-            let columns = DraftColumns::of(&update.draft)?;
+            let columns = DraftRow::of(&update.draft)?;
             let provenance = to_json(&update.provenance)?;
-            let row = bind_draft(sqlx::query(&update_sql), &update.draft, &columns)
-                .bind(at.micros())
-                .bind(&update.id)
-                .bind(update.revision)
-                .bind(&columns.card_signature)
-                .bind(&columns.reach)
-                .bind(&update.draft.probe_message)
-                .bind(&columns.representative_queries)
-                .bind(&provenance)
-                .try_map(|row| AgentRow::from_row(&row))
-                .fetch_optional(&mut *tx)
-                .await;
+            let row = agent_update(
+                &update.id,
+                &update.draft,
+                &columns,
+                Some(update.revision),
+                Some(&provenance),
+                at,
+            )
+            .try_map(|row| AgentRow::from_row(&row))
+            .fetch_optional(&mut *tx)
+            .await;
             let row = match row {
                 Ok(Some(row)) => row,
                 Ok(None) => {
@@ -1276,17 +1264,14 @@ where
                 }
             };
             let updated = Agent::try_from(row)?;
-            version_upsert(&updated, &columns, at)
-                .execute(&mut *tx)
-                .await?;
-            let public = Change::is_public(Some(updated.state), Some(updated.state));
-            let change = change_insert(&updated, ChangeKind::Updated, at, public);
-            DB::log_change(&self.feed, &mut tx, change).await?;
+            log_write::<DB>(&self.feed, &mut tx, &updated, &columns, at, false).await?;
             written.written.push(updated);
         }
         for (agent_id, draft, published_at) in &page.history {
-            let columns = DraftColumns::of(draft)?;
-            version_keep::<DB>(agent_id, draft, &columns, *published_at)
+            let columns = DraftRow::of(draft)?;
+            // Revision 0: before any this registry wrote.
+            let version = draft.version.as_deref().unwrap_or(DEFAULT_VERSION);
+            version_row::<DB>(&VERSION_KEEP, agent_id, version, 0, *published_at, &columns)
                 .execute(&mut *tx)
                 .await?;
         }

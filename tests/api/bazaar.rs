@@ -25,8 +25,7 @@ fn body(package_name: &str, fields: Value) -> Value {
 /// nano before polygon). Not listed: an l402 agent, a free one,
 /// one without payment terms, and an x402 agent still in STAGE.
 async fn catalogue() -> TestApp {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let live = [
         body(
             "com.example.forecast",
@@ -281,8 +280,7 @@ async fn asset_pay_to_scheme_and_max_amount_filters() {
 
 #[tokio::test]
 async fn offset_pages_have_no_repeats_or_gaps_even_while_agents_go_live() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let x402 = |n: usize| {
         body(
             &format!("com.example.paid{n}"),
@@ -433,8 +431,7 @@ async fn bad_parameters_are_400_problems_naming_the_parameter() {
 
 #[tokio::test]
 async fn pay_to_price_and_scheme_are_stored_returned_and_carried_by_the_card() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let payment = json!({"model": "paid", "protocols": ["x402"], "rails": ["base:usdc"],
                          "scheme": "Exact", "pay_to": ALICE_WALLET,
                          "price": {"amount": "0025000", "asset": "USDC"}});
@@ -482,8 +479,7 @@ async fn pay_to_price_and_scheme_are_stored_returned_and_carried_by_the_card() {
 
 #[tokio::test]
 async fn bad_pay_to_and_price_are_reported_with_every_other_bad_field() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let response = app
         .post(
             "/api/agents/publish",

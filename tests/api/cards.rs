@@ -251,8 +251,7 @@ async fn an_unknown_card_format_is_an_invalid_parameter() {
 
 #[tokio::test]
 async fn a_built_card_takes_skills_from_capabilities_and_the_interface_from_url() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let mut body = agent_body("com.example.weather");
     body["version"] = json!("1.2.0");
     body["url"] = json!("https://weather.example.com/a2a/v1");
@@ -299,8 +298,7 @@ async fn a_built_card_takes_skills_from_capabilities_and_the_interface_from_url(
 
 #[tokio::test]
 async fn a_published_card_is_resolved_as_given() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let card = json!({
         "name": "Card Weather", "description": "Weather from a card.", "version": "3.1.4",
         "supportedInterfaces": [{"url": "https://card.example.com/a2a/v1",
@@ -326,8 +324,7 @@ async fn a_published_card_is_resolved_as_given() {
 
 #[tokio::test]
 async fn every_a2a_card_is_signed_and_its_etag_survives_the_signature() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     app.publish_live(&alice, agent_body("com.example.weather"))
         .await;
 
@@ -381,8 +378,7 @@ async fn a_configured_key_signs_and_earlier_keys_stay_published() {
 
 #[tokio::test]
 async fn a_cards_etag_changes_when_its_agent_changes() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let record = app
         .publish_live(&alice, agent_body("com.example.weather"))
         .await;

@@ -24,8 +24,7 @@ fn identifiers(catalog: &Value) -> Vec<String> {
 
 #[tokio::test]
 async fn the_catalogue_lists_each_active_agent_by_package_name_with_its_card() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let mut weather = agent_body("com.example.weather");
     weather["url"] = json!("https://weather.example.com/a2a");
     app.publish_live(&alice, weather).await;

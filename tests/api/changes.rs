@@ -41,8 +41,7 @@ fn entry(kind: &str, package_name: &str, tombstone: bool) -> (String, String, bo
 
 #[tokio::test]
 async fn the_feed_lists_public_changes_in_order_with_tombstones() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let start = feed_end(&app).await;
 
     let staged = app.publish(&alice, agent_body("com.example.staged")).await;
@@ -121,8 +120,7 @@ async fn the_feed_lists_public_changes_in_order_with_tombstones() {
 
 #[tokio::test]
 async fn the_feed_pages_by_next_since_without_gaps_or_repeats() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let start = feed_end(&app).await;
     app.publish_many(&alice, "paged", 5, "paging").await;
 

@@ -44,8 +44,7 @@ async fn an_error_body_has_the_rfc_9457_shape() {
 
 #[tokio::test]
 async fn malformed_json_is_invalid_json() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
 
     for body in ["{", "{\"package_name\": }", "{\"a\": 1} trailing", "nul"] {
         app.raw(
@@ -80,8 +79,7 @@ async fn malformed_json_is_invalid_json() {
 
 #[tokio::test]
 async fn a_body_that_is_not_json_is_an_unsupported_media_type() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let json_text = agent_body("com.example.weather").to_string();
 
     for content_type in [
@@ -103,8 +101,7 @@ async fn a_body_that_is_not_json_is_an_unsupported_media_type() {
 
 #[tokio::test]
 async fn json_content_types_with_parameters_or_suffixes_are_accepted() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
 
     for (i, content_type) in [
         "application/json; charset=utf-8",
@@ -139,8 +136,7 @@ async fn a_bad_query_parameter_is_an_invalid_parameter() {
 
 #[tokio::test]
 async fn a_repeated_page_size_is_an_invalid_parameter_on_every_path() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
 
     for path in [
         "/public/agents?limit=5&limit=10",
@@ -159,8 +155,7 @@ async fn a_repeated_page_size_is_an_invalid_parameter_on_every_path() {
 
 #[tokio::test]
 async fn every_single_valued_query_parameter_is_refused_when_repeated() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
 
     for (path, parameter) in [
         ("/public/changes?since=1&since=2", "since"),
@@ -183,8 +178,7 @@ async fn every_single_valued_query_parameter_is_refused_when_repeated() {
 
 #[tokio::test]
 async fn a_typed_query_parameter_of_the_wrong_type_is_named() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
 
     for (path, parameter) in [
         ("/public/changes?since=yesterday", "since"),
@@ -203,8 +197,7 @@ async fn a_typed_query_parameter_of_the_wrong_type_is_named() {
 
 #[tokio::test]
 async fn validation_lists_every_field_of_the_wrong_type_at_once() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
 
     let response = app
         .post(
@@ -246,8 +239,7 @@ async fn validation_lists_every_field_of_the_wrong_type_at_once() {
 
 #[tokio::test]
 async fn validation_lists_every_bad_value_and_element_at_once() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
 
     let response = app
         .post(
@@ -289,8 +281,7 @@ async fn validation_lists_every_bad_value_and_element_at_once() {
 
 #[tokio::test]
 async fn a_body_that_is_not_an_object_is_a_validation_error() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
 
     for body in [json!([]), json!("agent"), json!(1), json!(null)] {
         let response = app.post("/api/agents/publish", Some(&alice), body).await;
@@ -390,8 +381,7 @@ async fn a_known_route_with_the_wrong_method_is_method_not_allowed() {
 
 #[tokio::test]
 async fn a_taken_package_name_is_a_conflict_and_a_wrong_transition_is_invalid() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     app.publish_live(&alice, agent_body("com.example.weather"))
         .await;
 
@@ -409,8 +399,7 @@ async fn a_taken_package_name_is_a_conflict_and_a_wrong_transition_is_invalid() 
 
 #[tokio::test]
 async fn a_body_over_one_mebibyte_is_payload_too_large() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let mut body = agent_body("com.example.big");
     body["description"] = json!("x".repeat(1024 * 1024));
 
@@ -435,8 +424,7 @@ async fn a_body_over_one_mebibyte_is_payload_too_large() {
 
 #[tokio::test]
 async fn a_body_just_under_one_mebibyte_is_read() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let mut body = agent_body("com.example.big");
     body["description"] = json!("");
     let padding = 1024 * 1024 - body.to_string().len();
@@ -499,8 +487,7 @@ async fn loopback_clients_are_exempt_from_the_rate_limit_by_default() {
 
 #[tokio::test]
 async fn a_stale_if_match_is_a_failed_precondition() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let record = app.publish(&alice, agent_body("com.example.weather")).await;
     let path = format!("/api/agents/{}", str_at(&record, "/id"));
     let mut changed = agent_body("com.example.weather");
@@ -530,8 +517,7 @@ async fn a_stale_if_match_is_a_failed_precondition() {
 
 #[tokio::test]
 async fn hostile_paths_are_answered_without_crashing() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     app.publish_live(&alice, agent_body("com.example.weather"))
         .await;
     let huge = "a".repeat(60_000);
@@ -589,8 +575,7 @@ async fn hostile_paths_are_answered_without_crashing() {
 
 #[tokio::test]
 async fn hostile_query_strings_are_answered_without_crashing() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     app.publish_live(&alice, agent_body("com.example.weather"))
         .await;
     let long_query = format!("q={}", "weather%20".repeat(6_000));
@@ -653,8 +638,7 @@ fn shown(value: &Value) -> String {
 
 #[tokio::test]
 async fn json_nested_deeper_than_the_reader_goes_is_unprocessable_and_says_why() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let deep_array = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
     let deep_object = format!("{}1{}", "{\"a\":".repeat(10_000), "}".repeat(10_000));
 
@@ -691,8 +675,7 @@ async fn json_nested_deeper_than_the_reader_goes_is_unprocessable_and_says_why()
 
 #[tokio::test]
 async fn a_too_deep_input_schema_is_named_as_the_field() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let schema = format!(
         "{}{}",
         "{\"type\":\"object\",\"properties\":{\"x\":".repeat(80),
@@ -823,8 +806,7 @@ async fn hostile_values_in_search_and_token_bodies_are_answered_without_crashing
 
 #[tokio::test]
 async fn unicode_survives_a_round_trip() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let mut body = agent_body("com.example.unicode");
     body["name"] = json!("天気 Agent 🌦️ — Ünïcødé");
     body["description"] = json!("Prévisions météo. עברית. \u{0301}combining. 𝔘𝔫𝔦𝔠𝔬𝔡𝔢.");
@@ -851,8 +833,7 @@ async fn unicode_survives_a_round_trip() {
 
 #[tokio::test]
 async fn a_deeply_nested_input_schema_within_the_json_limit_round_trips() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let mut schema = json!({"type": "string"});
     for _ in 0..50 {
         schema = json!({"type": "object", "properties": {"x": schema}});
@@ -910,8 +891,7 @@ async fn hostile_authorization_headers_are_unauthorized() {
 /// need one: a request without a body, or with `null`, is a 400 problem, never a default answer.
 #[tokio::test]
 async fn a_missing_body_is_refused_where_a_body_is_required() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let session = app
         .post("/api/playground/session", Some(&alice), json!({}))
         .await;

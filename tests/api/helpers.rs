@@ -234,6 +234,13 @@ impl TestApp {
         self.request(Method::POST, path, token, Some(body)).await
     }
 
+    /// A fresh app, and a token of `owner` with every scope.
+    pub async fn spawn_as(owner: &str) -> (Self, String) {
+        let app = Self::spawn().await;
+        let token = app.token(owner, &[]).await;
+        (app, token)
+    }
+
     /// A new token for `owner` with `scopes` (all scopes when empty), made with the master key.
     pub async fn token(&self, owner: &str, scopes: &[&str]) -> String {
         let response = self
@@ -298,6 +305,14 @@ impl TestApp {
     }
 
     /// `POST path` with a bearer token and no body (go-live, unpublish).
+    /// `POST /api/agents/{id}/{action}` (`go-live`, `unpublish`, `verify`) on the agent of
+    /// `record`, as `token`.
+    pub async fn act(&self, record: &Value, action: &str, token: &str) -> TestResponse {
+        let id = str_at(record, "/id");
+        self.post_empty(&format!("/api/agents/{id}/{action}"), token)
+            .await
+    }
+
     pub async fn post_empty(&self, path: &str, token: &str) -> TestResponse {
         self.request(Method::POST, path, Some(token), None).await
     }

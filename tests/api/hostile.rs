@@ -11,8 +11,7 @@ use crate::helpers::{MASTER_KEY, TestApp, TestResponse, agent_body};
 
 #[tokio::test]
 async fn a_hundred_thousand_tags_are_refused_with_one_error_before_any_is_read() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let tags: Vec<String> = (0..100_000).map(|i| format!("t{i}")).collect();
     let mut body = agent_body("com.example.tags");
     body["tags"] = json!(tags);
@@ -36,8 +35,7 @@ async fn a_hundred_thousand_tags_are_refused_with_one_error_before_any_is_read()
 
 #[tokio::test]
 async fn lists_of_capabilities_rails_and_filter_values_are_bounded_before_they_are_read() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let capabilities: Vec<Value> = (0..10_000)
         .map(|i| json!({"name": format!("c{i}"), "description": "x"}))
         .collect();

@@ -14,8 +14,7 @@ fn with(mut body: Value, changes: Value) -> Value {
 
 #[tokio::test]
 async fn a_published_agent_gets_the_identifier_of_its_package_name() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
 
     let weather = app
         .publish_live(&alice, agent_body("com.example.weather"))
@@ -32,8 +31,7 @@ async fn a_published_agent_gets_the_identifier_of_its_package_name() {
 
 #[tokio::test]
 async fn a_publisher_may_choose_an_identifier_on_its_own_domain() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let body = with(
         agent_body("com.example.weather"),
         json!({"identifier": "urn:air:example.com:tools:Weather"}),
@@ -52,8 +50,7 @@ async fn a_publisher_may_choose_an_identifier_on_its_own_domain() {
 
 #[tokio::test]
 async fn an_identifier_on_another_domain_is_a_422_naming_the_field() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let body = with(
         agent_body("com.example.weather"),
         json!({"identifier": "urn:air:google.com:weather"}),
@@ -84,8 +81,7 @@ async fn an_identifier_on_another_domain_is_a_422_naming_the_field() {
 
 #[tokio::test]
 async fn a_publisher_on_a_subdomain_carries_its_own_identifier_and_is_found_by_it() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     // Real A2A publishers whose host is a subdomain of the package's domain.
     for (package, identifier) in [
         ("ai.lifie.hub.travel", "urn:air:hub.lifie.ai:travel"),
@@ -134,8 +130,7 @@ async fn a_publisher_on_a_subdomain_carries_its_own_identifier_and_is_found_by_i
 
 #[tokio::test]
 async fn a_taken_identifier_is_a_conflict() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let bob = app.token("bob", &[]).await;
     app.publish(&alice, agent_body("com.example.weather")).await;
 
@@ -156,8 +151,7 @@ async fn a_taken_identifier_is_a_conflict() {
 
 #[tokio::test]
 async fn an_update_may_repeat_the_identifier_but_not_change_it() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let record = app.publish(&alice, agent_body("com.example.weather")).await;
     let path = format!("/api/agents/{}", str_at(&record, "/id"));
 
@@ -193,8 +187,7 @@ async fn an_update_may_repeat_the_identifier_but_not_change_it() {
 
 #[tokio::test]
 async fn representative_queries_are_shown_in_the_record_card_and_versions() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let queries = json!([
         "will it rain in Paris tomorrow",
         "weekend forecast for Oslo"
@@ -243,8 +236,7 @@ async fn representative_queries_are_shown_in_the_record_card_and_versions() {
 
 #[tokio::test]
 async fn representative_queries_outside_two_to_five_are_a_422() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     for queries in [json!(["only one"]), json!(["1", "2", "3", "4", "5", "6"])] {
         let response = app
             .post(

@@ -39,16 +39,10 @@ async fn publicly_visible(app: &TestApp, record: &Value) -> [bool; 5] {
 
 #[tokio::test]
 async fn going_live_makes_a_stage_agent_active_and_public() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let record = app.publish(&alice, agent_body("com.example.weather")).await;
 
-    let response = app
-        .post_empty(
-            &format!("/api/agents/{}/go-live", str_at(&record, "/id")),
-            &alice,
-        )
-        .await;
+    let response = app.act(&record, "go-live", &alice).await;
 
     assert_eq!(response.status, 200, "{}", response.text);
     assert_eq!(response.body["state"], "ACTIVE");
@@ -58,8 +52,7 @@ async fn going_live_makes_a_stage_agent_active_and_public() {
 
 #[tokio::test]
 async fn stage_agents_are_invisible_on_public_paths() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
 
     let record = app.publish(&alice, agent_body("com.example.weather")).await;
 
@@ -75,36 +68,24 @@ async fn stage_agents_are_invisible_on_public_paths() {
 
 #[tokio::test]
 async fn going_live_on_an_active_agent_is_an_invalid_state_transition() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let record = app
         .publish_live(&alice, agent_body("com.example.weather"))
         .await;
 
-    let response = app
-        .post_empty(
-            &format!("/api/agents/{}/go-live", str_at(&record, "/id")),
-            &alice,
-        )
-        .await;
+    let response = app.act(&record, "go-live", &alice).await;
 
     response.assert_problem(409, "invalid_state_transition");
 }
 
 #[tokio::test]
 async fn unpublishing_moves_an_active_agent_back_to_stage_and_hides_it() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let record = app
         .publish_live(&alice, agent_body("com.example.weather"))
         .await;
 
-    let response = app
-        .post_empty(
-            &format!("/api/agents/{}/unpublish", str_at(&record, "/id")),
-            &alice,
-        )
-        .await;
+    let response = app.act(&record, "unpublish", &alice).await;
 
     assert_eq!(response.status, 200, "{}", response.text);
     assert_eq!(response.body["state"], "STAGE");
@@ -118,24 +99,17 @@ async fn unpublishing_moves_an_active_agent_back_to_stage_and_hides_it() {
 
 #[tokio::test]
 async fn unpublishing_a_stage_agent_is_an_invalid_state_transition() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let record = app.publish(&alice, agent_body("com.example.weather")).await;
 
-    let response = app
-        .post_empty(
-            &format!("/api/agents/{}/unpublish", str_at(&record, "/id")),
-            &alice,
-        )
-        .await;
+    let response = app.act(&record, "unpublish", &alice).await;
 
     response.assert_problem(409, "invalid_state_transition");
 }
 
 #[tokio::test]
 async fn an_agent_can_go_live_again_after_unpublishing() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let record = app
         .publish_live(&alice, agent_body("com.example.weather"))
         .await;
@@ -188,8 +162,7 @@ async fn assert_gone(app: &TestApp, token: &str, record: &Value) {
 
 #[tokio::test]
 async fn deleting_a_stage_agent_makes_every_path_404() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let record = app.publish(&alice, agent_body("com.example.weather")).await;
 
     let response = app
@@ -203,8 +176,7 @@ async fn deleting_a_stage_agent_makes_every_path_404() {
 
 #[tokio::test]
 async fn deleting_an_active_agent_makes_every_path_404() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let record = app
         .publish_live(&alice, agent_body("com.example.weather"))
         .await;
@@ -219,8 +191,7 @@ async fn deleting_an_active_agent_makes_every_path_404() {
 
 #[tokio::test]
 async fn a_deleted_package_name_can_be_registered_again() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let bob = app.token("bob", &[]).await;
     let first = app
         .publish_live(&alice, agent_body("com.example.weather"))
@@ -242,8 +213,7 @@ async fn a_deleted_package_name_can_be_registered_again() {
 
 #[tokio::test]
 async fn updating_an_active_agent_is_visible_in_search_at_once() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let record = app
         .publish_live(&alice, agent_body("com.example.weather"))
         .await;
@@ -283,8 +253,7 @@ async fn updating_an_active_agent_is_visible_in_search_at_once() {
 
 #[tokio::test]
 async fn updating_replaces_the_writable_fields_and_bumps_the_revision() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let mut original = agent_body("com.example.weather");
     original["tags"] = json!(["old"]);
     original["version"] = json!("1.0.0");
@@ -313,8 +282,7 @@ async fn updating_replaces_the_writable_fields_and_bumps_the_revision() {
 
 #[tokio::test]
 async fn changing_the_package_name_on_update_is_a_validation_error() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let record = app.publish(&alice, agent_body("com.example.weather")).await;
 
     let response = app
@@ -331,8 +299,7 @@ async fn changing_the_package_name_on_update_is_a_validation_error() {
 
 #[tokio::test]
 async fn an_update_in_another_case_keeps_the_package_name() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let record = app.publish(&alice, agent_body("com.example.weather")).await;
 
     let response = app
@@ -349,8 +316,7 @@ async fn an_update_in_another_case_keeps_the_package_name() {
 
 #[tokio::test]
 async fn an_update_is_validated_like_a_publish() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let record = app.publish(&alice, agent_body("com.example.weather")).await;
 
     let response = app
@@ -367,8 +333,7 @@ async fn an_update_is_validated_like_a_publish() {
 
 #[tokio::test]
 async fn an_update_with_the_current_revision_in_if_match_succeeds() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let record = app.publish(&alice, agent_body("com.example.weather")).await;
     let request = axum::http::Request::builder()
         .method(Method::PUT)
@@ -391,8 +356,7 @@ async fn an_update_with_the_current_revision_in_if_match_succeeds() {
 
 #[tokio::test]
 async fn ids_and_package_names_in_any_case_work_on_every_id_path() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let record = app
         .publish_live(&alice, agent_body("com.example.weather"))
         .await;
@@ -432,8 +396,7 @@ async fn ids_and_package_names_in_any_case_work_on_every_id_path() {
 
 #[tokio::test]
 async fn the_owner_lists_their_agents_in_every_state() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let bob = app.token("bob", &[]).await;
     app.publish(&alice, agent_body("com.example.staged")).await;
     app.publish_live(&alice, agent_body("com.example.live"))
@@ -458,8 +421,7 @@ async fn the_owner_lists_their_agents_in_every_state() {
 
 #[tokio::test]
 async fn the_owners_list_is_paginated() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     for i in 0..5 {
         app.publish(&alice, agent_body(&format!("com.example.a{i}")))
             .await;

@@ -6,8 +6,7 @@ use crate::helpers::{MASTER_KEY, TestApp, agent_body, package_names, str_at};
 
 #[tokio::test]
 async fn another_owner_is_forbidden_to_change_an_agent() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let mallory = app.token("mallory", &[]).await;
     let live = app
         .publish_live(&alice, agent_body("com.example.live"))
@@ -43,8 +42,7 @@ async fn another_owner_is_forbidden_to_change_an_agent() {
 
 #[tokio::test]
 async fn another_owner_is_forbidden_by_package_name_too() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let mallory = app.token("mallory", &[]).await;
     app.publish_live(&alice, agent_body("com.example.live"))
         .await;
@@ -59,8 +57,7 @@ async fn another_owner_is_forbidden_by_package_name_too() {
 
 #[tokio::test]
 async fn the_master_key_may_act_on_any_agent() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let record = app.publish(&alice, agent_body("com.example.weather")).await;
     let path = format!("/api/agents/{}", str_at(&record, "/id"));
 
@@ -83,8 +80,7 @@ async fn the_master_key_may_act_on_any_agent() {
 
 #[tokio::test]
 async fn the_master_key_lists_every_owners_agents() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let bob = app.token("bob", &[]).await;
     app.publish(&alice, agent_body("com.example.alices")).await;
     app.publish(&bob, agent_body("com.example.bobs")).await;
@@ -103,8 +99,7 @@ async fn the_master_key_lists_every_owners_agents() {
 
 #[tokio::test]
 async fn an_owner_cannot_take_over_a_hosted_agent() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
 
     app.post_empty("/api/agents/registry.utility.finance/unpublish", &alice)
         .await

@@ -91,8 +91,7 @@ async fn a_session_is_created_read_and_ended_by_its_owner() {
 
 #[tokio::test]
 async fn an_empty_object_creates_an_unnamed_session() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let response = app.post(SESSION, Some(&alice), json!({})).await;
     assert_eq!(response.status, 201, "{}", response.text);
     assert_eq!(response.body["name"], Value::Null);
@@ -100,8 +99,7 @@ async fn an_empty_object_creates_an_unnamed_session() {
 
 #[tokio::test]
 async fn other_owners_get_404_for_every_session_path() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let bob = app.token("bob", &[]).await;
     let id = new_session(&app, &alice).await;
     let path = format!("{SESSION}/{id}");
@@ -192,8 +190,7 @@ async fn idle_sessions_expire_and_use_keeps_them_alive() {
 
 #[tokio::test]
 async fn sessions_and_their_history_survive_a_restart() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let id = new_session(&app, &alice).await;
     let discovered = app
         .post(
@@ -216,8 +213,7 @@ async fn sessions_and_their_history_survive_a_restart() {
 
 #[tokio::test]
 async fn malformed_session_requests_get_the_documented_error_shape() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     for body in [
         json!([]),
         json!("x"),
@@ -273,8 +269,7 @@ async fn malformed_session_requests_get_the_documented_error_shape() {
 
 #[tokio::test]
 async fn discover_finds_what_the_shared_search_finds_and_remembers_it() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let mut weather = agent_body("com.example.weather");
     weather["description"] = json!("Weather forecasts for any city.");
     weather["tags"] = json!(["weather"]);
@@ -323,8 +318,7 @@ async fn discover_finds_what_the_shared_search_finds_and_remembers_it() {
 
 #[tokio::test]
 async fn bad_discover_bodies_are_400() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let id = new_session(&app, &alice).await;
     for body in [
         json!([1]),

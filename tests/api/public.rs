@@ -16,8 +16,7 @@ const HOSTED: [&str; 4] = [
 
 /// Five ACTIVE agents with varied targets, categories, tags and payment terms, plus one in STAGE.
 async fn catalogue() -> TestApp {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let agents = [
         json!({"package_name": "com.example.weather", "target": "Business", "category": "Weather",
                "tags": ["forecast", "realtime"],
@@ -297,8 +296,7 @@ async fn unknown_payment_models_and_directions_are_invalid_parameters() {
 
 #[tokio::test]
 async fn sort_by_name_orders_by_display_name() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     for (package, name) in [("c", "charlie"), ("a", "Alpha"), ("b", "bravo")] {
         let mut body = agent_body(&format!("com.example.{package}"));
         body["name"] = json!(name);
@@ -316,8 +314,7 @@ async fn sort_by_name_orders_by_display_name() {
 
 #[tokio::test]
 async fn without_a_query_the_newest_agents_come_first() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     app.publish_many(&alice, "n", 3, "sorted").await;
 
     let default = app.get("/public/agents?tags=sorted").await;
@@ -330,8 +327,7 @@ async fn without_a_query_the_newest_agents_come_first() {
 
 #[tokio::test]
 async fn with_a_query_the_best_match_comes_first_with_a_score() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     // The best match says what was asked in its name and its description; the other mentions
     // the word once.
     let mut in_name = agent_body("com.example.named");
@@ -403,8 +399,7 @@ async fn walk(app: &TestApp, query: &str, limit: usize, total: usize) -> Vec<Vec
 
 #[tokio::test]
 async fn walking_every_page_returns_every_agent_exactly_once_in_order() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let records = app.publish_many(&alice, "page", 25, "paged").await;
     let newest_first: Vec<String> = records
         .iter()
@@ -427,8 +422,7 @@ async fn walking_every_page_returns_every_agent_exactly_once_in_order() {
 
 #[tokio::test]
 async fn paging_a_relevance_search_matches_the_single_page_order() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     for i in 0..12 {
         let mut body = agent_body(&format!("com.example.rel{i}"));
         // Vary where the term occurs, so scores differ and tie.
@@ -456,8 +450,7 @@ async fn paging_a_relevance_search_matches_the_single_page_order() {
 
 #[tokio::test]
 async fn a_malformed_cursor_is_an_invalid_parameter() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     app.publish_many(&alice, "c", 3, "cursor").await;
     let first = app.get("/public/agents?tags=cursor&limit=1").await;
     let newest_cursor = str_at(&first.body, "/next_cursor");
@@ -479,8 +472,7 @@ async fn a_malformed_cursor_is_an_invalid_parameter() {
 
 #[tokio::test]
 async fn limits_are_defaulted_and_clamped() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     app.publish_many(&alice, "lim", 25, "limited").await;
     let page = |response: &crate::helpers::TestResponse| {
         (
@@ -625,8 +617,7 @@ async fn an_empty_search_lists_by_filters_alone() {
 
 #[tokio::test]
 async fn target_category_and_tags_match_case_insensitively_beyond_ascii() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let mut body = agent_body("com.example.meteo");
     body["target"] = json!("ÉTUDIANTS");
     body["category"] = json!("MÉTÉO");
@@ -647,8 +638,7 @@ async fn target_category_and_tags_match_case_insensitively_beyond_ascii() {
 
 #[tokio::test]
 async fn filters_follow_an_agents_updates_and_unpublishing() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let mut body = agent_body("com.example.tides");
     body["tags"] = json!(["weather"]);
     body["category"] = json!("Forecasts");

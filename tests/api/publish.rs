@@ -44,8 +44,7 @@ fn redact(mut record: Value) -> Value {
 
 #[tokio::test]
 async fn publishing_returns_201_with_a_location_and_the_revision_as_etag() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
 
     let response = app
         .post("/api/agents/publish", Some(&alice), weather_body())
@@ -71,8 +70,7 @@ async fn publishing_returns_201_with_a_location_and_the_revision_as_etag() {
 
 #[tokio::test]
 async fn a_published_agent_starts_in_stage_owned_by_the_token_owner() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
 
     let record = app.publish(&alice, weather_body()).await;
 
@@ -98,8 +96,7 @@ async fn a_published_agent_starts_in_stage_owned_by_the_token_owner() {
 
 #[tokio::test]
 async fn the_published_record_keeps_every_writable_field() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
 
     let record = app.publish(&alice, weather_body()).await;
 
@@ -123,8 +120,7 @@ async fn the_published_record_keeps_every_writable_field() {
 
 #[tokio::test]
 async fn a_live_agent_record_has_the_contract_shape() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let published = app.publish_live(&alice, weather_body()).await;
 
     let response = app
@@ -137,8 +133,7 @@ async fn a_live_agent_record_has_the_contract_shape() {
 
 #[tokio::test]
 async fn package_names_are_stored_lowercase() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
 
     let record = app.publish(&alice, agent_body("Com.Example.Weather")).await;
 
@@ -147,8 +142,7 @@ async fn package_names_are_stored_lowercase() {
 
 #[tokio::test]
 async fn publishing_a_taken_package_name_is_a_conflict() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let bob = app.token("bob", &[]).await;
     app.publish(&alice, agent_body("com.example.weather")).await;
 
@@ -165,8 +159,7 @@ async fn publishing_a_taken_package_name_is_a_conflict() {
 
 #[tokio::test]
 async fn invalid_package_names_are_validation_errors() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let too_long = format!("com.{}", "a".repeat(197));
     let seventeen_labels = vec!["a"; 17].join(".");
 
@@ -194,8 +187,7 @@ async fn invalid_package_names_are_validation_errors() {
 
 #[tokio::test]
 async fn the_registry_namespace_is_reserved() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
 
     let response = app
         .post(
@@ -211,8 +203,7 @@ async fn the_registry_namespace_is_reserved() {
 
 #[tokio::test]
 async fn the_size_limits_of_a_publish_body_are_enforced() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let capability = |i: usize| json!({"name": format!("cap_{i}")});
     let cases = [
         ("description", json!("d".repeat(2_001)), "description"),
@@ -245,8 +236,7 @@ async fn the_size_limits_of_a_publish_body_are_enforced() {
 
 #[tokio::test]
 async fn the_size_limits_themselves_are_accepted() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let mut body = agent_body("com.example.big");
     body["description"] = json!("d".repeat(2_000));
     body["tags"] = json!((0..32).map(|i| format!("{i:0>40}")).collect::<Vec<_>>());
@@ -264,8 +254,7 @@ async fn the_size_limits_themselves_are_accepted() {
 
 #[tokio::test]
 async fn payment_terms_are_stored_canonical() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let mut body = agent_body("com.example.pay");
     body["payment"] = json!({
         "model": "PAID",
@@ -301,8 +290,7 @@ async fn payment_terms_are_stored_canonical() {
 
 #[tokio::test]
 async fn a_free_agent_without_a_direction_has_none() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let mut body = agent_body("com.example.free");
     body["payment"] = json!({"model": "free"});
 
@@ -316,8 +304,7 @@ async fn a_free_agent_without_a_direction_has_none() {
 
 #[tokio::test]
 async fn an_agent_without_payment_terms_has_no_payment_object() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
 
     let record = app.publish(&alice, agent_body("com.example.unknown")).await;
 
@@ -326,8 +313,7 @@ async fn an_agent_without_payment_terms_has_no_payment_object() {
 
 #[tokio::test]
 async fn invalid_payment_terms_name_every_bad_field() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let mut body = agent_body("com.example.pay");
     body["payment"] = json!({
         "model": "paid",
@@ -355,8 +341,7 @@ async fn invalid_payment_terms_name_every_bad_field() {
 
 #[tokio::test]
 async fn a_rail_protocol_must_be_one_of_the_agents_protocols() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let mut body = agent_body("com.example.pay");
     body["payment"] = json!({
         "model": "paid",
@@ -398,8 +383,7 @@ fn weather_card() -> Value {
 
 #[tokio::test]
 async fn publishing_with_a_card_fills_missing_fields_from_it() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
 
     let record = app
         .publish(
@@ -429,8 +413,7 @@ async fn publishing_with_a_card_fills_missing_fields_from_it() {
 
 #[tokio::test]
 async fn fields_in_the_body_win_over_the_card() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
 
     let record = app
         .publish(
@@ -453,8 +436,7 @@ async fn fields_in_the_body_win_over_the_card() {
 
 #[tokio::test]
 async fn a_card_that_lacks_required_fields_still_fails_validation() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
 
     let response = app
         .post(
@@ -470,8 +452,7 @@ async fn a_card_that_lacks_required_fields_still_fails_validation() {
 
 #[tokio::test]
 async fn how_to_reach_an_agent_is_typed_and_round_trips() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let mut body = agent_body("com.example.reachable");
     body["url"] = json!(null);
     body["interfaces"] = json!([

@@ -11,8 +11,7 @@ use crate::helpers::{MASTER_KEY, TestApp, agent_body, package_names, str_at};
 
 #[tokio::test]
 async fn agents_and_their_states_survive_a_restart() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let staged = app.publish(&alice, agent_body("com.example.staged")).await;
     let mut live_body = agent_body("com.example.live");
     live_body["payment"] = json!({"model": "paid", "rails": ["base:usdc"]});
@@ -78,8 +77,7 @@ async fn agents_and_their_states_survive_a_restart() {
 
 #[tokio::test]
 async fn agents_can_be_changed_after_a_restart() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     app.publish(&alice, agent_body("com.example.weather")).await;
 
     let app = app.restart().await;
@@ -106,8 +104,7 @@ async fn agents_can_be_changed_after_a_restart() {
 
 #[tokio::test]
 async fn tokens_survive_a_restart_and_revoked_tokens_stay_revoked() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let reader = app.token("bob", &["a2a"]).await;
     let revoked = app
         .post("/api/tokens", Some(MASTER_KEY), json!({"owner": "carol"}))

@@ -301,8 +301,7 @@ async fn unknown_closed_enum_filter_values_are_rejected_on_every_path() {
 
 #[tokio::test]
 async fn a_filtered_top_five_returns_five_matches_when_five_exist() {
-    let app = TestApp::spawn().await;
-    let token = app.token("bulk", &[]).await;
+    let (app, token) = TestApp::spawn_as("bulk").await;
     // Twenty strong keyword matches without the rail, then five weaker ones with it.
     for i in 0..20 {
         app.publish_live(

@@ -81,8 +81,7 @@ async fn a_token_with_no_scopes_listed_gets_all_three() {
 
 #[tokio::test]
 async fn only_the_master_key_creates_tokens() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
 
     app.post("/api/tokens", Some(&alice), json!({"owner": "alice"}))
         .await
@@ -114,8 +113,7 @@ async fn an_invalid_token_request_names_every_bad_field() {
 
 #[tokio::test]
 async fn listing_tokens_never_shows_secrets_or_hashes() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let bob = app.token("bob", &["a2a"]).await;
 
     let all = app.get_as("/api/tokens", MASTER_KEY).await;
@@ -173,8 +171,7 @@ async fn a_revoked_token_is_unauthorized_immediately() {
 
 #[tokio::test]
 async fn an_owner_revokes_their_own_tokens_only() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let bob = app.token("bob", &[]).await;
     let tokens = app.get_as("/api/tokens", MASTER_KEY).await;
     let id_of = |owner: &str| {
@@ -275,8 +272,7 @@ async fn missing_malformed_and_unknown_credentials_are_unauthorized() {
 
 #[tokio::test]
 async fn a_token_without_agents_write_is_forbidden_on_management() {
-    let app = TestApp::spawn().await;
-    let owner = app.token("alice", &[]).await;
+    let (app, owner) = TestApp::spawn_as("alice").await;
     let reader = app.token("alice", &["a2a", "playground"]).await;
     let record = app
         .publish_live(&owner, agent_body("com.example.weather"))

@@ -62,8 +62,7 @@ async fn update(app: &TestApp, token: &str, body: Value) -> Value {
 
 #[tokio::test]
 async fn an_agent_published_without_a_version_is_at_1_0_0() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
 
     let published = app.publish_live(&alice, body("Forecasts.", None)).await;
 
@@ -76,8 +75,7 @@ async fn an_agent_published_without_a_version_is_at_1_0_0() {
 
 #[tokio::test]
 async fn a_change_naming_no_version_or_the_current_one_bumps_the_patch() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     app.publish_live(&alice, body("Forecasts.", Some("1.2.3")))
         .await;
 
@@ -94,8 +92,7 @@ async fn a_change_naming_no_version_or_the_current_one_bumps_the_patch() {
 
 #[tokio::test]
 async fn a_higher_version_is_taken_and_a_lower_one_is_a_conflict() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     app.publish_live(&alice, body("Forecasts.", Some("1.2.3")))
         .await;
 
@@ -122,8 +119,7 @@ async fn a_higher_version_is_taken_and_a_lower_one_is_a_conflict() {
 
 #[tokio::test]
 async fn an_update_that_changes_nothing_makes_no_version() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let published = app
         .publish_live(&alice, body("Forecasts.", Some("1.2.3")))
         .await;
@@ -148,8 +144,7 @@ async fn an_update_that_changes_nothing_makes_no_version() {
 
 #[tokio::test]
 async fn an_earlier_version_is_served_as_it_was() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let mut first = body("Forecasts.", Some("1.0.0"));
     first["tags"] = json!(["forecast"]);
     let published = app.publish_live(&alice, first).await;
@@ -210,8 +205,7 @@ async fn an_earlier_version_is_served_as_it_was() {
 
 #[tokio::test]
 async fn an_unknown_version_is_404_version_not_found() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     app.publish_live(&alice, body("Forecasts.", None)).await;
 
     for version in ["9.9.9", "1.0", "latest", "1.0.0%00", "%20"] {
@@ -223,8 +217,7 @@ async fn an_unknown_version_is_404_version_not_found() {
 
 #[tokio::test]
 async fn versions_are_public_only_while_the_agent_is_active() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     app.publish(&alice, body("Forecasts.", None)).await;
     let paths = [
         format!("{PUBLIC}/versions"),
@@ -255,8 +248,7 @@ async fn versions_are_public_only_while_the_agent_is_active() {
 
 #[tokio::test]
 async fn a_version_that_is_not_semver_is_kept_and_changed_in_place() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     app.publish_live(&alice, body("Forecasts.", Some("beta")))
         .await;
 
@@ -280,8 +272,7 @@ async fn a_version_that_is_not_semver_is_kept_and_changed_in_place() {
 
 #[tokio::test]
 async fn every_change_in_the_feed_carries_the_version() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let start = app.get("/public/changes?limit=1000").await.body["next_since"].clone();
     app.publish_live(&alice, body("Forecasts.", Some("1.4.0")))
         .await;
@@ -316,8 +307,7 @@ async fn every_change_in_the_feed_carries_the_version() {
 
 #[tokio::test]
 async fn an_update_under_if_match_gets_its_version_too() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     app.publish_live(&alice, body("Forecasts.", Some("0.9.0")))
         .await;
     let request = Request::builder()

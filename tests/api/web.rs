@@ -77,8 +77,7 @@ async fn every_page_answers_html_with_its_title_and_script() {
 
 #[tokio::test]
 async fn the_agent_page_renders_the_name_package_and_description_server_side() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     app.publish_live(
         &alice,
         json!({"package_name": "com.example.weather", "name": "Weather Agent",
@@ -111,8 +110,7 @@ async fn the_agent_page_renders_the_name_package_and_description_server_side() {
 
 #[tokio::test]
 async fn hostile_names_and_descriptions_are_escaped_in_the_agent_page() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     let name = "<script>alert(1)</script> \"quoted\" & 'single' {{{nav}}}";
     let description = "<img src=x onerror=alert(1)></p><a href=\"javascript:alert(1)\">x</a>";
     app.publish_live(
@@ -149,8 +147,7 @@ async fn hostile_names_and_descriptions_are_escaped_in_the_agent_page() {
 
 #[tokio::test]
 async fn unknown_unpublished_and_hostile_package_pages_are_an_html_not_found() {
-    let app = TestApp::spawn().await;
-    let alice = app.token("alice", &[]).await;
+    let (app, alice) = TestApp::spawn_as("alice").await;
     app.publish(&alice, agent_body("com.example.staged")).await;
     // Long, but within the 8 KiB the server reads of a request target.
     let huge = "a".repeat(8_000);

@@ -93,6 +93,12 @@ pub struct Caller {
 }
 
 impl Caller {
+    /// Whether the caller may see and revoke the owner's token `id`: any of them, unless the
+    /// caller's own token is restricted to namespaces (a CI job's), which manages only itself.
+    pub fn manages_token(&self, id: &str) -> bool {
+        self.namespaces.is_none() || self.token_id.as_deref() == Some(id)
+    }
+
     /// The master key: every scope, every agent.
     pub fn master() -> Self {
         Self {

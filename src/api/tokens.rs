@@ -177,7 +177,8 @@ pub async fn create_token(
     ))
 }
 
-/// List tokens: all of them for the master key, the caller's own otherwise.
+/// List tokens: all of them for the master key, the caller's own otherwise (a token restricted to
+/// namespaces, such as one minted for a CI job, sees only itself).
 #[utoipa::path(get, path = "/api/tokens", tag = "tokens",
     responses((status = 200, body = TokenList)),
     security(("bearer" = [])))]
@@ -188,7 +189,11 @@ pub async fn list_tokens(
     let owner = (!caller.is_master).then_some(caller.owner.as_str());
     let tokens = state.store.list_tokens(owner).await?;
     Ok(Json(TokenList {
-        tokens: tokens.iter().map(TokenView::from).collect(),
+        tokens: tokens
+            .iter()
+            .filter(|token| caller.manages_token(&token.id))
+            .map(TokenView::from)
+            .collect(),
     }))
 }
 
@@ -208,7 +213,7 @@ pub async fn revoke_token(
         .list_tokens(owner)
         .await?
         .into_iter()
-        .any(|token| token.id == id && token.revoked_at.is_none());
+        .any(|token| token.id == id && token.revoked_at.is_none() && caller.manages_token(&id));
     if !owned || !state.store.revoke_token(&id, Timestamp::now()).await? {
         return Err(ApiError::new(
             ErrorCode::TokenNotFound,

@@ -461,3 +461,41 @@ async fn an_issuer_whose_keys_cannot_be_fetched_is_a_502_not_a_500() {
     let app = app_trusting(&[format!("github={}", issuer.url())]).await;
     minted(&app, &key.sign(&issuer.github_claims("acme"))).await;
 }
+
+#[tokio::test]
+async fn a_ci_token_manages_only_itself_among_its_owners_tokens() {
+    let key = SigningKey::ec("ec-1");
+    let issuer = FakeIssuer::start(&[&key]).await;
+    let app = app_trusting(&[format!("github={}", issuer.url())]).await;
+    let operators = app.token("io.github.acme", &[]).await;
+    let body = minted(&app, &key.sign(&issuer.github_claims("acme"))).await;
+    let token = body["token"].as_str().expect("token");
+
+    let listed = app.get_as("/api/tokens", token).await;
+    assert_eq!(listed.status, 200, "{}", listed.text);
+    let ids: Vec<&str> = listed.body["tokens"]
+        .as_array()
+        .expect("tokens")
+        .iter()
+        .filter_map(|t| t["id"].as_str())
+        .collect();
+    assert_eq!(ids.len(), 1, "only itself: {ids:?}");
+    let own_id = ids[0].to_owned();
+    let all = app.get_as("/api/tokens", &operators).await;
+    let other = all.body["tokens"]
+        .as_array()
+        .expect("tokens")
+        .iter()
+        .filter_map(|t| t["id"].as_str())
+        .find(|id| *id != own_id)
+        .expect("the operator's token")
+        .to_owned();
+
+    app.delete(&format!("/api/tokens/{other}"), token)
+        .await
+        .assert_problem(404, "token_not_found");
+    assert_eq!(app.get_as("/api/tokens", &operators).await.status, 200);
+    let revoked = app.delete(&format!("/api/tokens/{own_id}"), token).await;
+    assert_eq!(revoked.status, 204, "{}", revoked.text);
+    assert_eq!(app.get_as("/api/me", token).await.status, 401);
+}

@@ -11,7 +11,9 @@
 //!             └─ hosted, ard, auth, …      the rest of the edge (names no transport either)
 //!                  └─ follow, registry     the application core: every agent read and write
 //!                       └─ store, search   persistence; the index and the one search function
-//!                            └─ timestamp, task, domain, config, models    the base
+//!                            └─ embed      the embedders (text → vector), beside search: names
+//!                                          none of it
+//!                                 └─ timestamp, task, domain, config, models    the base
 //! ```
 //!
 //! Test modules (`#[cfg(test)] mod tests { … }` at the end of a file, and files declared under
@@ -28,10 +30,20 @@ const RULES: &[(&str, &[&str])] = &[
     ("models", &[]),
     ("domain", &["timestamp"]),
     ("config", &["domain", "models"]),
+    // The embedders: search embeds with them, and they name nothing of search.
+    ("embed", &["config", "models"]),
     ("store", &["timestamp", "task", "domain", "config"]),
     (
         "search",
-        &["timestamp", "task", "domain", "config", "store", "models"],
+        &[
+            "timestamp",
+            "task",
+            "domain",
+            "config",
+            "store",
+            "models",
+            "embed",
+        ],
     ),
     (
         "follow",
@@ -48,6 +60,7 @@ const RULES: &[(&str, &[&str])] = &[
             "search",
             "follow",
             "models",
+            "embed",
         ],
     ),
 ];

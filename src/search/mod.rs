@@ -29,7 +29,6 @@ mod catalog;
 mod codec;
 pub mod counts;
 pub mod duplicates;
-pub mod embed;
 pub mod facets;
 mod fill;
 pub mod filters;
@@ -50,6 +49,9 @@ pub use load::{LoadCounts, SHUTDOWN_MERGE_WAIT, STARTUP_MERGE_WAIT};
 pub use request::{SearchError, SearchRequest, Sort, clamp_limit};
 
 pub use crate::domain::DEFAULT_VERSION;
+/// The embedders live beside search, in `crate::embed`; this path stays only for code that
+/// still names them here.
+pub use crate::embed;
 pub use listing::{AgentKind, Listing, Strs};
 pub use page::{Hit, SearchPage};
 
@@ -58,8 +60,8 @@ pub fn embedding_text(agent: &crate::store::Agent) -> String {
     catalog::embedding_text(&catalog::doc_text(agent))
 }
 
+use crate::embed::Embedder;
 use catalog::{Catalog, Doc};
-use embed::Embedder;
 use fill::serving_store;
 use hit::Cursor;
 use text::TextIndex;

@@ -9,7 +9,8 @@ use super::facets::SlotSet;
 use super::hit::VECTOR_DEPTH;
 use super::text::MatchVisitor;
 use super::vectors::VectorStore;
-use super::{Mode, SearchIndex, embed};
+use super::{Mode, SearchIndex};
+use crate::embed;
 
 /// The neighbours by meaning of `query` among the agents `shown` lets through (of the
 /// filters' slots, `allowed`, when there is a filter), most similar first.

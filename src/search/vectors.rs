@@ -1414,7 +1414,7 @@ fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::search::embed::dot;
+    use crate::embed::dot;
 
     fn unit(values: &[f32]) -> Vec<f32> {
         let norm = dot(values, values).sqrt();

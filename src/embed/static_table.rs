@@ -302,7 +302,7 @@ impl Embedder for StaticEmbedder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::search::embed::dot;
+    use crate::embed::dot;
 
     fn builtin() -> StaticEmbedder {
         StaticEmbedder::builtin().expect("the built-in table parses")
@@ -414,7 +414,7 @@ mod tests {
     fn the_builtin_table_matches_an_independent_reference_implementation() {
         // scripts/embed-testdata/make_static_reference.py: Hugging Face `tokenizers` and numpy.
         let reference =
-            crate::search::embed::reference::parse(include_str!("testdata/static_reference.json"));
+            crate::embed::reference::parse(include_str!("testdata/static_reference.json"));
         let embedder = builtin();
         for case in &reference.cases {
             assert_eq!(

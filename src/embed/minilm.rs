@@ -303,8 +303,8 @@ mod tests {
     use std::sync::OnceLock;
 
     use super::*;
-    use crate::search::embed::reference::Reference;
-    use crate::search::embed::{StaticEmbedder, dot};
+    use crate::embed::reference::Reference;
+    use crate::embed::{StaticEmbedder, dot};
 
     /// The weights at the fixed path `models/all-MiniLM-L6-v2`, loaded once per test binary; `None`
     /// (skip) only when they are absent and `REGISTRY_SKIP_MINILM_TESTS=1`.
@@ -330,7 +330,7 @@ mod tests {
     }
 
     fn reference() -> Reference {
-        crate::search::embed::reference::parse(include_str!("testdata/minilm_reference.json"))
+        crate::embed::reference::parse(include_str!("testdata/minilm_reference.json"))
     }
 
     fn embed(model: &MiniLm, texts: &[&str]) -> Vec<Vec<f32>> {

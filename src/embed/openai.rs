@@ -228,7 +228,7 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
-    use crate::search::embed::dot;
+    use crate::embed::dot;
 
     /// How the fake service answers.
     #[derive(Clone, Copy)]

@@ -961,7 +961,7 @@ mod tests {
     use std::sync::OnceLock;
 
     use super::*;
-    use crate::search::embed::dot;
+    use crate::embed::dot;
 
     /// The model loaded once per test binary from [`fetched_dir`]; `None`: skipped.
     fn model() -> Option<&'static Bge> {
@@ -979,8 +979,7 @@ mod tests {
     #[test]
     fn bge_matches_the_reference_runtime_on_the_shipped_graph() {
         let Some(model) = model() else { return };
-        let reference =
-            crate::search::embed::reference::parse(include_str!("testdata/bge_reference.json"));
+        let reference = crate::embed::reference::parse(include_str!("testdata/bge_reference.json"));
         let texts: Vec<String> = reference
             .cases
             .iter()

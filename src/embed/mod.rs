@@ -1,4 +1,5 @@
-//! Text → vector embedders for intent ranking: the built-in static table, MiniLM, or a remote service.
+//! Text → vector embedders for intent ranking: the built-in static table, MiniLM, bge-small, or a
+//! remote service. Search embeds queries and agents with them; they know nothing of search.
 //!
 //! Every embedder returns L2-normalised vectors, so the dot product of two of them is their cosine.
 //! Stored vectors are keyed by [`Embedder::id`], which changes whenever the output would.
@@ -37,8 +38,9 @@ pub trait Embedder: Send + Sync {
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
 
     /// Whether a text's vector is a weighted sum of its words' (the static table). Such an
-    /// embedder is given queries without their conversational fillers (`search::analyse`): every
-    /// word it sees moves the vector, while a model reads a sentence as a whole.
+    /// embedder is given queries without their conversational fillers (the search's query
+    /// analysis): every word it sees moves the vector, while a model reads a sentence as a
+    /// whole.
     fn is_bag_of_words(&self) -> bool {
         false
     }

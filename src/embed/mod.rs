@@ -212,6 +212,11 @@ pub fn l2_normalize(vector: &mut [f32]) {
     }
 }
 
+#[cfg(test)]
+mod conformance;
+#[cfg(test)]
+mod fake_service;
+
 /// Vectors computed by an independent implementation (the Python generators in `testdata/`),
 /// which the embedders' tests must reproduce.
 #[cfg(test)]
@@ -231,6 +236,16 @@ pub(crate) mod reference {
     /// Parses one of the `testdata/*_reference.json` files.
     pub fn parse(json: &str) -> Reference {
         serde_json::from_str(json).expect("a reference file")
+    }
+
+    /// The largest difference between a computed vector and the reference's, component by
+    /// component.
+    pub fn largest_difference(computed: &[f32], reference: &[f32]) -> f32 {
+        computed
+            .iter()
+            .zip(reference)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max)
     }
 }
 

@@ -495,7 +495,7 @@ fn write_outputs(args: &Args, bytes: &[u8], pca: &Pca, distilled: usize) -> anyh
     let meta = serde_json::json!({
         "file": args.table_file(),
         "file_sha256": hex::encode(Sha256::digest(bytes)),
-        "format": "ARSE v1: header, vocabulary, f32 row scales, int8 rows (see src/search/embed/static_table.rs)",
+        "format": "ARSE v1: header, vocabulary, f32 row scales, int8 rows (see src/embed/static_table.rs)",
         "model": model,
         "model_package": package,
         "model_sha256": model_sha256,

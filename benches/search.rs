@@ -34,9 +34,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent_registry::search::embed::{EmbedderConfig, EmbedderKind};
+use agent_registry::embed;
+use agent_registry::embed::{EmbedderConfig, EmbedderKind};
 use agent_registry::search::filters::RawFilters;
-use agent_registry::search::{Filters, SearchIndex, SearchRequest, embed};
+use agent_registry::search::{Filters, SearchIndex, SearchRequest};
 use agent_registry::store::Agent;
 use agent_registry::store::sqlite::SqliteStore;
 

@@ -17,10 +17,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use agent_registry::search::embed::bge::{self, Bge};
-use agent_registry::search::embed::minilm::{MODEL_SHA256, MiniLm};
-use agent_registry::search::embed::static_table::StaticTable;
-use agent_registry::search::embed::{Embedder, StaticEmbedder};
+use agent_registry::embed::bge::{self, Bge};
+use agent_registry::embed::minilm::{MODEL_SHA256, MiniLm};
+use agent_registry::embed::static_table::StaticTable;
+use agent_registry::embed::{Embedder, StaticEmbedder};
 use anyhow::{Context, bail};
 use clap::Parser;
 use sha2::{Digest, Sha256};
@@ -235,7 +235,7 @@ fn main() -> anyhow::Result<()> {
 /// Whether a vocabulary entry gets a row: not padding, unused slots or special tokens.
 fn is_distilled(token: &str) -> bool {
     !(token.starts_with("[unused")
-        || agent_registry::search::embed::wordpiece::SPECIAL_TOKENS.contains(&token))
+        || agent_registry::embed::wordpiece::SPECIAL_TOKENS.contains(&token))
 }
 
 /// Mean-pooled hidden states of `[CLS] token [SEP]` for each kept token, row-major (kept × hidden).
@@ -495,7 +495,7 @@ fn write_outputs(args: &Args, bytes: &[u8], pca: &Pca, distilled: usize) -> anyh
     let meta = serde_json::json!({
         "file": args.table_file(),
         "file_sha256": hex::encode(Sha256::digest(bytes)),
-        "format": "ARSE v1: header, vocabulary, f32 row scales, int8 rows (see src/search/embed/static_table.rs)",
+        "format": "ARSE v1: header, vocabulary, f32 row scales, int8 rows (see src/embed/static_table.rs)",
         "model": model,
         "model_package": package,
         "model_sha256": model_sha256,

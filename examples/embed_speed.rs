@@ -14,8 +14,8 @@ use std::io::BufRead;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use agent_registry::search::embed::Embedder;
-use agent_registry::search::embed::bge::BgeEmbedder;
+use agent_registry::embed::Embedder;
+use agent_registry::embed::bge::BgeEmbedder;
 use clap::Parser;
 
 /// The server's allocator, so that the figures are the server's.

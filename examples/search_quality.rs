@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use agent_registry::search::embed::{self, EmbedderConfig, EmbedderKind};
+use agent_registry::embed::{self, EmbedderConfig, EmbedderKind};
 use agent_registry::search::{Feedback, FeedbackRule, Filters, Mode, SearchIndex, SearchRequest};
 use agent_registry::store::sqlite::SqliteStore;
 use agent_registry::store::{Agent, Store};

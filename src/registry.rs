@@ -14,7 +14,7 @@ use crate::domain::access::{Actor, MIRROR_PREFIX, SYSTEM_OWNER, is_mirror_owner}
 use crate::domain::health::{ProbeOutcome, ProbeTarget};
 use crate::domain::version::{self, VersionConflict};
 use crate::domain::{AgentDraft, FieldError, Health, HealthStatus};
-use crate::search::embed::Embedder;
+use crate::embed::Embedder;
 use crate::search::text::TextStats;
 use crate::search::{Hit, SearchError, SearchIndex, SearchPage, SearchRequest, VectorProgress};
 use crate::store::{
@@ -963,7 +963,7 @@ impl Registry {
     /// nothing to do). See `SearchIndex::switch_embedder`.
     pub async fn switch_embedder(
         &self,
-        embedder: Arc<dyn crate::search::embed::Embedder>,
+        embedder: Arc<dyn crate::embed::Embedder>,
     ) -> anyhow::Result<()> {
         match &self.index {
             Some(index) => index.switch_embedder(embedder).await,

@@ -11,8 +11,14 @@
 //!             └─ hosted, ard, auth, …      the rest of the edge (names no transport either)
 //!                  └─ follow, registry     the application core: every agent read and write
 //!                       └─ store, search   persistence; the index and the one search function
-//!                            └─ timestamp, task, domain, config, models    the base
+//!                            └─ embed      the embedders (text → vector), beside search: names
+//!                                          none of it
+//!                                 └─ timestamp, task, domain, config, models    the base
 //! ```
+//!
+//! Inside `search`, a search is a one-way pipeline (analyse → retrieve → fusion → page): a
+//! stage names only the stages before it and the shared types beneath them all (`hit`), and
+//! the indexes beneath the pipeline name no stage but the query's analysis.
 //!
 //! Test modules (`#[cfg(test)] mod tests { … }` at the end of a file, and files declared under
 //! `#[cfg(test)]`, such as the store's conformance suite) may reach further.
@@ -28,10 +34,20 @@ const RULES: &[(&str, &[&str])] = &[
     ("models", &[]),
     ("domain", &["timestamp"]),
     ("config", &["domain", "models"]),
+    // The embedders: search embeds with them, and they name nothing of search.
+    ("embed", &["config", "models"]),
     ("store", &["timestamp", "task", "domain", "config"]),
     (
         "search",
-        &["timestamp", "task", "domain", "config", "store", "models"],
+        &[
+            "timestamp",
+            "task",
+            "domain",
+            "config",
+            "store",
+            "models",
+            "embed",
+        ],
     ),
     (
         "follow",
@@ -48,6 +64,7 @@ const RULES: &[(&str, &[&str])] = &[
             "search",
             "follow",
             "models",
+            "embed",
         ],
     ),
 ];
@@ -61,6 +78,13 @@ const TRANSPORTS: &[&str] = &["api", "a2a", "mcp", "playground", "openapi", "web
 
 /// What every transport shares (wire types, cards, the OpenAPI schema markers): below them all.
 const SHARED: &str = "wire";
+
+/// Inside `search`, a search is a one-way pipeline: these stages (files of `src/search/`), in
+/// order, each naming only the stages before it. `mod.rs` composes them.
+const SEARCH_STAGES: &[&str] = &["analyse", "retrieve", "fusion", "page"];
+
+/// What every stage shares, beneath them all (`Scored`, `Cursor`, `Tally`, …): names no stage.
+const SEARCH_SHARED: &str = "hit";
 
 /// Store methods that read or write agents: only the core may call them.
 const AGENT_METHODS: &[&str] = &[
@@ -180,6 +204,84 @@ fn named_modules(line: &str) -> BTreeSet<String> {
         }
     }
     named
+}
+
+/// The names a line gives after `prefix` (`crate::x`, `super::x`, or a group
+/// `crate::{x, y::z}`): `x`, `y`. A prefix that is the tail of a longer path is not one.
+fn names_after(line: &str, prefix: &str) -> BTreeSet<String> {
+    let code = line.split("//").next().unwrap_or_default();
+    let mut named = BTreeSet::new();
+    for (at, _) in code.match_indices(prefix) {
+        if code[..at].ends_with(':') {
+            continue;
+        }
+        let rest = &code[at + prefix.len()..];
+        if let Some(group) = rest.strip_prefix('{') {
+            for item in group.split('}').next().unwrap_or_default().split(',') {
+                let name = item.trim().split("::").next().unwrap_or_default();
+                if !name.is_empty() {
+                    named.insert(name.to_owned());
+                }
+            }
+        } else {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                named.insert(name);
+            }
+        }
+    }
+    named
+}
+
+/// The part of `search` a file belongs to (`src/search/text/typos.rs` → `text`), `mod` for
+/// `src/search/mod.rs`, and how many `super::` reach `search` from it; `None` outside search.
+fn search_part(relative: &Path) -> Option<(String, usize)> {
+    let inside = relative.strip_prefix("src/search").ok()?;
+    let mut path: Vec<String> = inside
+        .components()
+        .map(|part| {
+            part.as_os_str()
+                .to_string_lossy()
+                .trim_end_matches(".rs")
+                .to_owned()
+        })
+        .collect();
+    if path.last().is_some_and(|last| last == "mod") && path.len() > 1 {
+        path.pop();
+    }
+    let first = path.first()?.clone();
+    Some((first, path.len()))
+}
+
+/// The parts of `search` a line of a file `depth` modules below `search` names: through
+/// `crate::search::` or as many `super::` as reach `search`.
+fn search_names(line: &str, depth: usize) -> BTreeSet<String> {
+    let mut named = names_after(line, "crate::search::");
+    if depth > 0 {
+        named.extend(names_after(line, &"super::".repeat(depth)));
+    }
+    named
+}
+
+/// Why `part` of search may not name `named`, another part, under the pipeline rule, if it
+/// may not.
+fn stage_rule(part: &str, named: &str) -> Option<&'static str> {
+    let stage = |name: &str| SEARCH_STAGES.iter().position(|stage| *stage == name);
+    let named_stage = stage(named)?;
+    if part == named || part == "mod" {
+        return None;
+    }
+    match stage(part) {
+        Some(at) if named_stage > at => Some("a stage names a later stage"),
+        Some(_) => None,
+        None if part == SEARCH_SHARED => Some("the shared types name a stage"),
+        // The indexes and the rest beneath the pipeline may apply the query's analysis.
+        None if named_stage > 0 => Some("a part beneath the pipeline names a stage"),
+        None => None,
+    }
 }
 
 /// Every production file under `src/`: (path relative to the root, its top-level module, text).
@@ -409,6 +511,31 @@ fn no_top_level_modules_name_each_other_in_a_cycle() {
     assert!(report.is_empty(), "module cycles:\n{}", report.join("\n"));
 }
 
+/// A search runs analyse → retrieve → fusion → page, and the code points the same way: a
+/// stage names the stages before it and the shared types, never one after it.
+#[test]
+fn search_stages_name_only_the_stages_before_them() {
+    let mut violations = Vec::new();
+    for (file, _, text) in sources() {
+        let Some((part, depth)) = search_part(Path::new(&file)) else {
+            continue;
+        };
+        for (number, line) in production_lines(&text) {
+            for named in search_names(line, depth) {
+                if let Some(why) = stage_rule(&part, &named) {
+                    violations.push(format!("{file}:{number}: {part} names {named}: {why}"));
+                }
+            }
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "the search pipeline runs {}:\n{}",
+        SEARCH_STAGES.join(" → "),
+        violations.join("\n")
+    );
+}
+
 #[test]
 fn the_checks_see_what_they_look_for() {
     // The scanner itself: a check that can never fail is worse than none.
@@ -496,6 +623,66 @@ fn the_checks_see_what_they_look_for() {
     assert!(transport_rule("router", "api").is_none());
     assert!(transport_rule("a2a", "wire").is_none());
     assert!(transport_rule("mcp", "mcp").is_none());
+
+    // The search pipeline: parts found by path, names through `super::` at the right depth
+    // and through `crate::search::`, and the rule in both directions.
+    assert_eq!(
+        search_part(Path::new("src/search/page.rs")),
+        Some(("page".to_owned(), 1))
+    );
+    assert_eq!(
+        search_part(Path::new("src/search/text/typos.rs")),
+        Some(("text".to_owned(), 2))
+    );
+    assert_eq!(
+        search_part(Path::new("src/search/vectors/mod.rs")),
+        Some(("vectors".to_owned(), 1))
+    );
+    assert_eq!(
+        search_part(Path::new("src/search/mod.rs")),
+        Some(("mod".to_owned(), 1))
+    );
+    assert_eq!(search_part(Path::new("src/embed/mod.rs")), None);
+    assert_eq!(
+        search_names(
+            "use super::fusion::{Fusion}; use super::{hit, page::Reach};",
+            1
+        ),
+        BTreeSet::from(["fusion".to_owned(), "hit".to_owned(), "page".to_owned()])
+    );
+    assert_eq!(
+        search_names("use super::super::analyse; use super::schema;", 2),
+        BTreeSet::from(["analyse".to_owned()])
+    );
+    assert_eq!(
+        search_names("crate::search::page::Hit // super::retrieve", 3),
+        BTreeSet::from(["page".to_owned()])
+    );
+    assert!(stage_rule("retrieve", "page").is_some());
+    assert!(stage_rule("analyse", "fusion").is_some());
+    assert!(stage_rule("hit", "retrieve").is_some());
+    assert!(stage_rule("text", "retrieve").is_some());
+    assert!(stage_rule("page", "fusion").is_none());
+    assert!(stage_rule("fusion", "hit").is_none());
+    assert!(stage_rule("text", "analyse").is_none());
+    assert!(stage_rule("mod", "page").is_none());
+    for part in SEARCH_STAGES.iter().chain([&SEARCH_SHARED]) {
+        let file = format!("src/search/{part}.rs");
+        assert!(sources.iter().any(|(f, _, _)| *f == file), "no {file}");
+    }
+    let page = sources
+        .iter()
+        .find(|(file, _, _)| file == "src/search/page.rs")
+        .map(|(_, _, text)| text.clone())
+        .unwrap_or_default();
+    let named: BTreeSet<String> = production_lines(&page)
+        .into_iter()
+        .flat_map(|(_, line)| search_names(line, 1))
+        .collect();
+    assert!(
+        named.contains("fusion") && named.contains("retrieve"),
+        "{named:?}"
+    );
 
     // Every module the rules name exists, so renaming one cannot switch a rule off quietly.
     let modules: BTreeSet<&str> = sources.iter().map(|(_, m, _)| m.as_str()).collect();

@@ -274,8 +274,8 @@ async fn import_loads_a_jsonl_file_and_reports_rejected_lines() {
     assert!(stderr.contains("line 2:"), "{stderr}");
     assert!(stderr.contains("line 3: invalid JSON"), "{stderr}");
     // The ACTIVE agents were embedded and their vectors stored: `serve` restores them.
-    let embedder = agent_registry::search::embed::StaticEmbedder::builtin().expect("table");
-    let id = agent_registry::search::embed::Embedder::id(&embedder).to_owned();
+    let embedder = agent_registry::embed::StaticEmbedder::builtin().expect("table");
+    let id = agent_registry::embed::Embedder::id(&embedder).to_owned();
     assert!(
         stderr.contains(&format!("import: 2 ACTIVE agents have their {id} vectors")),
         "{stderr}"

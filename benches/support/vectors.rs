@@ -6,8 +6,8 @@
 
 use std::time::{Duration, Instant};
 
+use agent_registry::embed::{self, Embedder, EmbedderKind};
 use agent_registry::search::duplicates::{Groups, Rank, group_key};
-use agent_registry::search::embed::{self, Embedder, EmbedderKind};
 use agent_registry::search::facets::SlotSet;
 use agent_registry::search::vectors::{IndexParams, QueryParams, VectorStore};
 use agent_registry::store::Agent;

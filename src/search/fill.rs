@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use super::SearchIndex;
 use super::catalog::{ContentHash, Doc, Read, doc_text, embedding_text};
-use super::embed::Embedder;
 use super::vectors::VectorStore;
+use crate::embed::Embedder;
 use crate::store::{Agent, StoredEmbedding};
 
 /// Agents embedded per embedder call at start-up.

@@ -17,8 +17,7 @@
 //! large streams a table by the key's top 16 bits answers most of them with one load.
 
 use super::facets::SlotSet;
-use super::page::Cursor;
-use super::retrieve::Tally;
+use super::hit::{Cursor, Tally};
 use super::text::MatchVisitor;
 
 /// Reciprocal rank fusion: score = 1 / (RRF_K + keyword rank) + w / (RRF_K + vector rank), with

@@ -1,19 +1,22 @@
 //! The one search function behind every path: query text + filters → ranked, paginated agents.
 //!
 //! The index holds every ACTIVE agent in memory: its summary, its text in a BM25 index
-//! (`text`), and its embedding in a dense matrix (`vectors`). A search runs in stages, a file
-//! each (docs/search.md):
+//! (`text`), and its embedding in a dense matrix (`vectors`); the embedders that make those
+//! vectors are a module of their own beside this one (`crate::embed`). A search is a one-way
+//! pipeline, a file a stage (docs/search.md); each stage names only the stages before it and
+//! the types they all share (`hit`: a scored match, the cursor, the count of matches):
 //!
 //! 1. `analyse`: what of the query's text the keyword ranking and the embedder read;
 //! 2. `retrieve`: the agents that pass the filters (so a top-k with a filter returns k matches
 //!    when k exist) and match by keywords or by meaning;
 //! 3. `fusion`: the keyword and vector rankings fused by reciprocal rank;
 //! 4. `page`: the page cut from the ranked matches, with a keyset cursor that never repeats or
-//!    skips an agent.
+//!    skips an agent. The page pulls what it needs through the stages before it, so a query
+//!    enters it once (`SearchIndex::search_with_vector` → `page`).
 //!
 //! Around them: `catalog` (what the index keeps of each agent), `load` (start-up), `fill`
 //! (every agent's vector), `write` (agents changing while it serves), `request` (what a search
-//! asks, from each transport).
+//! asks, from each transport). `tests/layers.rs` checks the stages' order.
 
 use std::sync::{Arc, RwLock};
 
@@ -26,11 +29,11 @@ mod catalog;
 mod codec;
 pub mod counts;
 pub mod duplicates;
-pub mod embed;
 pub mod facets;
 mod fill;
 pub mod filters;
 mod fusion;
+mod hit;
 mod listing;
 mod load;
 mod page;
@@ -46,6 +49,9 @@ pub use load::{LoadCounts, SHUTDOWN_MERGE_WAIT, STARTUP_MERGE_WAIT};
 pub use request::{SearchError, SearchRequest, Sort, clamp_limit};
 
 pub use crate::domain::DEFAULT_VERSION;
+/// The embedders live beside search, in `crate::embed`; this path stays only for code that
+/// still names them here.
+pub use crate::embed;
 pub use listing::{AgentKind, Listing, Strs};
 pub use page::{Hit, SearchPage};
 
@@ -54,10 +60,10 @@ pub fn embedding_text(agent: &crate::store::Agent) -> String {
     catalog::embedding_text(&catalog::doc_text(agent))
 }
 
+use crate::embed::Embedder;
 use catalog::{Catalog, Doc};
-use embed::Embedder;
 use fill::serving_store;
-use page::{Cursor, Reach};
+use hit::Cursor;
 use text::TextIndex;
 
 /// Largest page any path serves.
@@ -391,14 +397,8 @@ impl SearchIndex {
     /// aggregation over the whole matched set reads, with the very cut-off a page has.
     pub async fn all_matches(&self, request: &SearchRequest) -> Vec<Hit> {
         let query_vector = self.query_vector(request).await;
-        let sort = request.effective_sort();
         let catalog = self.read_catalog();
-        let mut bounds = Reach::new(sort, None, 0, 1);
-        bounds.depth = usize::MAX;
-        bounds.keep = usize::MAX;
-        let found = self.matches(&catalog, request, query_vector.as_deref(), &bounds);
-        let page = found.into_page(sort, 0, usize::MAX, &catalog);
-        page.hits
+        self.every_match(&catalog, request, query_vector.as_deref())
     }
 
     /// The query's embedding, when this search ranks by meaning too.
@@ -460,20 +460,7 @@ impl SearchIndex {
             .map(|c| Cursor::decode(c, sort))
             .transpose()?;
         let catalog = self.read_catalog();
-        let limit = request.limit.clamp(1, MAX_LIMIT);
-        let mut bounds = Reach::new(sort, cursor.as_ref(), request.offset, limit);
-        let mut found = self.matches(&catalog, request, query_vector, &bounds);
-        if found.omitted > 0 && found.hits.len() < bounds.keep {
-            // Cannot happen when `keyword_depth_after` is right; stay correct if it is not.
-            tracing::warn!(
-                depth = bounds.depth,
-                "fused ranking was cut too short; ranking every match"
-            );
-            bounds.depth = usize::MAX;
-            bounds.keep = usize::MAX;
-            found = self.matches(&catalog, request, query_vector, &bounds);
-        }
-        Ok(found.into_page(sort, request.offset, limit, &catalog))
+        Ok(self.page(&catalog, request, query_vector, cursor.as_ref()))
     }
 
     /// The package names of the other ACTIVE agents in `id`'s duplicate group (same repository

@@ -1,64 +1,317 @@
-//! The page: the order results are served in, the keyset cursor that continues it, and the
-//! selection of a page's hits from any number of matches, without ordering them all; then what
-//! a search returns, which the transports map to their wire shapes.
+//! The page, the last stage: the order results are served in, the keyset cursor that
+//! continues it, and the selection of a page's hits from any number of matches, without
+//! ordering them all; then what a search returns, which the transports map to their wire
+//! shapes.
+//!
+//! The page pulls what it needs through the stages before it (`SearchIndex::matches`): it
+//! knows how many hits it must rank (`Reach`), retrieval streams the keyword matches either
+//! straight into its selection (keyword ranking alone) or into fusion's keyword ranks, with
+//! the neighbours by meaning, and the fused scores come back to its selection.
 
 use std::cmp::Ordering;
+use std::collections::HashSet;
 use std::sync::Arc;
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use serde::{Deserialize, Serialize};
+use super::catalog::Catalog;
+use super::facets::{self, SlotSet};
+use super::fusion::{Fusion, KeywordRanks, keyword_depth_after};
+use super::hit::{Cursor, Scored, Tally, VECTOR_DEPTH};
+use super::retrieve::{Expansion, neighbours};
+use super::text::{self, MatchVisitor};
+use super::{FacetCounts, Listing, MAX_LIMIT, Mode, SearchIndex, SearchRequest, Sort};
 
-use super::catalog::{Catalog, Doc};
-use super::facets;
-use super::fusion::keyword_depth_after;
-use super::retrieve::VECTOR_DEPTH;
-use super::{FacetCounts, Listing, SearchError, Sort};
-
-/// Where the previous page ended: the last hit's sort key and id.
-#[derive(Debug, Serialize, Deserialize)]
-pub(super) struct Cursor {
-    pub(super) sort: Sort,
-    /// The score's exact bits: a JSON float need not parse back to the same `f64`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) score: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) time: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(super) name: Option<String>,
-    pub(super) id: String,
-}
-
-impl Cursor {
-    pub(super) fn encode(&self) -> String {
-        URL_SAFE_NO_PAD.encode(serde_json::to_vec(self).unwrap_or_default())
-    }
-
-    pub(super) fn decode(text: &str, sort: Sort) -> Result<Self, SearchError> {
-        let bytes = URL_SAFE_NO_PAD
-            .decode(text.trim())
-            .map_err(|_| SearchError::InvalidCursor)?;
-        let cursor: Cursor =
-            serde_json::from_slice(&bytes).map_err(|_| SearchError::InvalidCursor)?;
-        let complete = match sort {
-            Sort::Relevance => cursor
-                .score
-                .is_some_and(|bits| f64::from_bits(bits).is_finite()),
-            Sort::Newest | Sort::Oldest => cursor.time.is_some(),
-            Sort::Name => cursor.name.is_some(),
-        };
-        if cursor.sort != sort || !complete {
-            return Err(SearchError::InvalidCursor);
+impl SearchIndex {
+    /// The page `request` asks for, after `cursor`, ranked with `query_vector` when there is
+    /// one.
+    pub(super) fn page(
+        &self,
+        catalog: &Catalog,
+        request: &SearchRequest,
+        query_vector: Option<&[f32]>,
+        cursor: Option<&Cursor>,
+    ) -> SearchPage {
+        let sort = request.effective_sort();
+        let limit = request.limit.clamp(1, MAX_LIMIT);
+        let mut bounds = Reach::new(sort, cursor, request.offset, limit);
+        let mut found = self.matches(catalog, request, query_vector, &bounds);
+        if found.omitted > 0 && found.hits.len() < bounds.keep {
+            // Cannot happen when `keyword_depth_after` is right; stay correct if it is not.
+            tracing::warn!(
+                depth = bounds.depth,
+                "fused ranking was cut too short; ranking every match"
+            );
+            bounds.depth = usize::MAX;
+            bounds.keep = usize::MAX;
+            found = self.matches(catalog, request, query_vector, &bounds);
         }
-        Ok(cursor)
+        found.into_page(sort, request.offset, limit, catalog)
+    }
+
+    /// Every match of `request` in its order, as one page without end.
+    pub(super) fn every_match(
+        &self,
+        catalog: &Catalog,
+        request: &SearchRequest,
+        query_vector: Option<&[f32]>,
+    ) -> Vec<Hit> {
+        let sort = request.effective_sort();
+        let mut bounds = Reach::new(sort, None, 0, 1);
+        bounds.depth = usize::MAX;
+        bounds.keep = usize::MAX;
+        let found = self.matches(catalog, request, query_vector, &bounds);
+        let page = found.into_page(sort, 0, usize::MAX, catalog);
+        page.hits
+    }
+
+    /// The agents that pass the filters and match the text (all of them without text), with
+    /// their relevance scores; of those after the cursor, only the `keep` first in order are
+    /// kept and the rest counted. With both rankings, keyword matches ranked below `depth`
+    /// (and not found by meaning) are counted but left out: see `fuse`.
+    pub(super) fn matches<'c>(
+        &self,
+        catalog: &'c Catalog,
+        request: &SearchRequest,
+        query_vector: Option<&[f32]>,
+        reach: &Reach<'_>,
+    ) -> Matches<'c> {
+        // Each match costs a bit test or two: the filters' set (the live agents when nothing is
+        // filtered), and the duplicates hidden by collapsing. The document is read only for
+        // hits that can reach the page.
+        let allowed = catalog.allowed(&request.filters);
+        let base = allowed.as_ref().unwrap_or(catalog.facets.live());
+        let hidden = request
+            .filters
+            .collapse_duplicates
+            .then(|| catalog.groups.hidden());
+        let shown = |slot: u32| base.contains(slot) && hidden.is_none_or(|set| !set.contains(slot));
+        // Agents the prober found not answering sink a little (the prior never exceeds 1).
+        let prior = |slot: u32, score: f64| score * catalog.health_status(slot).ranking_prior();
+        // Facet counts go over the very matches `total` counts, once each.
+        let mut tally = Tally {
+            catalog,
+            counter: request.facets.then(|| catalog.facets.counter()),
+            total: 0,
+        };
+        let mut top = TopHits::new(reach);
+        if !request.has_text() {
+            for slot in base.iter().filter(|slot| shown(*slot)) {
+                if let Some(doc) = catalog.doc(slot) {
+                    tally.add(slot);
+                    top.offer(Scored {
+                        slot,
+                        doc,
+                        score: 0.0,
+                    });
+                }
+            }
+            return top.into_matches(tally.total, 0, tally.counter);
+        }
+        let query_vector = query_vector.filter(|_| self.mode != Mode::Keyword);
+        // A query embedded just before `switch_embedder` swapped the vectors has the old
+        // length: it ranks by keywords alone.
+        let vectors = query_vector
+            .zip(catalog.vectors.as_ref())
+            .filter(|(query, vectors)| query.len() == vectors.dim());
+        let Some((query_vector, vectors)) = vectors else {
+            // Keyword ranking alone: every match streams through the page's selection, and
+            // most matches of a common word are only counted.
+            // Without a filter or facets, a match's only effect below the page's floor is to
+            // be counted, and the search counts those 64 documents at a time.
+            let by_documents = allowed.is_none()
+                && tally.counter.is_none()
+                && self
+                    .count_by_documents
+                    .load(std::sync::atomic::Ordering::Relaxed);
+            let counted_by_documents = by_documents.then(|| text::ShownFilter {
+                variant: usize::from(hidden.is_some()),
+                version: self
+                    .catalog_version
+                    .load(std::sync::atomic::Ordering::Relaxed),
+                live: base,
+                hidden,
+            });
+            let mut keyword = KeywordOnly {
+                shown: &shown,
+                prior: &prior,
+                tally,
+                top,
+                counted_by_documents,
+            };
+            self.keyword_matches(&request.text, &mut keyword);
+            let KeywordOnly { tally, top, .. } = keyword;
+            return top.into_matches(tally.total, 0, tally.counter);
+        };
+        let embedder = self.embedder();
+        let floor = self.similarity_floor(embedder.as_deref());
+        let nearest = || neighbours(vectors, query_vector, allowed.as_ref(), catalog, &shown);
+        // The keyword matches stream past the vector matches once, each counted against them.
+        // With feedback, the matches are what the query's own words match and the neighbours
+        // that match by themselves (`own`, see `feedback_expansion`), and the neighbours the
+        // added words match too (near in meaning and sharing the words of the nearest): the
+        // added words find nothing else by themselves.
+        let fuse = |semantic: Vec<(u32, f32)>,
+                    matches: Option<text::Matches<'_>>,
+                    own: Option<&SlotSet>| {
+            let mut by_vector = SlotSet::default();
+            for (slot, _) in &semantic {
+                by_vector.insert(*slot);
+            }
+            let matched = |slot: u32| {
+                shown(slot) && own.is_none_or(|own| own.contains(slot) || by_vector.contains(slot))
+            };
+            let mut fusion = Fusion {
+                shown: &matched,
+                by_vector: &by_vector,
+                ahead: semantic.iter().map(|(slot, _)| *slot).collect(),
+                tally,
+                ranks: KeywordRanks::new(reach.depth),
+                worded: 0,
+            };
+            if let Some(matches) = matches {
+                matches.visit(&mut fusion);
+            }
+            let worded = fusion.worded > 0;
+            let Fusion { tally, ranks, .. } = fusion;
+            (semantic, tally, ranks, worded)
+        };
+        let feedback = self.feedback_expansion(catalog, &request.text, nearest, floor);
+        let (semantic, mut tally, ranks, worded) = if self.mode == Mode::Vector {
+            fuse(nearest(), None, None)
+        } else {
+            let keyword_search_failed = |err: &text::TextIndexError| {
+                tracing::error!(error = %err, "keyword search failed");
+            };
+            match feedback {
+                Some(Expansion {
+                    semantic,
+                    terms,
+                    own,
+                    worded,
+                }) => {
+                    let (semantic, tally, ranks, _) = self.text.search_beside(
+                        &request.text,
+                        &terms,
+                        false,
+                        || semantic,
+                        |semantic, matches| {
+                            let matches = matches.inspect_err(keyword_search_failed).ok();
+                            fuse(semantic, matches, Some(&own))
+                        },
+                    );
+                    (semantic, tally, ranks, worded)
+                }
+                // A large store's vector search takes the other core while the keyword
+                // matches are scored.
+                None => self.text.search_beside(
+                    &request.text,
+                    &[],
+                    vectors.searches_long(),
+                    nearest,
+                    |semantic, matches| {
+                        fuse(
+                            semantic,
+                            matches.inspect_err(keyword_search_failed).ok(),
+                            None,
+                        )
+                    },
+                ),
+            }
+        };
+        let floor = self.vector_floor(floor, worded);
+        if request.facets
+            && let Some(floor) = floor
+        {
+            // The vector matches no keyword found; the keyword ones were counted as visited.
+            let keyword_found: HashSet<u32> = ranks.found_slots().collect();
+            for (slot, similarity) in &semantic {
+                if *similarity >= floor && !keyword_found.contains(slot) {
+                    tally.add(*slot);
+                }
+            }
+        }
+        let weight = embedder.map_or(1.0, |embedder| embedder.fusion_weight());
+        let fused = ranks.fuse(&semantic, weight, floor);
+        for (slot, score) in fused.scores {
+            if let Some(doc) = catalog.doc(slot) {
+                top.offer(Scored {
+                    slot,
+                    doc,
+                    score: prior(slot, score),
+                });
+            }
+        }
+        top.into_matches(fused.total, fused.omitted, tally.counter)
     }
 }
 
-#[derive(Clone, Copy)]
-pub(super) struct Scored<'c> {
-    pub(super) slot: u32,
-    pub(super) doc: &'c Doc,
-    pub(super) score: f64,
+/// The keyword pass of a keyword-only search: the shown matches are counted and offered to
+/// the page's selection (most of a common word's matches rank below its cut and are only
+/// counted, their documents never read).
+struct KeywordOnly<'c, 'r, S, P> {
+    pub(super) shown: &'r S,
+    prior: &'r P,
+    pub(super) tally: Tally<'c>,
+    top: TopHits<'c, 'r>,
+    /// `shown` as the text index's filter, when it may count the shown matches itself
+    /// (`MatchVisitor::shown_filter`): one variant per value of duplicate collapsing, the only
+    /// filter it is offered with.
+    counted_by_documents: Option<text::ShownFilter<'r>>,
+}
+
+impl<S, P> MatchVisitor for KeywordOnly<'_, '_, S, P>
+where
+    S: Fn(u32) -> bool + Sync,
+    P: Fn(u32, f64) -> f64 + Sync,
+{
+    #[inline(always)]
+    fn visit(&mut self, slot: u32, score: f32) {
+        if !(self.shown)(slot) {
+            return;
+        }
+        self.tally.add(slot);
+        self.visit_shown(slot, score);
+    }
+
+    fn shown_filter(&self) -> Option<text::ShownFilter<'_>> {
+        self.counted_by_documents
+    }
+
+    /// The page's floor: the prior never raises a score, so a match scoring under it is
+    /// dropped whatever its prior.
+    fn floor(&self) -> f64 {
+        self.top.floor_score()
+    }
+
+    #[inline(always)]
+    fn visit_shown(&mut self, slot: u32, score: f32) {
+        let score = (self.prior)(slot, f64::from(score));
+        if self.top.drops(score) {
+            return;
+        }
+        if let Some(doc) = self.tally.catalog.doc(slot) {
+            self.top.offer(Scored { slot, doc, score });
+        }
+    }
+
+    fn counted(&mut self, shown: usize, below: usize) {
+        self.tally.total += shown;
+        self.top.dropped += below;
+    }
+
+    fn split(&self) -> Option<Self> {
+        Some(Self {
+            shown: self.shown,
+            prior: self.prior,
+            tally: self.tally.split(),
+            top: TopHits::new(self.top.reach),
+            counted_by_documents: self.counted_by_documents,
+        })
+    }
+
+    fn merge(&mut self, other: Self) {
+        self.tally.merge(other.tally);
+        self.top.merge(other.top);
+    }
 }
 
 /// What a search found: the hits after the cursor that can reach the page, and how many

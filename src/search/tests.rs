@@ -4,8 +4,8 @@ use std::collections::HashSet;
 
 use super::fill::{LOOKUPS_ONE_BY_ONE, STORED_PAGE, place_saved};
 use super::fusion::{KeywordRanks, keyword_depth_after};
-use super::page::compare;
-use super::retrieve::VECTOR_DEPTH;
+use super::hit::VECTOR_DEPTH;
+use super::page::{Reach, compare};
 use super::vectors::VectorStore;
 use super::*;
 use crate::store::{Agent, AgentState};

@@ -1574,8 +1574,8 @@ mod shared_database {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::{at, draft};
+    use crate::embed::{EmbedError, Embedder};
     use crate::search::SearchIndex;
-    use crate::search::embed::{EmbedError, Embedder};
     use crate::store::pg_schema::TestSchema;
     use crate::store::postgres::PgStore;
     use crate::store::{Agent, AgentState, Store};

@@ -1,4 +1,5 @@
-//! Text → vector embedders for intent ranking: the built-in static table, MiniLM, or a remote service.
+//! Text → vector embedders for intent ranking: the built-in static table, MiniLM, bge-small, or a
+//! remote service. Search embeds queries and agents with them; they know nothing of search.
 //!
 //! Every embedder returns L2-normalised vectors, so the dot product of two of them is their cosine.
 //! Stored vectors are keyed by [`Embedder::id`], which changes whenever the output would.
@@ -37,8 +38,9 @@ pub trait Embedder: Send + Sync {
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError>;
 
     /// Whether a text's vector is a weighted sum of its words' (the static table). Such an
-    /// embedder is given queries without their conversational fillers (`search::analyse`): every
-    /// word it sees moves the vector, while a model reads a sentence as a whole.
+    /// embedder is given queries without their conversational fillers (the search's query
+    /// analysis): every word it sees moves the vector, while a model reads a sentence as a
+    /// whole.
     fn is_bag_of_words(&self) -> bool {
         false
     }
@@ -210,6 +212,11 @@ pub fn l2_normalize(vector: &mut [f32]) {
     }
 }
 
+#[cfg(test)]
+mod conformance;
+#[cfg(test)]
+mod fake_service;
+
 /// Vectors computed by an independent implementation (the Python generators in `testdata/`),
 /// which the embedders' tests must reproduce.
 #[cfg(test)]
@@ -229,6 +236,16 @@ pub(crate) mod reference {
     /// Parses one of the `testdata/*_reference.json` files.
     pub fn parse(json: &str) -> Reference {
         serde_json::from_str(json).expect("a reference file")
+    }
+
+    /// The largest difference between a computed vector and the reference's, component by
+    /// component.
+    pub fn largest_difference(computed: &[f32], reference: &[f32]) -> f32 {
+        computed
+            .iter()
+            .zip(reference)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max)
     }
 }
 

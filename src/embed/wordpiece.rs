@@ -315,7 +315,7 @@ mod tests {
 
     #[test]
     fn tokenisation_matches_the_reference_tokenizer_on_hundreds_of_varied_texts() {
-        let embedder = crate::search::embed::StaticEmbedder::builtin().expect("built-in table");
+        let embedder = crate::embed::StaticEmbedder::builtin().expect("built-in table");
         let cases = include_str!("testdata/wordpiece_cases.jsonl");
         let mut checked = 0;
         let mut mismatches = Vec::new();

@@ -49,9 +49,6 @@ pub use load::{LoadCounts, SHUTDOWN_MERGE_WAIT, STARTUP_MERGE_WAIT};
 pub use request::{SearchError, SearchRequest, Sort, clamp_limit};
 
 pub use crate::domain::DEFAULT_VERSION;
-/// The embedders live beside search, in `crate::embed`; this path stays only for code that
-/// still names them here.
-pub use crate::embed;
 pub use listing::{AgentKind, Listing, Strs};
 pub use page::{Hit, SearchPage};
 
@@ -60,7 +57,7 @@ pub fn embedding_text(agent: &crate::store::Agent) -> String {
     catalog::embedding_text(&catalog::doc_text(agent))
 }
 
-use crate::embed::Embedder;
+use crate::embed::{self, Embedder};
 use catalog::{Catalog, Doc};
 use fill::serving_store;
 use hit::Cursor;

@@ -419,6 +419,18 @@ fn draft(package: &str, fields: Value) -> AgentDraft {
     AgentDraft::parse(&body).expect("draft")
 }
 
+/// A registry over a fresh SQLite store (the directory lives as long as the guard).
+async fn sqlite_registry() -> (tempfile::TempDir, Arc<dyn Store>, Arc<Registry>) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open_dir(dir.path()).await.expect("store"));
+    let registry = Arc::new(
+        Registry::open(Arc::clone(&store), None, Vectors::Wait)
+            .await
+            .expect("registry"),
+    );
+    (dir, store, registry)
+}
+
 /// An instance of the given name (as `--instance-id` gives one).
 fn instance(id: &str) -> crate::instance::Instance {
     crate::instance::Instance::resolve(&crate::config::StorageConfig {
@@ -447,13 +459,7 @@ async fn the_prober_records_health_politely_and_search_filters_on_it() {
     let concurrency = Arc::new(Concurrency::default());
     let port = spawn_fake(Arc::clone(&concurrency)).await;
     let closed = closed_port().await;
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open_dir(dir.path()).await.expect("store"));
-    let registry = Arc::new(
-        Registry::open(Arc::clone(&store), None, Vectors::Wait)
-            .await
-            .expect("registry"),
-    );
+    let (_dir, store, registry) = sqlite_registry().await;
     let live = ImportMode {
         update: false,
         go_live: true,
@@ -624,13 +630,7 @@ async fn the_prober_records_health_politely_and_search_filters_on_it() {
 #[tokio::test]
 async fn a_changed_endpoint_is_probed_again_and_an_unpublished_agent_leaves_the_schedule() {
     let port = spawn_fake(Arc::default()).await;
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open_dir(dir.path()).await.expect("store"));
-    let registry = Arc::new(
-        Registry::open(Arc::clone(&store), None, Vectors::Wait)
-            .await
-            .expect("registry"),
-    );
+    let (_dir, _, registry) = sqlite_registry().await;
     let live = ImportMode {
         update: true,
         go_live: true,
@@ -718,13 +718,7 @@ async fn a_changed_endpoint_is_probed_again_and_an_unpublished_agent_leaves_the_
 async fn a_restarted_instance_probes_at_once_what_its_earlier_run_left_leased() {
     let concurrency = Arc::new(Concurrency::default());
     let port = spawn_fake(Arc::clone(&concurrency)).await;
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open_dir(dir.path()).await.expect("store"));
-    let registry = Arc::new(
-        Registry::open(Arc::clone(&store), None, Vectors::Wait)
-            .await
-            .expect("registry"),
-    );
+    let (_dir, _, registry) = sqlite_registry().await;
     let live = ImportMode {
         update: false,
         go_live: true,

@@ -1387,10 +1387,9 @@ async fn an_agent_whose_representative_query_is_the_request_ranks_first() {
     assert_eq!(first(&index, request).await, "com.example.signs");
 }
 
-#[tokio::test]
-async fn feedback_finds_by_keywords_what_a_sentences_nearest_agents_share() {
-    let (_dir, store) = sqlite_store().await;
-    let agents = [
+/// A weather agent, a rain radar sharing its words, and an unrelated one.
+fn weather_agents() -> [Agent; 3] {
+    [
         (
             "com.example.weather",
             "Weather Agent",
@@ -1411,7 +1410,13 @@ async fn feedback_finds_by_keywords_what_a_sentences_nearest_agents_share() {
         active_draft(serde_json::json!({
             "package_name": package_name, "name": name, "description": description,
         }))
-    });
+    })
+}
+
+#[tokio::test]
+async fn feedback_finds_by_keywords_what_a_sentences_nearest_agents_share() {
+    let (_dir, store) = sqlite_store().await;
+    let agents = weather_agents();
     let request = SearchRequest {
         text: "will it rain in Paris tomorrow morning, please?".to_owned(),
         ..ordered(Sort::Relevance, 10, 0, None)
@@ -1508,28 +1513,7 @@ impl embed::Embedder for Floored {
 #[tokio::test]
 async fn neighbours_match_by_themselves_only_above_the_floor_and_for_known_words() {
     let (_dir, store) = sqlite_store().await;
-    let agents = [
-        (
-            "com.example.weather",
-            "Weather Agent",
-            "Forecasts and current conditions for any city.",
-        ),
-        (
-            "com.example.radar",
-            "Rain Radar",
-            "Rain forecasts and conditions near you.",
-        ),
-        (
-            "com.example.prices",
-            "Crypto Prices",
-            "Prices of bitcoin and other coins.",
-        ),
-    ]
-    .map(|(package_name, name, description)| {
-        active_draft(serde_json::json!({
-            "package_name": package_name, "name": name, "description": description,
-        }))
-    });
+    let agents = weather_agents();
     let table: Arc<dyn embed::Embedder> =
         Arc::new(embed::StaticEmbedder::builtin().expect("table"));
     let search = |floor: Option<f32>, text: &'static str| {

@@ -186,13 +186,7 @@ async fn the_server_list_serves_mcp_servers_as_server_json() {
         ["io.github.acme/notes", "io.github.acme/weather"]
     );
     assert!(found("/v0.1/servers?search=tidewatch").await.is_empty());
-    let paged = app.get("/v0.1/servers?search=acme&limit=1").await;
-    let next = paged.body["metadata"]["nextCursor"]
-        .as_str()
-        .expect("a next page of the filtered list");
-    let rest = app
-        .get(&format!("/v0.1/servers?search=acme&limit=1&cursor={next}"))
-        .await;
+    let rest = second_page(&app, "/v0.1/servers?search=acme&limit=1").await;
     assert_eq!(
         rest.body["servers"][0]["server"]["name"],
         "io.github.acme/weather"
@@ -203,13 +197,7 @@ async fn the_server_list_serves_mcp_servers_as_server_json() {
         rest.text
     );
 
-    let paged = app.get("/v0.1/servers?limit=1").await;
-    let next = paged.body["metadata"]["nextCursor"]
-        .as_str()
-        .expect("a next page");
-    let rest = app
-        .get(&format!("/v0.1/servers?limit=1&cursor={next}"))
-        .await;
+    let rest = second_page(&app, "/v0.1/servers?limit=1").await;
     assert_eq!(
         rest.body["servers"][0]["server"]["name"],
         "io.github.acme/weather"
@@ -330,4 +318,13 @@ async fn earlier_versions_of_a_server_are_listed_and_served_as_they_were() {
     ] {
         app.get(path).await.assert_problem(404, "agent_not_found");
     }
+}
+
+/// The page after the first of `path` (a query string asking for one server a page).
+async fn second_page(app: &TestApp, path: &str) -> crate::helpers::TestResponse {
+    let first = app.get(path).await;
+    let next = first.body["metadata"]["nextCursor"]
+        .as_str()
+        .expect("a next page");
+    app.get(&format!("{path}&cursor={next}")).await
 }

@@ -169,6 +169,15 @@ async fn stalling_upstream() -> (String, Arc<AtomicUsize>) {
     (origin, hits)
 }
 
+/// A pass of `source` as the timer runs one: `None` when it is not this process's turn.
+async fn timed_pass(app: &TestApp, source: &Source) -> Option<agent_registry::mirror::PassReport> {
+    app.state
+        .mirrors
+        .pass_if_due(source, false, &Quiet)
+        .await
+        .expect("the pass succeeds")
+}
+
 #[tokio::test]
 async fn a_restarted_server_resumes_the_mirror_pass_its_earlier_run_left_leased() {
     let (origin, hits) = stalling_upstream().await;
@@ -195,12 +204,7 @@ async fn a_restarted_server_resumes_the_mirror_pass_its_earlier_run_left_leased(
     // Another live process on the same data leaves the source to the one that holds it.
     let sibling = app.sibling().await;
     assert_ne!(sibling.state.instance.id(), app.state.instance.id());
-    let turn = sibling
-        .state
-        .mirrors
-        .pass_if_due(&source, false, &Quiet)
-        .await
-        .expect("no error");
+    let turn = timed_pass(&sibling, &source).await;
     assert!(turn.is_none(), "a live process's lease holds");
     drop(sibling);
 
@@ -209,12 +213,7 @@ async fn a_restarted_server_resumes_the_mirror_pass_its_earlier_run_left_leased(
     let _ = pass.await;
     let app = app.restart().await;
 
-    let resumed = app
-        .state
-        .mirrors
-        .pass_if_due(&source, false, &Quiet)
-        .await
-        .expect("the pass succeeds");
+    let resumed = timed_pass(&app, &source).await;
     assert!(
         resumed.is_some(),
         "the restarted process takes back its own lease at once"

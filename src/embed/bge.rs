@@ -293,12 +293,7 @@ impl Bge {
 
     /// `[CLS] tokens [SEP]`, truncated to [`MAX_TOKENS`].
     pub fn frame(&self, tokens: &[u32]) -> Vec<u32> {
-        let kept = &tokens[..tokens.len().min(MAX_TOKENS - 2)];
-        let mut ids = Vec::with_capacity(kept.len() + 2);
-        ids.push(self.cls);
-        ids.extend_from_slice(kept);
-        ids.push(self.sep);
-        ids
+        super::wordpiece::frame(tokens, self.cls, self.sep, MAX_TOKENS)
     }
 
     /// L2-normalised embeddings of `texts`, batched by similar length. A text without a single

@@ -93,12 +93,7 @@ impl MiniLm {
 
     /// `[CLS] tokens [SEP]`, truncated to [`MAX_TOKENS`].
     pub fn frame(&self, tokens: &[u32]) -> Vec<u32> {
-        let kept = &tokens[..tokens.len().min(MAX_TOKENS - 2)];
-        let mut ids = Vec::with_capacity(kept.len() + 2);
-        ids.push(self.special.cls);
-        ids.extend_from_slice(kept);
-        ids.push(self.special.sep);
-        ids
+        super::wordpiece::frame(tokens, self.special.cls, self.special.sep, MAX_TOKENS)
     }
 
     /// Mean-pooled (not normalised) last hidden states of framed id sequences, in one forward pass.

@@ -34,6 +34,17 @@ pub struct WordPiece {
     len: usize,
 }
 
+/// `[CLS] tokens [SEP]`, the tokens truncated so the whole is at most `max` ids: how a BERT-style
+/// model (MiniLM, bge-small) reads a text.
+pub fn frame(tokens: &[u32], cls: u32, sep: u32, max: usize) -> Vec<u32> {
+    let kept = &tokens[..tokens.len().min(max.saturating_sub(2))];
+    let mut ids = Vec::with_capacity(kept.len() + 2);
+    ids.push(cls);
+    ids.extend_from_slice(kept);
+    ids.push(sep);
+    ids
+}
+
 impl WordPiece {
     /// Builds the tokeniser from the vocabulary in id order (line `i` of `vocab.txt` is id `i`).
     pub fn from_tokens<'a>(tokens: impl IntoIterator<Item = &'a str>) -> Result<Self, EmbedError> {

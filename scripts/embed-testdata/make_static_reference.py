@@ -2,7 +2,10 @@
 of the registry's Rust code (Hugging Face `tokenizers` for the tokenisation, numpy for the sum).
 
     pip install numpy tokenizers
-    python3 scripts/embed-testdata/make_static_reference.py models/all-MiniLM-L6-v2
+    python3 scripts/embed-testdata/make_static_reference.py DIR
+
+DIR holds potion-base-8M's own `tokenizer.json` (from the same wheel as its weights, see
+scripts/static-table/potion_table.py), so the ids come from the model's tokenizer, not ours.
 
 A text's vector is the L2-normalised sum of the scaled int8 rows of its tokens (special tokens
 have scale 0); the zero vector when nothing is left.
@@ -15,8 +18,9 @@ import sys
 import numpy as np
 from tokenizers import Tokenizer
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ASSET = os.path.join(HERE, "..", "..", "..", "..", "assets", "static-embeddings", "minilm-l6-v2.bin")
+REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+ASSET = os.path.join(REPO, "assets", "static-embeddings", "potion-base-8m.bin")
+OUT = os.path.join(REPO, "src", "embed", "testdata", "static_reference.json")
 
 TEXTS = [
     "current price of bitcoin",
@@ -47,7 +51,7 @@ def main():
             vector = vector / norm
         cases.append({"text": text, "ids": ids, "vector": [float("%.7g" % x) for x in vector]})
     out = {"generator": "make_static_reference.py (tokenizers + numpy float64)", "cases": cases}
-    with open(os.path.join(HERE, "static_reference.json"), "w") as f:
+    with open(OUT, "w") as f:
         json.dump(out, f, ensure_ascii=False)
         f.write("\n")
 

@@ -2,7 +2,10 @@
 
     pip install tokenizers
     python3 scripts/embed-testdata/make_wordpiece_cases.py \
-        models/all-MiniLM-L6-v2/tokenizer.json path/to/agents-real.jsonl
+        DIR/tokenizer.json path/to/agents-real.jsonl
+
+DIR/tokenizer.json is potion-base-8M's own (the built-in table's model; see
+scripts/embed-testdata/make_static_reference.py).
 
 Each output line is `[text, [ids without [CLS]/[SEP]]]`; the Rust tests compare the hand-written
 tokeniser against it.

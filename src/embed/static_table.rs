@@ -1,9 +1,12 @@
-//! The built-in static embedder: a token-embedding table distilled from all-MiniLM-L6-v2.
+//! The built-in static embedder: a token-embedding table compiled into the binary.
 //!
 //! A text is tokenised exactly as the model would tokenise it, each token's int8 row is scaled
 //! and summed, and the sum is L2-normalised. Token weights are folded into the row scales, so a
 //! weighted mean costs nothing extra and tokens with weight 0 (`[UNK]`, `[CLS]`, …) are skipped.
-//! The table is made by `examples/distill_static.rs` and compiled into the binary.
+//! The built-in table is potion-base-8M (a static model distilled from bge-base-en-v1.5, MIT),
+//! written in this format by `scripts/static-table/potion_table.py`; `examples/distill_static.rs`
+//! makes tables of the same format from a transformer (the previous built-in was distilled from
+//! all-MiniLM-L6-v2 that way).
 //!
 //! Asset format (all integers little-endian):
 //!
@@ -29,8 +32,11 @@ use super::{EmbedError, Embedder, l2_normalize};
 /// The table compiled into the binary.
 const BUILTIN_ASSET: &[u8] = include_bytes!(concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/assets/static-embeddings/minilm-l6-v2.bin"
+    "/assets/static-embeddings/potion-base-8m.bin"
 ));
+
+/// The built-in table's name in its embedder's id.
+const BUILTIN_NAME: &str = "potion-base-8m";
 
 /// Bump when the runtime (tokenisation, pooling) changes the vectors made from the same asset.
 const RUNTIME_REVISION: u32 = 1;
@@ -214,17 +220,25 @@ impl StaticEmbedder {
     pub fn builtin() -> Result<Self, EmbedError> {
         static BUILTIN: OnceLock<Result<StaticEmbedder, String>> = OnceLock::new();
         BUILTIN
-            .get_or_init(|| Self::from_asset(BUILTIN_ASSET).map_err(|error| error.to_string()))
+            .get_or_init(|| {
+                Self::from_named_asset(BUILTIN_ASSET, BUILTIN_NAME)
+                    .map_err(|error| error.to_string())
+            })
             .clone()
             .map_err(EmbedError::Model)
     }
 
-    /// An embedder over a table in the asset format; its id names the table's content.
+    /// An embedder over a table in the asset format (an operator's `--static-table`); its id
+    /// names the table's content.
     pub fn from_asset(bytes: &[u8]) -> Result<Self, EmbedError> {
+        Self::from_named_asset(bytes, "table")
+    }
+
+    fn from_named_asset(bytes: &[u8], name: &str) -> Result<Self, EmbedError> {
         let table = StaticTable::from_bytes(bytes)?;
         let digest = hex::encode(Sha256::digest(bytes));
         let id = format!(
-            "static-minilm-l6-v2-pca{}-i8@{RUNTIME_REVISION}.{}",
+            "static-{name}-{}d-i8@{RUNTIME_REVISION}.{}",
             table.dims,
             &digest[..12]
         );
@@ -400,6 +414,14 @@ mod tests {
     fn the_builtin_id_names_the_dimensions_and_the_table_content() {
         let embedder = builtin();
         let id = embedder.id();
-        assert!(id.starts_with(&format!("static-minilm-l6-v2-pca{}-i8@1.", embedder.dim())));
+        assert!(id.starts_with(&format!("static-potion-base-8m-{}d-i8@1.", embedder.dim())));
+        let table = StaticTable::from_bytes(BUILTIN_ASSET).expect("parses");
+        let other = StaticEmbedder::from_asset(&table.to_bytes().expect("serialises"))
+            .expect("the same table from a file");
+        assert!(
+            other.id().starts_with("static-table-256d-i8@1."),
+            "{}",
+            other.id()
+        );
     }
 }

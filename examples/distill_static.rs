@@ -20,7 +20,7 @@ use std::time::Instant;
 use agent_registry::embed::bge::{self, Bge};
 use agent_registry::embed::minilm::{MODEL_SHA256, MiniLm};
 use agent_registry::embed::static_table::StaticTable;
-use agent_registry::embed::{Embedder, StaticEmbedder};
+use agent_registry::embed::{Embedder, StaticEmbedder, Transformer};
 use anyhow::{Context, bail};
 use clap::Parser;
 use sha2::{Digest, Sha256};

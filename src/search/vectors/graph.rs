@@ -16,6 +16,17 @@ pub(super) struct View<'a> {
     pub(super) heads: &'a [u32],
 }
 
+impl<'a> View<'a> {
+    pub(super) fn new(dim: usize, codes: &'a [i8], scales: &'a [f32], heads: &'a [u32]) -> Self {
+        Self {
+            dim,
+            codes,
+            scales,
+            heads,
+        }
+    }
+}
+
 /// A `View` with the kernel that computes its dot products.
 pub(super) struct Rows<'a, K> {
     pub(super) view: View<'a>,

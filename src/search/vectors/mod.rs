@@ -330,12 +330,14 @@ impl VectorStore {
     }
 
     fn view(&self) -> View<'_> {
-        View {
-            dim: self.dim,
-            codes: &self.codes,
-            scales: &self.scales,
-            heads: &self.heads,
-        }
+        View::new(self.dim, &self.codes, &self.scales, &self.heads)
+    }
+
+    /// The graph to walk or change, beside a view of the rows it links.
+    fn graph_and_view(&mut self) -> Option<(&mut Graph, View<'_>)> {
+        let graph = self.graph.as_mut()?;
+        let view = View::new(self.dim, &self.codes, &self.scales, &self.heads);
+        Some((graph, view))
     }
 
     /// Store `vector` at `slot`; a vector of the wrong dimension is dropped. A store made with
@@ -390,21 +392,16 @@ impl VectorStore {
 
     /// Where the graph would put `query`, at a level drawn for it.
     fn locate(&mut self, query: &Prepared) -> Located {
-        let Some(graph) = self.graph.as_mut() else {
+        let Some((graph, view)) = self.graph_and_view() else {
             return Located::default();
         };
         let level = graph.draw_level();
         let graph: &Graph = graph;
         dispatch(
-            self.dim,
+            view.dim,
             Locate {
                 graph,
-                view: View {
-                    dim: self.dim,
-                    codes: &self.codes,
-                    scales: &self.scales,
-                    heads: &self.heads,
-                },
+                view,
                 query,
                 level,
             },
@@ -448,22 +445,10 @@ impl VectorStore {
     }
 
     fn edit(&mut self, edit: Edit<'_>) -> Vec<u32> {
-        let Some(graph) = self.graph.as_mut() else {
+        let Some((graph, view)) = self.graph_and_view() else {
             return Vec::new();
         };
-        dispatch(
-            self.dim,
-            EditGraph {
-                graph,
-                view: View {
-                    dim: self.dim,
-                    codes: &self.codes,
-                    scales: &self.scales,
-                    heads: &self.heads,
-                },
-                edit,
-            },
-        )
+        dispatch(view.dim, EditGraph { graph, view, edit })
     }
 
     pub fn clear(&mut self, slot: u32) {

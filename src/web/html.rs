@@ -47,6 +47,17 @@ impl Page<'_> {
 
 const LAYOUT: &str = include_str!("assets/layout.html");
 
+/// `body` (trusted page markup) with its `{{{token_panel}}}` replaced by the form where a
+/// visitor keeps the API token this page needs: `scope` is named in its hint, `shared_with` is
+/// the other page that reads the same stored token.
+pub fn with_token_panel(body: &str, scope: &str, shared_with: &str) -> String {
+    let panel = fill(
+        include_str!("assets/token-panel.html"),
+        &[("scope", scope), ("shared_with", shared_with)],
+    );
+    render(body, &[], &[("token_panel", &panel)])
+}
+
 /// `template` with each `{{key}}` replaced by its value, HTML-escaped.
 pub fn fill(template: &str, values: &[(&str, &str)]) -> String {
     render(template, values, &[])

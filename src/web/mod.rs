@@ -107,7 +107,11 @@ pub async fn playground_page() -> Response {
             title: "Playground",
             nav: html::Nav::Playground,
             script: "playground.js",
-            body: include_str!("assets/playground.html").to_owned(),
+            body: html::with_token_panel(
+                include_str!("assets/playground.html"),
+                "playground",
+                "console",
+            ),
         },
     )
 }
@@ -120,7 +124,11 @@ pub async fn console_page() -> Response {
             title: "Console",
             nav: html::Nav::Console,
             script: "console.js",
-            body: include_str!("assets/console.html").to_owned(),
+            body: html::with_token_panel(
+                include_str!("assets/console.html"),
+                "agents:write",
+                "playground",
+            ),
         },
     )
 }

@@ -182,28 +182,7 @@ fn test_only_files(relative: &Path, text: &str) -> Vec<PathBuf> {
 
 /// The top-level modules a line names as `crate::x` or in `use crate::{x, y}`.
 fn named_modules(line: &str) -> BTreeSet<String> {
-    let code = line.split("//").next().unwrap_or_default();
-    let mut named = BTreeSet::new();
-    for (at, _) in code.match_indices("crate::") {
-        let rest = &code[at + "crate::".len()..];
-        if let Some(group) = rest.strip_prefix('{') {
-            for item in group.split('}').next().unwrap_or_default().split(',') {
-                let name = item.trim().split("::").next().unwrap_or_default();
-                if !name.is_empty() {
-                    named.insert(name.to_owned());
-                }
-            }
-        } else {
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            if !name.is_empty() {
-                named.insert(name);
-            }
-        }
-    }
-    named
+    names_after(line, "crate::")
 }
 
 /// The names a line gives after `prefix` (`crate::x`, `super::x`, or a group

@@ -875,9 +875,7 @@ mod tests {
     /// The model loaded once per test binary from [`fetched_dir`]; `None`: skipped.
     fn model() -> Option<&'static Bge> {
         static MODEL: OnceLock<Option<Bge>> = OnceLock::new();
-        MODEL
-            .get_or_init(|| Some(Bge::load(&fetched_dir()?).expect("the fetched model loads")))
-            .as_ref()
+        crate::embed::transformer::load_once(&MODEL, fetched_dir)
     }
 
     use crate::embed::transformer::embed_strs as embed;

@@ -157,9 +157,7 @@ mod tests {
     /// The weights of [`fetched_dir`], loaded once per test binary; `None`: skipped.
     fn model() -> Option<&'static MiniLm> {
         static MODEL: OnceLock<Option<MiniLm>> = OnceLock::new();
-        MODEL
-            .get_or_init(|| Some(MiniLm::load(&fetched_dir()?).expect("the fetched weights load")))
-            .as_ref()
+        crate::embed::transformer::load_once(&MODEL, fetched_dir)
     }
 
     fn reference() -> Reference {

@@ -195,6 +195,16 @@ pub(crate) fn test_model_dir(
     None
 }
 
+/// For tests: the model in `dir()`, loaded once into `cell`; `None` when the test is skipped.
+#[cfg(test)]
+pub(crate) fn load_once<M: Transformer>(
+    cell: &'static std::sync::OnceLock<Option<M>>,
+    dir: fn() -> Option<std::path::PathBuf>,
+) -> Option<&'static M> {
+    cell.get_or_init(|| Some(M::load(&dir()?).expect("the fetched model loads")))
+        .as_ref()
+}
+
 /// For tests: `texts` embedded by `model`.
 #[cfg(test)]
 pub(crate) fn embed_strs<M: Transformer>(model: &M, texts: &[&str]) -> Vec<Vec<f32>> {

@@ -88,11 +88,7 @@ async fn an_invalid_card_is_a_422_listing_what_is_wrong() {
     let token = app.token("alice", &["agents:write"]).await;
 
     let response = app
-        .post(
-            "/api/agents/publish",
-            Some(&token),
-            json!({"package_name": "com.example.broken", "manifest_url": fake.url("/cards/invalid.json")}),
-        )
+        .try_publish(&token, json!({"package_name": "com.example.broken", "manifest_url": fake.url("/cards/invalid.json")}))
         .await;
 
     response.assert_problem(422, "validation_failed");
@@ -117,9 +113,8 @@ async fn a_v0_3_card_is_refused_with_a_hint() {
     let token = app.token("alice", &["agents:write"]).await;
 
     let response = app
-        .post(
-            "/api/agents/publish",
-            Some(&token),
+        .try_publish(
+            &token,
             json!({"package_name": "com.example.old", "manifest_url": fake.url("/cards/old.json")}),
         )
         .await;
@@ -144,9 +139,8 @@ async fn a_manifest_url_without_a_card_is_a_422_on_manifest_url() {
         ("/cards/huge.json", "65536"),
     ] {
         let response = app
-            .post(
-                "/api/agents/publish",
-                Some(&token),
+            .try_publish(
+                &token,
                 json!({"package_name": "com.example.nocard", "manifest_url": fake.url(path)}),
             )
             .await;
@@ -186,9 +180,8 @@ async fn the_package_name_is_still_required() {
     let token = app.token("alice", &["agents:write"]).await;
 
     let response = app
-        .post(
-            "/api/agents/publish",
-            Some(&token),
+        .try_publish(
+            &token,
             json!({"manifest_url": fake.url("/cards/weather.json")}),
         )
         .await;

@@ -5,7 +5,9 @@ use axum::body::Body;
 use axum::http::{Method, Request, header};
 use serde_json::{Value, json};
 
-use crate::helpers::{MASTER_KEY, TestApp, TestResponse, agent_body, error_fields, str_at};
+use crate::helpers::{
+    MASTER_KEY, TestApp, TestResponse, WRITABLE_FIELDS, agent_body, error_fields, str_at,
+};
 
 /// Anything but a server error; errors are problem+json with a code.
 #[track_caller]
@@ -327,13 +329,9 @@ async fn a_token_without_the_scope_is_forbidden() {
     let app = TestApp::spawn().await;
     let reader = app.token("alice", &["a2a"]).await;
 
-    app.post(
-        "/api/agents/publish",
-        Some(&reader),
-        agent_body("com.example.weather"),
-    )
-    .await
-    .assert_problem(403, "forbidden");
+    app.try_publish(&reader, agent_body("com.example.weather"))
+        .await
+        .assert_problem(403, "forbidden");
 }
 
 #[tokio::test]
@@ -385,13 +383,9 @@ async fn a_taken_package_name_is_a_conflict_and_a_wrong_transition_is_invalid() 
     app.publish_live(&alice, agent_body("com.example.weather"))
         .await;
 
-    app.post(
-        "/api/agents/publish",
-        Some(&alice),
-        agent_body("com.example.weather"),
-    )
-    .await
-    .assert_problem(409, "conflict");
+    app.try_publish(&alice, agent_body("com.example.weather"))
+        .await
+        .assert_problem(409, "conflict");
     app.post_empty("/api/agents/com.example.weather/go-live", &alice)
         .await
         .assert_problem(409, "invalid_state_transition");
@@ -707,26 +701,13 @@ async fn hostile_values_in_any_publish_field_are_answered_without_crashing() {
     // Thousands of requests with one token: more than its rate limit allows.
     let app = TestApp::spawn_with(|config| config.token_rate_limit_per_minute = 0).await;
     let alice = app.token("alice", &[]).await;
-    let fields = [
-        "package_name",
-        "name",
-        "description",
-        "version",
-        "manifest_url",
-        "url",
-        "target",
-        "category",
-        "tags",
-        "capabilities",
-        "payment",
-        "card",
-    ];
+    let fields = WRITABLE_FIELDS.into_iter().chain(["card"]);
     let payment_fields = ["model", "direction", "protocols", "rails"];
     let rail_fields = ["network", "asset", "token", "protocol", "caip2"];
 
     for value in hostile_values() {
         let mut bodies = Vec::new();
-        for field in fields {
+        for field in fields.clone() {
             let mut body = agent_body("com.example.hostile");
             body[field] = value.clone();
             bodies.push((format!("{field} = {}", shown(&value)), body));

@@ -254,9 +254,14 @@ impl TestApp {
         response.body["token"].as_str().expect("token").to_owned()
     }
 
+    /// `POST /api/agents/publish` with `token`, whatever it answers.
+    pub async fn try_publish(&self, token: &str, body: Value) -> TestResponse {
+        self.post("/api/agents/publish", Some(token), body).await
+    }
+
     /// Publish `body` with `token`; asserts 201 and returns the record.
     pub async fn publish(&self, token: &str, body: Value) -> Value {
-        let response = self.post("/api/agents/publish", Some(token), body).await;
+        let response = self.try_publish(token, body).await;
         assert_eq!(response.status, StatusCode::CREATED, "{}", response.text);
         response.body
     }
@@ -277,6 +282,21 @@ impl TestApp {
         response.body
     }
 }
+
+/// The publish body's writable fields (besides `card`, which fills the others).
+pub const WRITABLE_FIELDS: [&str; 11] = [
+    "package_name",
+    "name",
+    "description",
+    "version",
+    "manifest_url",
+    "url",
+    "target",
+    "category",
+    "tags",
+    "capabilities",
+    "payment",
+];
 
 /// A minimal valid publish body for `package_name`.
 pub fn agent_body(package_name: &str) -> Value {

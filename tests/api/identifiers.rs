@@ -116,9 +116,8 @@ async fn a_publisher_on_a_subdomain_carries_its_own_identifier_and_is_found_by_i
         ("ai.lifie.tasks", "urn:air:hub.lifie.ai:tasks"),
     ] {
         let response = app
-            .post(
-                "/api/agents/publish",
-                Some(&alice),
+            .try_publish(
+                &alice,
                 with(agent_body(package), json!({"identifier": identifier})),
             )
             .await;

@@ -3,7 +3,7 @@
 use axum::http::Method;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, agent_body, error_fields, str_at};
+use crate::helpers::{TestApp, WRITABLE_FIELDS, agent_body, error_fields, str_at};
 
 /// Every writable field of an agent record.
 fn weather_body() -> Value {
@@ -101,19 +101,7 @@ async fn the_published_record_keeps_every_writable_field() {
     let record = app.publish(&alice, weather_body()).await;
 
     let sent = weather_body();
-    for key in [
-        "package_name",
-        "name",
-        "description",
-        "version",
-        "manifest_url",
-        "url",
-        "target",
-        "category",
-        "tags",
-        "capabilities",
-        "payment",
-    ] {
+    for key in WRITABLE_FIELDS {
         assert_eq!(record[key], sent[key], "{key}");
     }
 }
@@ -190,11 +178,7 @@ async fn the_registry_namespace_is_reserved() {
     let (app, alice) = TestApp::spawn_as("alice").await;
 
     let response = app
-        .post(
-            "/api/agents/publish",
-            Some(&alice),
-            agent_body("registry.example.agent"),
-        )
+        .try_publish(&alice, agent_body("registry.example.agent"))
         .await;
 
     response.assert_problem(422, "validation_failed");
@@ -439,9 +423,8 @@ async fn a_card_that_lacks_required_fields_still_fails_validation() {
     let (app, alice) = TestApp::spawn_as("alice").await;
 
     let response = app
-        .post(
-            "/api/agents/publish",
-            Some(&alice),
+        .try_publish(
+            &alice,
             json!({"package_name": "com.example.carded", "card": {"name": "Only a name"}}),
         )
         .await;

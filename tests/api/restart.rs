@@ -93,13 +93,9 @@ async fn agents_can_be_changed_after_a_restart() {
         .post_empty("/api/agents/com.example.weather/go-live", &alice)
         .await;
     assert_eq!(live.status, 200, "{}", live.text);
-    app.post(
-        "/api/agents/publish",
-        Some(&alice),
-        agent_body("com.example.weather"),
-    )
-    .await
-    .assert_problem(409, "conflict");
+    app.try_publish(&alice, agent_body("com.example.weather"))
+        .await
+        .assert_problem(409, "conflict");
 }
 
 #[tokio::test]

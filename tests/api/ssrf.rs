@@ -120,9 +120,8 @@ async fn publishing_from_a_private_manifest_url_is_refused() {
         "http://localhost/card.json",
     ] {
         let response = app
-            .post(
-                "/api/agents/publish",
-                Some(&token),
+            .try_publish(
+                &token,
                 json!({"package_name": "com.example.sneaky", "manifest_url": target}),
             )
             .await;

@@ -154,13 +154,9 @@ async fn a_revoked_token_is_unauthorized_immediately() {
     let response = app.get_as("/api/agents", secret).await;
     response.assert_problem(401, "unauthorized");
     assert_eq!(response.header("www-authenticate"), Some("Bearer"));
-    app.post(
-        "/api/agents/publish",
-        Some(secret),
-        agent_body("com.example.other"),
-    )
-    .await
-    .assert_problem(401, "unauthorized");
+    app.try_publish(secret, agent_body("com.example.other"))
+        .await
+        .assert_problem(401, "unauthorized");
     let listed = app.get_as("/api/tokens", MASTER_KEY).await;
     assert!(
         listed.body["tokens"][0]["revoked_at"].is_string(),
@@ -239,13 +235,9 @@ async fn an_expired_token_is_unauthorized() {
 
     response.assert_problem(401, "unauthorized");
     assert_eq!(response.header("www-authenticate"), Some("Bearer"));
-    app.post(
-        "/api/agents/publish",
-        Some(secret),
-        agent_body("com.example.weather"),
-    )
-    .await
-    .assert_problem(401, "unauthorized");
+    app.try_publish(secret, agent_body("com.example.weather"))
+        .await
+        .assert_problem(401, "unauthorized");
 }
 
 #[tokio::test]
@@ -280,12 +272,8 @@ async fn a_token_without_agents_write_is_forbidden_on_management() {
     let path = format!("/api/agents/{}", str_at(&record, "/id"));
 
     let responses = [
-        app.post(
-            "/api/agents/publish",
-            Some(&reader),
-            agent_body("com.example.other"),
-        )
-        .await,
+        app.try_publish(&reader, agent_body("com.example.other"))
+            .await,
         app.get_as("/api/agents", &reader).await,
         app.get_as(&path, &reader).await,
         app.put(&path, &reader, agent_body("com.example.weather"))

@@ -15,7 +15,8 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
-from fakes import ADA_SEARCH, ADA_SUMMARY, JsonHandler, running_registry, serve  # noqa: E402
+from fakes import HostedUpstreams  # noqa: E402
+from fakes import hosted_agents_env, registry_binary, running_registry, serving  # noqa: E402
 
 ARTIFACTS = Path(os.environ.get("E2E_ARTIFACTS", ROOT / "target" / "e2e-artifacts"))
 MASTER_KEY = "e2e-master-key"
@@ -35,9 +36,6 @@ MIRRORED_SERVERS = {
 }
 
 # Recorded shape of Coinbase's spot price (Wikipedia's answers are in tests/support/fakes.py).
-BTC_SPOT = {"data": {"amount": "67012.345", "base": "BTC", "currency": "USD"}}
-
-
 def weather_card(endpoint: str) -> dict:
     return {
         "name": "Remote Weather",
@@ -53,26 +51,19 @@ def weather_card(endpoint: str) -> dict:
     }
 
 
-class FakeUpstreams(JsonHandler):
-    """Coinbase and Wikipedia at their real paths, and an agent card for the console test."""
+class FakeUpstreams(HostedUpstreams):
+    """The hosted agents' upstreams, an agent card for the console test, and an MCP Registry
+    page for the mirroring registry."""
 
-    def do_GET(self) -> None:  # noqa: N802 (the http.server API)
-        path = self.path.split("?", 1)[0]
+    def other(self, path: str) -> bool:
         host = f"http://{self.server.server_address[0]}:{self.server.server_address[1]}"
-        if path == "/v2/prices/BTC-USD/spot":
-            self.reply(200, BTC_SPOT)
-        elif path == "/w/rest.php/v1/search/page":
-            self.reply(200, ADA_SEARCH)
-        elif path == "/api/rest_v1/page/summary/Ada_Lovelace":
-            self.reply(200, ADA_SUMMARY)
-        elif path == "/cards/weather.json":
+        if path == "/cards/weather.json":
             self.reply(200, weather_card(f"{host}/a2a/v1"))
         elif path == "/v0.1/servers":
             self.reply(200, MIRRORED_SERVERS)
-        elif path.startswith("/v2/prices/"):
-            self.reply(404, {"errors": [{"id": "not_found", "message": "Invalid base currency"}]})
         else:
-            self.reply(404, {"type": "https://mediawiki.org/wiki/HyperSwitch/errors/not_found"})
+            return False
+        return True
 
     def do_POST(self) -> None:  # noqa: N802 (the http.server API)
         """A published agent's A2A JSON-RPC endpoint: SendMessage answers a forecast."""
@@ -100,37 +91,30 @@ class FakeUpstreams(JsonHandler):
 
 @pytest.fixture(scope="session")
 def upstreams() -> Iterator[str]:
-    server, origin = serve(FakeUpstreams)
-    yield origin
-    server.shutdown()
+    with serving(FakeUpstreams) as origin:
+        yield origin
 
 
 @pytest.fixture(scope="session")
 def registry(upstreams: str) -> Iterator[str]:
-    binary = Path(os.environ.get("REGISTRY_BIN", ROOT / "target" / "debug" / "agent-registry"))
     env = {
-        "REGISTRY_MASTER_KEY": MASTER_KEY,
-        "REGISTRY_WIKI_API_URL": upstreams,
-        "REGISTRY_FINANCE_CRYPTO_API_URL": upstreams,
-        "REGISTRY_FINANCE_STOCK_API_URL": upstreams,
-        "REGISTRY_UPSTREAM_TIMEOUT_SECS": "5",
+        **hosted_agents_env(MASTER_KEY, upstreams),
         # The console test publishes from a card served by the local fake, which the
         # liveness prober (every second here) also reaches.
         "REGISTRY_OUTBOUND_ALLOW_PRIVATE": "true",
         "REGISTRY_PROBE_INTERVAL_SECS": "1",
         "REGISTRY_PROBE_TIMEOUT_SECS": "2",
     }
-    with running_registry(binary, env) as base_url:
+    with running_registry(registry_binary(), env) as base_url:
         yield base_url
 
 
 @pytest.fixture(scope="session")
 def mirroring_registry(upstreams: str) -> Iterator[str]:
     """A second registry that mirrors the fake's MCP Registry API page."""
-    binary = Path(os.environ.get("REGISTRY_BIN", ROOT / "target" / "debug" / "agent-registry"))
     env = {"REGISTRY_MASTER_KEY": MASTER_KEY, "REGISTRY_MIRRORS": f"mcp-registry={upstreams}",
            "REGISTRY_PROBE_INTERVAL_SECS": "0"}
-    with running_registry(binary, env) as base_url:
+    with running_registry(registry_binary(), env) as base_url:
         yield base_url
 
 

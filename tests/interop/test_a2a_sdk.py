@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,47 +24,21 @@ from a2a.types import AgentCard, Role, SendMessageRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
-from fakes import ADA_SEARCH, ADA_SUMMARY, JsonHandler, running_registry, serve  # noqa: E402
+from fakes import HostedUpstreams  # noqa: E402
+from fakes import hosted_agents_env, registry_binary, running_registry, serving  # noqa: E402
 
 MASTER_KEY = "interop-master-key"
 
 
-class FakeUpstreams(JsonHandler):
-    """Coinbase and Wikipedia at their real paths, with recorded-shape answers."""
-
-    def do_GET(self) -> None:  # noqa: N802 (the http.server API)
-        path = self.path.split("?", 1)[0]
-        if path == "/v2/prices/BTC-USD/spot":
-            self.reply(200, {"data": {"amount": "67012.345", "base": "BTC", "currency": "USD"}})
-        elif path == "/w/rest.php/v1/search/page":
-            self.reply(200, ADA_SEARCH)
-        elif path == "/api/rest_v1/page/summary/Ada_Lovelace":
-            self.reply(200, ADA_SUMMARY)
-        elif path.startswith("/v2/prices/"):
-            self.reply(404, {"errors": [{"id": "not_found", "message": "Invalid base currency"}]})
-        else:
-            self.reply(404, {"type": "https://mediawiki.org/wiki/HyperSwitch/errors/not_found"})
-
-
-
 @pytest.fixture(scope="module")
 def upstreams() -> Iterator[str]:
-    server, origin = serve(FakeUpstreams)
-    yield origin
-    server.shutdown()
+    with serving(HostedUpstreams) as origin:
+        yield origin
 
 
 @pytest.fixture(scope="module")
 def registry(upstreams: str) -> Iterator[str]:
-    binary = Path(os.environ.get("REGISTRY_BIN", ROOT / "target" / "debug" / "agent-registry"))
-    env = {
-        "REGISTRY_MASTER_KEY": MASTER_KEY,
-        "REGISTRY_WIKI_API_URL": upstreams,
-        "REGISTRY_FINANCE_CRYPTO_API_URL": upstreams,
-        "REGISTRY_FINANCE_STOCK_API_URL": upstreams,
-        "REGISTRY_UPSTREAM_TIMEOUT_SECS": "5",
-    }
-    with running_registry(binary, env) as base_url:
+    with running_registry(registry_binary(), hosted_agents_env(MASTER_KEY, upstreams)) as base_url:
         yield base_url
 
 

@@ -21,7 +21,6 @@ Run through `scripts/interop.sh`, which builds the binary and the virtualenv.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -35,7 +34,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
-from fakes import running_registry  # noqa: E402
+from fakes import registry_binary, running_registry  # noqa: E402
 
 # urn:air:<publisher domain>[:<namespace>…]:<name>
 URN = re.compile(r"^urn:air:[a-zA-Z0-9.-]+(?::[a-zA-Z0-9._:-]+)?:[a-zA-Z0-9._-]+$")
@@ -44,7 +43,7 @@ SAMPLE_LINES = 400
 
 @pytest.fixture(scope="module")
 def registry() -> Iterator[str]:
-    binary = Path(os.environ.get("REGISTRY_BIN", ROOT / "target" / "debug" / "agent-registry"))
+    binary = registry_binary()
     with tempfile.TemporaryDirectory() as data_dir:
         # The first lines of the sample, and every weather agent in it.
         lines = (ROOT / "examples" / "agents.jsonl").read_text().splitlines()

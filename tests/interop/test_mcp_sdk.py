@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,10 +31,10 @@ from mcp.shared.exceptions import MCPError
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
-from fakes import running_registry  # noqa: E402
+from fakes import registry_binary, running_registry  # noqa: E402
 
 MASTER_KEY = "interop-mcp-master-key"
-BINARY = Path(os.environ.get("REGISTRY_BIN", ROOT / "target" / "debug" / "agent-registry"))
+BINARY = registry_binary()
 TOOLS = ["search_agents", "get_agent", "get_agent_card", "list_categories"]
 AGENTS = [
     {

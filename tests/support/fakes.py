@@ -57,11 +57,67 @@ class JsonHandler(BaseHTTPRequestHandler):
         pass
 
 
+BTC_SPOT = {"data": {"amount": "67012.345", "base": "BTC", "currency": "USD"}}
+
+
+class HostedUpstreams(JsonHandler):
+    """Coinbase and Wikipedia at their real paths, with recorded-shape answers: what the hosted
+    agents call. A suite serves more paths by overriding `other`."""
+
+    def do_GET(self) -> None:  # noqa: N802 (the http.server API)
+        path = self.path.split("?", 1)[0]
+        if path == "/v2/prices/BTC-USD/spot":
+            self.reply(200, BTC_SPOT)
+        elif path == "/w/rest.php/v1/search/page":
+            self.reply(200, ADA_SEARCH)
+        elif path == "/api/rest_v1/page/summary/Ada_Lovelace":
+            self.reply(200, ADA_SUMMARY)
+        elif self.other(path):
+            pass
+        elif path.startswith("/v2/prices/"):
+            self.reply(404, {"errors": [{"id": "not_found", "message": "Invalid base currency"}]})
+        else:
+            self.reply(404, {"type": "https://mediawiki.org/wiki/HyperSwitch/errors/not_found"})
+
+    def other(self, path: str) -> bool:
+        """Answers a GET of `path` this stand-in does not know, if the suite serves it."""
+        return False
+
+
 def serve(handler: type[BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, str]:
     """Serve `handler` on a free loopback port in a daemon thread: the server and its origin."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+@contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """`serve(handler)` for the length of a `with`: its origin; shut down afterwards."""
+    server, origin = serve(handler)
+    try:
+        yield origin
+    finally:
+        server.shutdown()
+
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+
+
+def registry_binary() -> Path:
+    """The registry the suites start: `REGISTRY_BIN`, else the debug build."""
+    return Path(os.environ.get("REGISTRY_BIN", REPOSITORY / "target" / "debug" / "agent-registry"))
+
+
+def hosted_agents_env(master_key: str, upstreams: str) -> dict[str, str]:
+    """A registry's environment whose hosted agents call the fake upstreams at `upstreams`."""
+    return {
+        "REGISTRY_MASTER_KEY": master_key,
+        "REGISTRY_WIKI_API_URL": upstreams,
+        "REGISTRY_FINANCE_CRYPTO_API_URL": upstreams,
+        "REGISTRY_FINANCE_STOCK_API_URL": upstreams,
+        "REGISTRY_UPSTREAM_TIMEOUT_SECS": "5",
+    }
 
 
 def free_port() -> int:

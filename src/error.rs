@@ -30,6 +30,12 @@ pub enum ErrorCode {
     MirroredReadOnly,
     /// A write by a token restricted to namespaces (trusted publishing) outside all of them.
     NamespaceNotGranted,
+    /// Publishing under `--namespace-policy owned` in a namespace the owner does not hold.
+    NamespaceNotOwned,
+    /// A namespace another owner holds.
+    NamespaceTaken,
+    /// The caller has no claim on this namespace.
+    NamespaceNotFound,
     AgentNotFound,
     /// The agent has no version by the name asked for.
     VersionNotFound,
@@ -83,21 +89,24 @@ impl ErrorCode {
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::ValidationFailed | Self::VerificationFailed => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
-            Self::Forbidden | Self::MirroredReadOnly | Self::NamespaceNotGranted => {
-                StatusCode::FORBIDDEN
-            }
+            Self::Forbidden
+            | Self::MirroredReadOnly
+            | Self::NamespaceNotGranted
+            | Self::NamespaceNotOwned => StatusCode::FORBIDDEN,
             Self::AgentNotFound
             | Self::VersionNotFound
             | Self::SessionNotFound
             | Self::TokenNotFound
+            | Self::NamespaceNotFound
             | Self::ResourceNotFound
             | Self::NotFound
             | Self::MethodNotFound
             | Self::TaskNotFound => StatusCode::NOT_FOUND,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            Self::Conflict | Self::InvalidStateTransition | Self::VersionConflict => {
-                StatusCode::CONFLICT
-            }
+            Self::Conflict
+            | Self::InvalidStateTransition
+            | Self::VersionConflict
+            | Self::NamespaceTaken => StatusCode::CONFLICT,
             Self::PreconditionFailed => StatusCode::PRECONDITION_FAILED,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UriTooLong => StatusCode::URI_TOO_LONG,
@@ -130,6 +139,7 @@ impl ErrorCode {
             | Self::Forbidden
             | Self::MirroredReadOnly
             | Self::NamespaceNotGranted
+            | Self::NamespaceNotOwned
             | Self::RateLimited => -32000,
             Self::NotFound | Self::MethodNotAllowed | Self::MethodNotFound => -32601,
             Self::TaskNotFound => -32001,
@@ -163,6 +173,9 @@ impl ErrorCode {
             Self::InvalidJson => "invalid_json",
             Self::MirroredReadOnly => "mirrored_read_only",
             Self::NamespaceNotGranted => "namespace_not_granted",
+            Self::NamespaceNotOwned => "namespace_not_owned",
+            Self::NamespaceTaken => "namespace_taken",
+            Self::NamespaceNotFound => "namespace_not_found",
             Self::MalformedRequest => "malformed_request",
             Self::UriTooLong => "uri_too_long",
             Self::HeadersTooLarge => "headers_too_large",
@@ -408,6 +421,10 @@ impl From<crate::registry::RegistryError> for ApiError {
             RegistryError::NotOwner => ApiError::forbidden(err.to_string()),
             RegistryError::NamespaceNotGranted { .. } => ApiError::new(
                 ErrorCode::NamespaceNotGranted,
+                truncate(&err.to_string(), 1000),
+            ),
+            RegistryError::NamespaceNotOwned { .. } => ApiError::new(
+                ErrorCode::NamespaceNotOwned,
                 truncate(&err.to_string(), 1000),
             ),
             RegistryError::Mirrored { .. } => {

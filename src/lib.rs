@@ -82,7 +82,8 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
             vectors,
             Some(config.storage.data_dir.join("index")),
         )
-        .await?,
+        .await?
+        .with_namespace_policy(config.publishing.namespace_policy),
     );
     let signer = Arc::new(signing::CardSigner::from_config(
         &config.signing,

@@ -10,16 +10,19 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::config::NamespacePolicy;
 use crate::domain::access::{Actor, MIRROR_PREFIX, SYSTEM_OWNER, is_mirror_owner};
 use crate::domain::health::{ProbeOutcome, ProbeTarget};
+use crate::domain::namespace::{Namespace, covers};
+use crate::domain::trusted_issuer::in_namespaces;
 use crate::domain::version::{self, VersionConflict};
-use crate::domain::{AgentDraft, FieldError, Health, HealthStatus};
+use crate::domain::{AgentDraft, FieldError, Health, HealthStatus, PackageName};
 use crate::embed::Embedder;
 use crate::search::text::TextStats;
 use crate::search::{Hit, SearchError, SearchIndex, SearchPage, SearchRequest, VectorProgress};
 use crate::store::{
-    Agent, AgentState, AgentVersion, Change, ChangeKind, MirrorPage, MirrorWritten, Store,
-    StoreError, VerificationLevel,
+    Agent, AgentState, AgentVersion, Change, ChangeKind, MirrorPage, MirrorWritten,
+    NamespaceRecord, Store, StoreError, VerificationLevel,
 };
 use crate::task::AbortOnDrop;
 use crate::timestamp::Timestamp;
@@ -74,6 +77,20 @@ pub enum RegistryError {
     NamespaceNotGranted {
         package: String,
         namespaces: Vec<String>,
+    },
+    /// The registry runs with `--namespace-policy owned` and the owner holds no namespace that
+    /// covers the package.
+    #[error(
+        "publishing '{package}' needs the namespace '{namespace}', which its owner does not hold: \
+         claim it with POST /api/namespaces {{\"namespace\": \"{namespace}\"}}, put the token it \
+         answers in a DNS TXT record or the well-known file of {domain}, then POST \
+         /api/namespaces/{namespace}/verify (or publish with a CI identity that grants it, or \
+         ask the operator to assign it)"
+    )]
+    NamespaceNotOwned {
+        package: String,
+        namespace: String,
+        domain: String,
     },
     /// The agent is a mirror's copy of an agent listed elsewhere: it changes at its source.
     #[error(
@@ -142,6 +159,8 @@ pub struct Registry {
     _vector_fill: Option<AbortOnDrop>,
     /// Saves a starting index's keyword index in the background, if that still runs.
     _text_save: Option<AbortOnDrop>,
+    /// Whether publishing needs an owned namespace.
+    namespace_policy: NamespacePolicy,
 }
 
 impl Registry {
@@ -227,7 +246,19 @@ impl Registry {
             _follower: Some(follower),
             _vector_fill: None,
             _text_save: None,
+            namespace_policy: NamespacePolicy::Open,
         }
+    }
+
+    /// The same registry under `policy` (`open` unless said).
+    pub fn with_namespace_policy(mut self, policy: NamespacePolicy) -> Self {
+        self.namespace_policy = policy;
+        self
+    }
+
+    /// Whether publishing needs an owned namespace.
+    pub fn namespace_policy(&self) -> NamespacePolicy {
+        self.namespace_policy
     }
 
     /// A registry without a search index, for command-line tools: writes are logged in the
@@ -237,6 +268,7 @@ impl Registry {
             store,
             index: None,
             _follower: None,
+            namespace_policy: NamespacePolicy::Open,
             _vector_fill: None,
             _text_save: None,
         }
@@ -395,6 +427,7 @@ impl Registry {
     pub async fn publish(&self, draft: AgentDraft, actor: &Actor) -> RegistryResult<Agent> {
         check_namespace(&draft, actor)?;
         check_granted(draft.package_name.as_str(), actor)?;
+        self.check_owned(&draft.package_name, actor).await?;
         let mut agent = Agent::new(draft, &actor.owner, Timestamp::now());
         self.insert(&mut agent).await?;
         self.apply(&agent).await;
@@ -473,6 +506,7 @@ impl Registry {
         let mut attempt = 1;
         loop {
             let current = self.find_owned(identifier, actor).await?;
+            self.check_owned(&current.draft.package_name, actor).await?;
             if draft.package_name != current.draft.package_name {
                 return Err(RegistryError::Invalid(vec![FieldError::new(
                     "package_name",
@@ -567,18 +601,116 @@ impl Registry {
         Ok(agent)
     }
 
-    /// Record that the agent's domain was verified.
+    /// Record that the agent's domain was verified. The proof also counts for the namespace
+    /// the package is claimed through (`com.example` for `com.example.weather`), which its owner
+    /// then holds unless another owner holds it already.
     pub async fn mark_domain_verified(&self, agent: &Agent) -> RegistryResult<Agent> {
+        let now = Timestamp::now();
         let agent = self
             .store
-            .set_verification(
-                &agent.id,
-                VerificationLevel::DomainVerified,
-                Timestamp::now(),
-            )
+            .set_verification(&agent.id, VerificationLevel::DomainVerified, now)
             .await?;
         self.apply(&agent).await;
+        let namespace = Namespace::of_package(&agent.draft.package_name);
+        let proof = format!("agent:{}", agent.id);
+        match self
+            .prove_namespace(&namespace, &agent.owner, &proof, now)
+            .await
+        {
+            Ok(_) | Err(RegistryError::Store(StoreError::Conflict(_))) => {}
+            Err(err) => return Err(err),
+        }
         Ok(agent)
+    }
+
+    // ---- namespaces ----
+
+    /// `owner`'s claim on `namespace`: recorded with a new proof token unless it exists.
+    pub async fn claim_namespace(
+        &self,
+        namespace: &Namespace,
+        owner: &str,
+    ) -> RegistryResult<NamespaceRecord> {
+        let claim = NamespaceRecord {
+            namespace: namespace.as_str().to_owned(),
+            owner: owner.to_owned(),
+            token: crate::domain::access::random_secret("arn_"),
+            created_at: Timestamp::now(),
+            verified_at: None,
+            proof: None,
+        };
+        Ok(self.store.claim_namespace(&claim).await?)
+    }
+
+    /// Record that `owner` proved `namespace` by `proof`, claiming it first if needed.
+    /// `Conflict` when another owner holds it.
+    pub async fn prove_namespace(
+        &self,
+        namespace: &Namespace,
+        owner: &str,
+        proof: &str,
+        at: Timestamp,
+    ) -> RegistryResult<NamespaceRecord> {
+        self.claim_namespace(namespace, owner).await?;
+        Ok(self
+            .store
+            .verify_namespace(namespace.as_str(), owner, proof, at)
+            .await?)
+    }
+
+    /// Every namespace claim of `owner`.
+    pub async fn namespaces_of(&self, owner: &str) -> RegistryResult<Vec<NamespaceRecord>> {
+        Ok(self.store.namespaces_of(owner).await?)
+    }
+
+    /// The proven claim on `namespace`, whoever holds it.
+    pub async fn namespace_holder(
+        &self,
+        namespace: &Namespace,
+    ) -> RegistryResult<Option<NamespaceRecord>> {
+        Ok(self.store.namespace_holder(namespace.as_str()).await?)
+    }
+
+    /// Drop `owner`'s claim on `namespace`; whether there was one.
+    pub async fn release_namespace(
+        &self,
+        namespace: &Namespace,
+        owner: &str,
+    ) -> RegistryResult<bool> {
+        Ok(self
+            .store
+            .delete_namespace(namespace.as_str(), owner)
+            .await?)
+    }
+
+    /// Under `--namespace-policy owned`, `NamespaceNotOwned` unless `actor` may publish
+    /// `package`: the master key; a token whose CI identity grants a namespace that covers it;
+    /// or an owner holding a proven namespace that covers it.
+    async fn check_owned(&self, package: &PackageName, actor: &Actor) -> RegistryResult<()> {
+        if self.namespace_policy == NamespacePolicy::Open || actor.is_master {
+            return Ok(());
+        }
+        let name = package.as_str();
+        if actor
+            .namespaces
+            .as_ref()
+            .is_some_and(|granted| in_namespaces(name, granted))
+        {
+            return Ok(());
+        }
+        let held = self.store.namespaces_of(&actor.owner).await?;
+        if held
+            .iter()
+            .any(|claim| claim.verified_at.is_some() && covers(&claim.namespace, name))
+        {
+            return Ok(());
+        }
+        let namespace = Namespace::of_package(package);
+        Err(RegistryError::NamespaceNotOwned {
+            package: name.to_owned(),
+            domain: namespace.domain(),
+            namespace: namespace.as_str().to_owned(),
+        })
     }
 
     /// Delete an agent `actor` manages, in either state; its package name becomes free.
@@ -657,6 +789,7 @@ impl Registry {
     ) -> RegistryResult<Imported> {
         let actor = Actor::owner(owner);
         check_namespace(&draft, &actor)?;
+        self.check_owned(&draft.package_name, &actor).await?;
         let now = Timestamp::now();
         let taken = |existing: &Agent, message: &str| {
             RegistryError::Invalid(vec![FieldError::new(

@@ -13,7 +13,9 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::api::ard as ard_api;
-use crate::api::{agents, bazaar, changes, identity, mcp_registry, mirrors, ops, public, tokens};
+use crate::api::{
+    agents, bazaar, changes, identity, mcp_registry, mirrors, namespaces, ops, public, tokens,
+};
 use crate::middleware::{self, RateLimit};
 use crate::playground::http as playground;
 use crate::state::AppState;
@@ -40,6 +42,8 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
         agents::publish_agent, agents::update_agent, agents::go_live, agents::unpublish,
         agents::verify_agent,
         agents::delete_agent, agents::list_own_agents, agents::get_own_agent,
+        namespaces::claim_namespace, namespaces::list_namespaces, namespaces::verify_namespace,
+        namespaces::release_namespace,
         tokens::create_token, tokens::list_tokens, tokens::revoke_token,
         identity::me, identity::exchange,
         playground::create_session, playground::get_session, playground::delete_session,
@@ -51,7 +55,7 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
     tags(
         (name = "public", description = "Unauthenticated reads and search"),
         (name = "discovery", description = "Discovery standards: ARD (the manifest and the ARD registry API at /ard, with federation), x402 Bazaar (agents that take x402 payments, as paid resources), the MCP Registry read API"),
-        (name = "management", description = "Owner-authenticated agent lifecycle (scope agents:write)"),
+        (name = "management", description = "Owner-authenticated agent lifecycle and namespaces (scope agents:write)"),
         (name = "tokens", description = "API tokens, the caller (`/api/me`), and trusted publishing from CI (`/api/auth/oidc`)"),
         (name = "a2a", description = "Agent cards and A2A endpoints"),
         (name = "mcp", description = "The registry as an MCP server (Streamable HTTP): tools that search and read agents, resources for records and cards"),
@@ -195,6 +199,18 @@ pub fn router(state: AppState) -> Router {
         .route("/api/agents/{id}/go-live", post(agents::go_live))
         .route("/api/agents/{id}/unpublish", post(agents::unpublish))
         .route("/api/agents/{id}/verify", post(agents::verify_agent))
+        .route(
+            "/api/namespaces",
+            get(namespaces::list_namespaces).post(namespaces::claim_namespace),
+        )
+        .route(
+            "/api/namespaces/{namespace}",
+            axum::routing::delete(namespaces::release_namespace),
+        )
+        .route(
+            "/api/namespaces/{namespace}/verify",
+            post(namespaces::verify_namespace),
+        )
         .route(
             "/api/tokens",
             get(tokens::list_tokens).post(tokens::create_token),

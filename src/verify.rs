@@ -9,7 +9,6 @@ use std::time::Duration;
 use url::Url;
 
 use crate::config::UpstreamConfig;
-use crate::domain::PackageName;
 use crate::error::{ApiError, ErrorCode};
 use crate::outbound::{Fetch, Outbound, TEXT};
 
@@ -24,6 +23,16 @@ const DNS_TIMEOUT: Duration = Duration::from_secs(5);
 pub enum Proof {
     WellKnownFile(String),
     DnsTxt(String),
+}
+
+impl Proof {
+    /// As a namespace records it: the file's URL, or `dns:<domain>`.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::WellKnownFile(url) => url.clone(),
+            Self::DnsTxt(domain) => format!("dns:{domain}"),
+        }
+    }
 }
 
 /// Verification failed: every check that was made, and what each found.
@@ -46,14 +55,15 @@ pub fn file_url(template: &str, domain: &str) -> Result<Url, String> {
     Url::parse(&text).map_err(|err| format!("the verification URL '{text}' is invalid: {err}"))
 }
 
-/// Check the file, then (when enabled) DNS, for `token` on the package's domain.
+/// Check the file, then (when enabled) DNS, for `token` on `domain` (a package's, or a
+/// namespace's).
 pub async fn verify_domain(
     outbound: &Outbound,
     config: &UpstreamConfig,
-    package: &PackageName,
+    domain: &str,
     token: &str,
 ) -> Result<Proof, VerificationFailed> {
-    let domain = package.domain();
+    let domain = domain.to_owned();
     let mut checks = Vec::new();
     match file_url(&config.verify_url_template, &domain) {
         Ok(url) => match check_file(outbound, &url, token).await {

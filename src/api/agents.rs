@@ -192,7 +192,7 @@ pub async fn verify_agent(
     let proof = crate::verify::verify_domain(
         &state.outbound,
         &state.config.upstreams,
-        &current.draft.package_name,
+        &current.draft.package_name.domain(),
         &current.verification_token,
     )
     .await?;

@@ -48,6 +48,11 @@ pub struct CallerView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub issuer: Option<Value>,
+    /// `open` or `owned`: whether publishing needs a namespace the owner holds.
+    pub namespace_policy: String,
+    /// The namespaces the owner holds, proven (`POST /api/namespaces`) or assigned; a token
+    /// restricted to `namespaces` also publishes under those.
+    pub owned_namespaces: Vec<String>,
 }
 
 impl From<&Caller> for CallerView {
@@ -66,16 +71,29 @@ impl From<&Caller> for CallerView {
             namespaces: caller.namespaces.clone(),
             expires_at: caller.expires_at,
             issuer: caller.issuer.clone(),
+            namespace_policy: String::new(),
+            owned_namespaces: Vec::new(),
         }
     }
 }
 
-/// Who the request's caller is: its kind, owner, scopes and namespace restriction.
+/// Who the request's caller is: its kind, owner, scopes, namespace restriction, and the
+/// namespaces its owner holds.
 #[utoipa::path(get, path = "/api/me", tag = "tokens",
     responses((status = 200, body = CallerView, description = "The caller")),
     security(("bearer" = [])))]
-pub async fn me(caller: Caller) -> Json<CallerView> {
-    Json(CallerView::from(&caller))
+pub async fn me(State(state): State<AppState>, caller: Caller) -> ApiResult<Json<CallerView>> {
+    let mut view = CallerView::from(&caller);
+    view.namespace_policy = state.registry.namespace_policy().as_str().to_owned();
+    view.owned_namespaces = state
+        .registry
+        .namespaces_of(&caller.owner)
+        .await?
+        .into_iter()
+        .filter(|claim| claim.verified_at.is_some())
+        .map(|claim| claim.namespace)
+        .collect();
+    Ok(Json(view))
 }
 
 /// A token minted by trusted publishing, with its secret (shown this once).

@@ -8,6 +8,7 @@ pub mod changes;
 pub mod identity;
 pub mod mcp_registry;
 pub mod mirrors;
+pub mod namespaces;
 pub mod ops;
 pub mod public;
 pub mod tokens;

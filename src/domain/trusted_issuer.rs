@@ -191,14 +191,9 @@ fn namespace_label(text: &str, claim: &str) -> Result<String, String> {
 /// Whether package `package` is in one of `namespaces`: equal to one, or beneath one (`N.`),
 /// ignoring ASCII case.
 pub fn in_namespaces(package: &str, namespaces: &[String]) -> bool {
-    let package = package.trim().to_ascii_lowercase();
-    namespaces.iter().any(|namespace| {
-        let namespace = namespace.to_ascii_lowercase();
-        package == namespace
-            || package
-                .strip_prefix(namespace.as_str())
-                .is_some_and(|rest| rest.starts_with('.'))
-    })
+    namespaces
+        .iter()
+        .any(|namespace| super::namespace::covers(namespace, package))
 }
 
 #[cfg(test)]

@@ -5,8 +5,8 @@ use serde_json::json;
 
 use super::{
     Agent, AgentState, AgentVersion, ChangeKind, MirrorPage, MirrorRecord, MirrorSkip,
-    PlaygroundSession, SessionStep, StepKind, Store, StoreError, StoredEmbedding, TokenGrant,
-    TokenRecord, VerificationLevel,
+    NamespaceRecord, PlaygroundSession, SessionStep, StepKind, Store, StoreError, StoredEmbedding,
+    TokenGrant, TokenRecord, VerificationLevel,
 };
 use crate::domain::health::{ProbeKind, ProbeOutcome};
 use crate::domain::{AgentDraft, HealthStatus, Scope};
@@ -1433,6 +1433,106 @@ pub async fn a_granted_token_keeps_its_namespaces_and_issuer(store: &dyn Store) 
     assert!(matches!(taken, Err(StoreError::Conflict(_))), "{taken:?}");
 }
 
+pub async fn a_namespace_is_claimed_by_many_and_proven_by_one(store: &dyn Store) {
+    let claim = |owner: &str, token: &str, secs| NamespaceRecord {
+        namespace: "com.example".to_owned(),
+        owner: owner.to_owned(),
+        token: token.to_owned(),
+        created_at: at(secs),
+        verified_at: None,
+        proof: None,
+    };
+    let alice = store
+        .claim_namespace(&claim("alice", "t-a", 0))
+        .await
+        .expect("claim");
+    assert_eq!(alice, claim("alice", "t-a", 0));
+    // A second claim by the same owner keeps the first one's token.
+    let again = store
+        .claim_namespace(&claim("alice", "t-x", 5))
+        .await
+        .expect("again");
+    assert_eq!(again, alice);
+    store
+        .claim_namespace(&claim("bob", "t-b", 1))
+        .await
+        .expect("bob claims too");
+    assert_eq!(
+        store.namespace_holder("com.example").await.expect("holder"),
+        None
+    );
+
+    let proven = store
+        .verify_namespace("com.example", "alice", "dns:example.com", at(10))
+        .await
+        .expect("verify");
+    assert_eq!(proven.verified_at, Some(at(10)));
+    assert_eq!(proven.proof.as_deref(), Some("dns:example.com"));
+    // Proving again keeps the first proof.
+    let twice = store
+        .verify_namespace("com.example", "alice", "assigned", at(20))
+        .await
+        .expect("verify again");
+    assert_eq!(twice, proven);
+    assert_eq!(
+        store.namespace_holder("com.example").await.expect("holder"),
+        Some(proven.clone())
+    );
+    let taken = store
+        .verify_namespace("com.example", "bob", "dns:example.com", at(30))
+        .await;
+    assert!(matches!(taken, Err(StoreError::Conflict(_))), "{taken:?}");
+    let unknown = store
+        .verify_namespace("com.example", "carol", "dns:example.com", at(30))
+        .await;
+    assert!(matches!(unknown, Err(StoreError::NotFound)), "{unknown:?}");
+
+    store
+        .claim_namespace(&NamespaceRecord {
+            namespace: "com.example.hub".to_owned(),
+            ..claim("alice", "t-h", 2)
+        })
+        .await
+        .expect("claim");
+    let names: Vec<String> = store
+        .namespaces_of("alice")
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|record| record.namespace)
+        .collect();
+    assert_eq!(names, ["com.example", "com.example.hub"]);
+    assert!(
+        store
+            .namespaces_of("nobody\0")
+            .await
+            .expect("list")
+            .is_empty()
+    );
+
+    assert!(
+        store
+            .delete_namespace("com.example", "alice")
+            .await
+            .expect("delete")
+    );
+    assert!(
+        !store
+            .delete_namespace("com.example", "alice")
+            .await
+            .expect("again")
+    );
+    assert_eq!(
+        store.namespace_holder("com.example").await.expect("holder"),
+        None
+    );
+    // Freed, the namespace can be proven by its other claimant.
+    store
+        .verify_namespace("com.example", "bob", "dns:example.com", at(40))
+        .await
+        .expect("bob proves it now");
+}
+
 fn store_grant() -> TokenGrant {
     TokenGrant {
         namespaces: vec!["com.example".to_owned()],
@@ -1468,6 +1568,7 @@ macro_rules! conformance_suite {
             racing_updates_of_one_revision_admit_exactly_one,
             tokens_are_found_by_hash_listed_and_revoked,
             a_granted_token_keeps_its_namespaces_and_issuer,
+            a_namespace_is_claimed_by_many_and_proven_by_one,
             embeddings_are_keyed_by_embedder_and_die_with_their_agent,
             stored_vectors_are_read_a_page_at_a_time_by_agent_id,
             racing_vector_saves_in_opposite_orders_both_succeed,

@@ -27,8 +27,8 @@ mod pg_schema;
 
 pub use model::{
     Agent, AgentState, AgentVersion, Change, ChangeKind, MirrorPage, MirrorRecord, MirrorSkip,
-    MirrorUpdate, MirrorWritten, PlaygroundSession, Provenance, SessionStep, StepKind,
-    StoredEmbedding, TokenGrant, TokenRecord, VerificationLevel, VersionSnapshot,
+    MirrorUpdate, MirrorWritten, NamespaceRecord, PlaygroundSession, Provenance, SessionStep,
+    StepKind, StoredEmbedding, TokenGrant, TokenRecord, VerificationLevel, VersionSnapshot,
 };
 
 /// What can go wrong in storage, as the caller needs to tell it apart.
@@ -289,6 +289,29 @@ pub trait Store: Send + Sync + 'static {
 
     /// The grant stored with token `id`; `None` for an unrestricted (or unknown) token.
     async fn find_token_grant(&self, id: &str) -> StoreResult<Option<TokenGrant>>;
+
+    /// Record `claim` unless its owner claimed the namespace already; either way, the owner's
+    /// claim as stored (a second claim keeps the first one's token).
+    async fn claim_namespace(&self, claim: &NamespaceRecord) -> StoreResult<NamespaceRecord>;
+
+    /// Every claim of `owner`, proven or not, by namespace.
+    async fn namespaces_of(&self, owner: &str) -> StoreResult<Vec<NamespaceRecord>>;
+
+    /// The proven claim on `namespace`, whoever holds it.
+    async fn namespace_holder(&self, namespace: &str) -> StoreResult<Option<NamespaceRecord>>;
+
+    /// Mark `owner`'s claim on `namespace` proven by `proof` (kept proven if it was).
+    /// `NotFound` without such a claim; `Conflict` when another owner holds it proven.
+    async fn verify_namespace(
+        &self,
+        namespace: &str,
+        owner: &str,
+        proof: &str,
+        at: Timestamp,
+    ) -> StoreResult<NamespaceRecord>;
+
+    /// Drop `owner`'s claim on `namespace`; whether there was one.
+    async fn delete_namespace(&self, namespace: &str, owner: &str) -> StoreResult<bool>;
 
     /// Insert a new playground session (its `steps` are not written: a new session has none).
     async fn insert_session(&self, session: &PlaygroundSession) -> StoreResult<()>;

@@ -248,6 +248,21 @@ pub struct TokenGrant {
     pub issuer: serde_json::Value,
 }
 
+/// An owner's claim on a namespace (`com.example`: every package name that is it or starts
+/// with `com.example.`), and whether it is proven.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespaceRecord {
+    pub namespace: String,
+    pub owner: String,
+    /// What the owner publishes at the namespace's domain to prove it.
+    pub token: String,
+    pub created_at: Timestamp,
+    /// When the proof was found (or the master key assigned the namespace).
+    pub verified_at: Option<Timestamp>,
+    /// How it was proven: the file's URL, `dns:<domain>`, `agent:<id>` or `assigned`.
+    pub proof: Option<String>,
+}
+
 impl TokenRecord {
     /// Usable now: not revoked and not expired.
     pub fn is_live(&self, now: Timestamp) -> bool {

@@ -10,7 +10,7 @@ use crate::timestamp::Timestamp;
 
 use super::StoreError;
 use super::model::{
-    Agent, AgentState, AgentVersion, Change, ChangeKind, MirrorRecord, MirrorSkip,
+    Agent, AgentState, AgentVersion, Change, ChangeKind, MirrorRecord, MirrorSkip, NamespaceRecord,
     PlaygroundSession, SessionStep, StepKind, StoredEmbedding, TokenRecord, VerificationLevel,
     VersionSnapshot,
 };
@@ -299,6 +299,33 @@ pub struct TokenRow {
     pub created_at: i64,
     pub expires_at: Option<i64>,
     pub revoked_at: Option<i64>,
+}
+
+/// The columns of `namespaces`.
+#[derive(Debug, sqlx::FromRow)]
+pub struct NamespaceRow {
+    pub namespace: String,
+    pub owner: String,
+    pub token: String,
+    pub created_at: i64,
+    pub verified_at: Option<i64>,
+    pub proof: Option<String>,
+}
+
+/// `namespaces`' columns, in `NamespaceRow`'s order.
+pub const NAMESPACE_COLUMNS: &str = "namespace, owner, token, created_at, verified_at, proof";
+
+impl From<NamespaceRow> for NamespaceRecord {
+    fn from(row: NamespaceRow) -> Self {
+        Self {
+            namespace: row.namespace,
+            owner: row.owner,
+            token: row.token,
+            created_at: Timestamp::from_micros(row.created_at),
+            verified_at: row.verified_at.map(Timestamp::from_micros),
+            proof: row.proof,
+        }
+    }
 }
 
 /// Scopes are stored as a space-separated list.

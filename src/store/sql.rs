@@ -31,13 +31,14 @@ use crate::domain::{AgentDraft, DEFAULT_VERSION, Health, HealthStatus};
 use crate::timestamp::Timestamp;
 
 use super::row::{
-    AgentRow, ChangeRow, DRAFT_COLUMNS, DraftRow, EmbeddingRow, MirrorRow, SessionRow, SnapshotRow,
-    StepRow, TokenRow, VersionRow, from_json, recent_skips, scopes_column, to_json,
+    AgentRow, ChangeRow, DRAFT_COLUMNS, DraftRow, EmbeddingRow, MirrorRow, NAMESPACE_COLUMNS,
+    NamespaceRow, SessionRow, SnapshotRow, StepRow, TokenRow, VersionRow, from_json, recent_skips,
+    scopes_column, to_json,
 };
 use super::{
     Agent, AgentState, AgentVersion, Change, ChangeKind, MirrorPage, MirrorRecord, MirrorSkip,
-    MirrorWritten, PlaygroundSession, SessionStep, Store, StoreError, StoreResult, StoredEmbedding,
-    TokenGrant, TokenRecord, VerificationLevel, VersionSnapshot,
+    MirrorWritten, NamespaceRecord, PlaygroundSession, SessionStep, Store, StoreError, StoreResult,
+    StoredEmbedding, TokenGrant, TokenRecord, VerificationLevel, VersionSnapshot,
 };
 
 /// What one backend does differently from the shared SQL.
@@ -482,6 +483,7 @@ where
     for<'r> SessionRow: FromRow<'r, DB::Row>,
     for<'r> StepRow: FromRow<'r, DB::Row>,
     for<'r> MirrorRow: FromRow<'r, DB::Row>,
+    for<'r> NamespaceRow: FromRow<'r, DB::Row>,
 {
     async fn ping(&self) -> StoreResult<()> {
         sqlx::query("SELECT 1").execute(&self.reader).await?;
@@ -1411,6 +1413,101 @@ where
                 None => serde_json::Value::Null,
             },
         }))
+    }
+
+    async fn claim_namespace(&self, claim: &NamespaceRecord) -> StoreResult<NamespaceRecord> {
+        sqlx::query(
+            "INSERT INTO namespaces (namespace, owner, token, created_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (namespace, owner) DO NOTHING",
+        )
+        .bind(&claim.namespace)
+        .bind(&claim.owner)
+        .bind(&claim.token)
+        .bind(claim.created_at.micros())
+        .execute(&self.writer)
+        .await?;
+        let sql = format!(
+            "SELECT {NAMESPACE_COLUMNS} FROM namespaces WHERE namespace = $1 AND owner = $2"
+        );
+        let row: NamespaceRow = sqlx::query_as(&sql)
+            .bind(&claim.namespace)
+            .bind(&claim.owner)
+            .fetch_one(&self.writer)
+            .await?;
+        Ok(row.into())
+    }
+
+    async fn namespaces_of(&self, owner: &str) -> StoreResult<Vec<NamespaceRecord>> {
+        if holds_nul(owner) {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT {NAMESPACE_COLUMNS} FROM namespaces WHERE owner = $1 ORDER BY namespace"
+        );
+        let rows: Vec<NamespaceRow> = sqlx::query_as(&sql)
+            .bind(owner)
+            .fetch_all(&self.reader)
+            .await?;
+        Ok(rows.into_iter().map(NamespaceRecord::from).collect())
+    }
+
+    async fn namespace_holder(&self, namespace: &str) -> StoreResult<Option<NamespaceRecord>> {
+        if holds_nul(namespace) {
+            return Ok(None);
+        }
+        let sql = format!(
+            "SELECT {NAMESPACE_COLUMNS} FROM namespaces \
+             WHERE namespace = $1 AND verified_at IS NOT NULL"
+        );
+        let row: Option<NamespaceRow> = sqlx::query_as(&sql)
+            .bind(namespace)
+            .fetch_optional(&self.reader)
+            .await?;
+        Ok(row.map(NamespaceRecord::from))
+    }
+
+    async fn verify_namespace(
+        &self,
+        namespace: &str,
+        owner: &str,
+        proof: &str,
+        at: Timestamp,
+    ) -> StoreResult<NamespaceRecord> {
+        if holds_nul(namespace) || holds_nul(owner) {
+            return Err(StoreError::NotFound);
+        }
+        let sql = format!(
+            "UPDATE namespaces SET verified_at = COALESCE(verified_at, $3), \
+             proof = COALESCE(proof, $4) WHERE namespace = $1 AND owner = $2 \
+             RETURNING {NAMESPACE_COLUMNS}"
+        );
+        let updated: Result<Option<NamespaceRow>, sqlx::Error> = sqlx::query_as(&sql)
+            .bind(namespace)
+            .bind(owner)
+            .bind(at.micros())
+            .bind(proof)
+            .fetch_optional(&self.writer)
+            .await;
+        match updated {
+            Ok(Some(row)) => Ok(row.into()),
+            Ok(None) => Err(StoreError::NotFound),
+            Err(err) if is_unique_violation(&err) => Err(StoreError::Conflict(format!(
+                "another owner holds the namespace '{namespace}'"
+            ))),
+            Err(err) => Err(err.into()),
+        }
+    }
+
+    async fn delete_namespace(&self, namespace: &str, owner: &str) -> StoreResult<bool> {
+        if holds_nul(namespace) || holds_nul(owner) {
+            return Ok(false);
+        }
+        let deleted = sqlx::query("DELETE FROM namespaces WHERE namespace = $1 AND owner = $2")
+            .bind(namespace)
+            .bind(owner)
+            .execute(&self.writer)
+            .await?;
+        Ok(DB::rows_affected(&deleted) > 0)
     }
 
     async fn insert_session(&self, session: &PlaygroundSession) -> StoreResult<()> {

@@ -23,6 +23,7 @@ mod lifecycle;
 mod mcp;
 mod mcp_registry;
 mod mirrors;
+mod namespaces;
 mod ops;
 mod ownership;
 mod playground;

@@ -332,6 +332,7 @@ async fn openapi_post_and_put_bodies_have_real_schemas() {
         "/api/agents/{id}/go-live",
         "/api/agents/{id}/unpublish",
         "/api/agents/{id}/verify",
+        "/api/namespaces/{namespace}/verify",
     ];
 
     for (path, method, operation) in operations(&openapi) {

@@ -3,7 +3,7 @@
 //! registry tokens restricted to the namespace the identity grants, and `GET /api/me` says
 //! who each caller is.
 
-use agent_registry::config::Config;
+use agent_registry::config::{Config, NamespacePolicy};
 use agent_registry::domain::trusted_issuer::TrustedIssuer;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
@@ -13,12 +13,18 @@ use crate::issuer::{AUDIENCE, FakeIssuer, SigningKey, hmac_signed, now, unsigned
 
 /// A served app trusting `issuers` (`KIND=URL` each).
 async fn app_trusting(issuers: &[String]) -> TestApp {
+    app_trusting_under(issuers, NamespacePolicy::Open).await
+}
+
+/// `app_trusting`, with a namespace policy.
+async fn app_trusting_under(issuers: &[String], policy: NamespacePolicy) -> TestApp {
     let issuers: Vec<TrustedIssuer> = issuers
         .iter()
         .map(|issuer| TrustedIssuer::parse(issuer).expect("issuer"))
         .collect();
     TestApp::spawn_with(move |config: &mut Config| {
         config.publishing.trusted_issuers = issuers;
+        config.publishing.namespace_policy = policy;
     })
     .await
     .served()
@@ -88,11 +94,7 @@ async fn a_ci_token_publishes_in_its_namespace_and_nowhere_else() {
     app.publish(token, agent_body("io.github.acme")).await;
 
     let outside = app
-        .post(
-            "/api/agents/publish",
-            Some(token),
-            agent_body("io.github.other.x"),
-        )
+        .try_publish(token, agent_body("io.github.other.x"))
         .await;
     outside.assert_problem(403, "namespace_not_granted");
     let detail = outside.body["detail"].as_str().unwrap_or_default();
@@ -101,13 +103,9 @@ async fn a_ci_token_publishes_in_its_namespace_and_nowhere_else() {
         "{detail}"
     );
     // A prefix of a label is not the namespace.
-    app.post(
-        "/api/agents/publish",
-        Some(token),
-        agent_body("io.github.acmecorp.x"),
-    )
-    .await
-    .assert_problem(403, "namespace_not_granted");
+    app.try_publish(token, agent_body("io.github.acmecorp.x"))
+        .await
+        .assert_problem(403, "namespace_not_granted");
 
     // An agent of the same owner outside the namespace (published with an operator's token):
     // every write the minted token tries on it is refused.
@@ -144,6 +142,31 @@ async fn a_ci_token_publishes_in_its_namespace_and_nowhere_else() {
 }
 
 #[tokio::test]
+async fn a_ci_identity_is_a_namespace_it_owns_under_the_owned_policy() {
+    let key = SigningKey::ec("ec-1");
+    let issuer = FakeIssuer::start(&[&key]).await;
+    let app = app_trusting_under(
+        &[format!("github={}", issuer.url())],
+        NamespacePolicy::Owned,
+    )
+    .await;
+    let body = minted(&app, &key.sign(&issuer.github_claims("Acme"))).await;
+    let token = body["token"].as_str().expect("token");
+
+    // No claim and no proof: the identity is the proof of io.github.acme.
+    app.publish(token, agent_body("io.github.acme.weather"))
+        .await;
+    // An owner with a plain token and no namespace is refused.
+    let alice = app.token("alice", &["agents:write"]).await;
+    app.try_publish(&alice, agent_body("io.github.alice.weather"))
+        .await
+        .assert_problem(403, "namespace_not_owned");
+    let me = app.get_as("/api/me", token).await;
+    assert_eq!(me.body["namespace_policy"], "owned");
+    assert_eq!(me.body["namespaces"], json!(["io.github.acme"]));
+}
+
+#[tokio::test]
 async fn me_says_who_the_caller_is() {
     let key = SigningKey::ec("ec-1");
     let issuer = FakeIssuer::start(&[&key]).await;
@@ -154,7 +177,8 @@ async fn me_says_who_the_caller_is() {
     assert_eq!(
         master.body,
         json!({"kind": "master", "owner": "admin", "namespaces": null,
-            "scopes": ["a2a", "agents:write", "mirrors:read", "playground"]})
+            "scopes": ["a2a", "agents:write", "mirrors:read", "playground"],
+            "namespace_policy": "open", "owned_namespaces": []})
     );
 
     let operator = app.token("alice", &["agents:write", "a2a"]).await;
@@ -408,13 +432,9 @@ async fn owners_are_lowercased_and_gitlab_paths_become_namespaces() {
     let token = body["token"].as_str().expect("token");
     app.publish(token, agent_body("com.gitlab.acme.tools.weather"))
         .await;
-    app.post(
-        "/api/agents/publish",
-        Some(token),
-        agent_body("io.github.acme.other"),
-    )
-    .await
-    .assert_problem(403, "namespace_not_granted");
+    app.try_publish(token, agent_body("io.github.acme.other"))
+        .await
+        .assert_problem(403, "namespace_not_granted");
 
     // A GitLab token does not verify as GitHub's, nor the other way round.
     let mut crossed = github.github_claims("acme");

@@ -50,6 +50,57 @@ pub enum Command {
     /// Models the registry ranks with.
     #[command(subcommand)]
     Models(ModelsCommand),
+    /// Store a token for a remote registry (checked with it first), for `whoami` and `publish`.
+    Login(LoginArgs),
+    /// Who a token is on a remote registry: owner, scopes, namespaces.
+    Whoami(RemoteArgs),
+    /// Publish an agent to a remote registry (or update it when it exists), from a publish
+    /// body or an MCP Registry server.json; checked whole before anything is sent.
+    Publish(PublishArgs),
+}
+
+/// A remote registry and the token to use with it.
+#[derive(clap::Args, Debug)]
+pub struct RemoteArgs {
+    /// The registry's public URL, e.g. https://registry.example.com.
+    #[arg(long, env = "REGISTRY_URL")]
+    pub registry: url::Url,
+    /// A token (`ar_…`); without it, the one `login` stored for this registry.
+    #[arg(long, env = "REGISTRY_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct LoginArgs {
+    /// The registry's public URL, e.g. https://registry.example.com.
+    #[arg(long, env = "REGISTRY_URL")]
+    pub registry: url::Url,
+    /// The token to store; without it, one line is read from standard input (paste it there:
+    /// it is not echoed into the shell's history).
+    #[arg(long, env = "REGISTRY_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct PublishArgs {
+    /// The publish body (JSON), or an MCP Registry server.json.
+    pub file: PathBuf,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+    /// Check the file and stop: nothing is sent.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Make the agent ACTIVE once published.
+    #[arg(long)]
+    pub go_live: bool,
+    /// In a GitHub Actions job (`permissions: id-token: write`): publish with the job's OIDC
+    /// identity (trusted publishing) instead of a stored token.
+    #[arg(long)]
+    pub oidc: bool,
+    /// The ID token's audience: the registry's public URL, which is `--registry` unless the
+    /// registry is reached at another address.
+    #[arg(long, env = "REGISTRY_OIDC_AUDIENCE")]
+    pub audience: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -188,7 +239,103 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::Mcp(args) => mcp_stdio(args).await,
         Command::Mirror(MirrorCommand::Sync(args)) => mirror_sync(args).await,
         Command::Models(ModelsCommand::Fetch(args)) => models_fetch(args).await,
+        Command::Login(args) => login(args).await,
+        Command::Whoami(args) => whoami(args).await,
+        Command::Publish(args) => publish_remote(args).await,
     }
+}
+
+async fn login(args: LoginArgs) -> anyhow::Result<()> {
+    let remote = crate::remote::Remote::new(&args.registry)?;
+    let token = match args.token {
+        Some(token) => token,
+        None => {
+            eprintln!("Paste a token for {} (ar_…):", remote.base());
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line)?;
+            line.trim().to_owned()
+        }
+    };
+    if token.is_empty() {
+        anyhow::bail!("no token given");
+    }
+    let me = remote.whoami(&token).await?;
+    let path = crate::remote::credentials_path()?;
+    crate::remote::store_token(&path, remote.base(), &token)?;
+    println!(
+        "logged in to {} as {} (stored in {})",
+        remote.base(),
+        me["owner"].as_str().unwrap_or("?"),
+        path.display()
+    );
+    Ok(())
+}
+
+/// `--token`, else the token `login` stored for the registry.
+fn remote_token(remote: &crate::remote::Remote, token: Option<String>) -> anyhow::Result<String> {
+    if let Some(token) = token.filter(|token| !token.is_empty()) {
+        return Ok(token);
+    }
+    let path = crate::remote::credentials_path()?;
+    crate::remote::stored_token(&path, remote.base())?.ok_or_else(|| {
+        anyhow::anyhow!(
+            "no token for {}: pass --token, set REGISTRY_TOKEN, or run \
+             `agent-registry login --registry {}`",
+            remote.base(),
+            remote.base()
+        )
+    })
+}
+
+async fn whoami(args: RemoteArgs) -> anyhow::Result<()> {
+    let remote = crate::remote::Remote::new(&args.registry)?;
+    let token = remote_token(&remote, args.token)?;
+    let me = remote.whoami(&token).await?;
+    println!("{}", serde_json::to_string_pretty(&me)?);
+    Ok(())
+}
+
+async fn publish_remote(args: PublishArgs) -> anyhow::Result<()> {
+    let body = match crate::remote::read_body(&args.file)? {
+        Ok(body) => body,
+        Err(errors) => {
+            eprintln!("{} is not a valid agent:", args.file.display());
+            for error in &errors {
+                let field = if error.field.is_empty() {
+                    "(body)"
+                } else {
+                    &error.field
+                };
+                eprintln!("  {field}: {}", error.message);
+            }
+            anyhow::bail!("{} problem(s); nothing was sent", errors.len());
+        }
+    };
+    let package = body["package_name"].as_str().unwrap_or_default().to_owned();
+    if args.dry_run {
+        println!(
+            "{}: {package} is valid (dry run: nothing was sent)",
+            args.file.display()
+        );
+        return Ok(());
+    }
+    let remote = crate::remote::Remote::new(&args.remote.registry)?;
+    let token = if args.oidc {
+        let audience = args.audience.unwrap_or_else(|| remote.base().to_owned());
+        let id_token = crate::remote::actions_id_token(&audience).await?;
+        remote.exchange(&id_token).await?
+    } else {
+        remote_token(&remote, args.remote.token)?
+    };
+    let agent = remote.publish(&token, &body, args.go_live).await?;
+    println!(
+        "{} {} ({}, version {})",
+        agent["package_name"].as_str().unwrap_or(&package),
+        agent["state"].as_str().unwrap_or("?"),
+        agent["id"].as_str().unwrap_or("?"),
+        agent["version"].as_str().unwrap_or("?"),
+    );
+    Ok(())
 }
 
 /// Shows a model download's progress on the terminal.

@@ -24,6 +24,7 @@ pub mod outbound;
 pub mod playground;
 pub mod probe;
 pub mod registry;
+pub mod remote;
 pub mod router;
 pub mod search;
 pub mod server;

@@ -25,7 +25,18 @@ struct Shared {
     issuer: Mutex<String>,
     keys: Mutex<Vec<Value>>,
     jwks_hits: AtomicUsize,
+    job: Mutex<Option<ActionsJob>>,
 }
+
+/// A GitHub Actions job whose ID tokens the issuer hands out at `/actions/id-token`.
+struct ActionsJob {
+    key: SigningKey,
+    owner: String,
+    request_token: String,
+}
+
+/// The request token of the job `FakeIssuer::run_job` starts.
+pub const REQUEST_TOKEN: &str = "actions-request-token";
 
 /// A running issuer; dropped with the test's runtime.
 #[derive(Clone)]
@@ -41,6 +52,7 @@ impl FakeIssuer {
         let router = Router::new()
             .route("/.well-known/openid-configuration", get(discovery))
             .route("/.well-known/jwks", get(jwks))
+            .route("/actions/id-token", get(actions_id_token))
             .with_state(Arc::clone(&shared));
         let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .await
@@ -70,6 +82,17 @@ impl FakeIssuer {
         *self.shared.keys.lock().expect("keys") = keys;
     }
 
+    /// Act as the token service of an Actions job of `owner`'s: its ID tokens are signed with
+    /// `key`, for the audience asked. The job's `ACTIONS_ID_TOKEN_REQUEST_URL`.
+    pub fn run_job(&self, key: &SigningKey, owner: &str) -> String {
+        *self.shared.job.lock().expect("job") = Some(ActionsJob {
+            key: key.clone(),
+            owner: owner.to_owned(),
+            request_token: REQUEST_TOKEN.to_owned(),
+        });
+        format!("{}/actions/id-token?api-version=2.0", self.url())
+    }
+
     /// How many times the key set was fetched.
     pub fn jwks_hits(&self) -> usize {
         self.shared.jwks_hits.load(Ordering::SeqCst)
@@ -78,21 +101,7 @@ impl FakeIssuer {
     /// GitHub Actions claims for a run of `owner`'s repository `weather`, valid now, for the
     /// test registry's audience.
     pub fn github_claims(&self, owner: &str) -> Value {
-        let now = now();
-        json!({
-            "iss": self.url(),
-            "aud": AUDIENCE,
-            "sub": format!("repo:{owner}/weather:ref:refs/heads/main"),
-            "repository": format!("{owner}/weather"),
-            "repository_owner": owner,
-            "repository_owner_id": "123",
-            "repository_id": "456",
-            "workflow_ref": format!("{owner}/weather/.github/workflows/publish.yml@refs/heads/main"),
-            "ref": "refs/heads/main",
-            "iat": now,
-            "nbf": now,
-            "exp": now + 300,
-        })
+        github_claims(&self.url(), AUDIENCE, owner)
     }
 }
 
@@ -107,10 +116,50 @@ async fn discovery(State(shared): State<Arc<Shared>>) -> Json<Value> {
     }))
 }
 
+/// The Actions token service: with the job's request token, an ID token for `audience`.
+async fn actions_id_token(
+    State(shared): State<Arc<Shared>>,
+    axum::extract::Query(query): axum::extract::Query<std::collections::HashMap<String, String>>,
+    headers: axum::http::HeaderMap,
+) -> Result<Json<Value>, axum::http::StatusCode> {
+    let issuer = shared.issuer.lock().expect("issuer").clone();
+    let job = shared.job.lock().expect("job");
+    let job = job.as_ref().ok_or(axum::http::StatusCode::NOT_FOUND)?;
+    let bearer = format!("Bearer {}", job.request_token);
+    if headers.get("authorization").and_then(|v| v.to_str().ok()) != Some(bearer.as_str()) {
+        return Err(axum::http::StatusCode::UNAUTHORIZED);
+    }
+    let audience = query
+        .get("audience")
+        .ok_or(axum::http::StatusCode::BAD_REQUEST)?;
+    let claims = github_claims(&issuer, audience, &job.owner);
+    Ok(Json(json!({"count": 1, "value": job.key.sign(&claims)})))
+}
+
 async fn jwks(State(shared): State<Arc<Shared>>) -> Json<Value> {
     shared.jwks_hits.fetch_add(1, Ordering::SeqCst);
     let keys = shared.keys.lock().expect("keys").clone();
     Json(json!({"keys": keys}))
+}
+
+/// GitHub Actions claims from `issuer` for a run of `owner`'s repository `weather`, valid now,
+/// for `audience`.
+fn github_claims(issuer: &str, audience: &str, owner: &str) -> Value {
+    let now = now();
+    json!({
+        "iss": issuer,
+        "aud": audience,
+        "sub": format!("repo:{owner}/weather:ref:refs/heads/main"),
+        "repository": format!("{owner}/weather"),
+        "repository_owner": owner,
+        "repository_owner_id": "123",
+        "repository_id": "456",
+        "workflow_ref": format!("{owner}/weather/.github/workflows/publish.yml@refs/heads/main"),
+        "ref": "refs/heads/main",
+        "iat": now,
+        "nbf": now,
+        "exp": now + 300,
+    })
 }
 
 /// Seconds since the epoch.
@@ -122,6 +171,7 @@ pub fn now() -> i64 {
 }
 
 /// A key that signs ID tokens, and its public JWK.
+#[derive(Clone)]
 pub struct SigningKey {
     pub kid: String,
     algorithm: Algorithm,

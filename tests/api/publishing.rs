@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use serde_json::{Value, json};
 
 use crate::helpers::{MASTER_KEY, TestApp, TestResponse, agent_body};
-use crate::issuer::{AUDIENCE, FakeIssuer, SigningKey, hmac_signed, now, unsigned};
+use crate::issuer::{AUDIENCE, FakeIssuer, REQUEST_TOKEN, SigningKey, hmac_signed, now, unsigned};
 
 /// A served app trusting `issuers` (`KIND=URL` each).
 async fn app_trusting(issuers: &[String]) -> TestApp {
@@ -518,4 +518,188 @@ async fn a_ci_token_manages_only_itself_among_its_owners_tokens() {
     let revoked = app.delete(&format!("/api/tokens/{own_id}"), token).await;
     assert_eq!(revoked.status, 204, "{}", revoked.text);
     assert_eq!(app.get_as("/api/me", token).await.status, 401);
+}
+
+/// A served app trusting `issuer` under the owned policy, its public URL its real address (the
+/// audience the CLI asks the job's ID tokens for).
+async fn app_at_its_own_address(issuer: &FakeIssuer) -> (TestApp, String) {
+    let listener = tokio::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+        .await
+        .expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("address"));
+    let issuers = vec![TrustedIssuer::parse(&format!("github={}", issuer.url())).expect("issuer")];
+    let public = url.clone();
+    let app = TestApp::spawn_with(move |config: &mut Config| {
+        config.publishing.trusted_issuers = issuers;
+        config.publishing.namespace_policy = NamespacePolicy::Owned;
+        config.public_url = Some(public.parse().expect("url"));
+    })
+    .await
+    .served_on(listener);
+    (app, url)
+}
+
+/// The CLI, with a home of its own and no token in its environment.
+fn cli(home: &std::path::Path) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-registry"));
+    command
+        .env("HOME", home)
+        .env_remove("XDG_CONFIG_HOME")
+        .env_remove("REGISTRY_TOKEN")
+        .env_remove("REGISTRY_URL")
+        .env_remove("ACTIONS_ID_TOKEN_REQUEST_URL")
+        .env_remove("ACTIONS_ID_TOKEN_REQUEST_TOKEN")
+        .stdin(std::process::Stdio::piped());
+    command
+}
+
+#[tokio::test]
+async fn the_cli_publishes_from_an_actions_job_with_its_oidc_identity() {
+    let key = SigningKey::ec("ec-1");
+    let issuer = FakeIssuer::start(&[&key]).await;
+    let (app, url) = app_at_its_own_address(&issuer).await;
+    let home = tempfile::tempdir().expect("home");
+    let write = |name: &str, body: Value| {
+        let path = home.path().join(name);
+        std::fs::write(&path, body.to_string()).expect("write");
+        path
+    };
+    let agent = write("agent.json", agent_body("io.github.acme.weather"));
+    let request_url = issuer.run_job(&key, "acme");
+    let publish = |file: &std::path::Path| {
+        let mut command = cli(home.path());
+        command
+            .arg("publish")
+            .arg(file)
+            .args(["--registry", &url, "--oidc", "--go-live"])
+            .env("ACTIONS_ID_TOKEN_REQUEST_URL", &request_url)
+            .env("ACTIONS_ID_TOKEN_REQUEST_TOKEN", REQUEST_TOKEN);
+        command
+    };
+
+    let first = publish(&agent).output().await.expect("run");
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    assert!(
+        first.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert!(stdout.contains("io.github.acme.weather ACTIVE"), "{stdout}");
+    let live = app.get("/public/agents/io.github.acme.weather").await;
+    assert_eq!(live.status, StatusCode::OK, "{}", live.text);
+    assert_eq!(live.body["owner"], "io.github.acme");
+
+    // Run again with a changed body: the agent is updated, not refused.
+    let mut changed = agent_body("io.github.acme.weather");
+    changed["description"] = json!("Forecasts, published again from CI");
+    let again = publish(&write("changed.json", changed))
+        .output()
+        .await
+        .expect("run");
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let updated = app.get("/public/agents/io.github.acme.weather").await;
+    assert_eq!(
+        updated.body["description"],
+        "Forecasts, published again from CI"
+    );
+
+    // Outside the identity's namespace: refused, saying why.
+    let foreign = publish(&write(
+        "foreign.json",
+        agent_body("io.github.other.weather"),
+    ))
+    .output()
+    .await
+    .expect("run");
+    assert!(!foreign.status.success());
+    let stderr = String::from_utf8_lossy(&foreign.stderr);
+    assert!(stderr.contains("namespace_not_granted"), "{stderr}");
+
+    // Outside a job (no request token): refused before anything is sent.
+    let outside = cli(home.path())
+        .arg("publish")
+        .arg(&agent)
+        .args(["--registry", &url, "--oidc"])
+        .output()
+        .await
+        .expect("run");
+    assert!(!outside.status.success());
+    let stderr = String::from_utf8_lossy(&outside.stderr);
+    assert!(stderr.contains("ACTIONS_ID_TOKEN_REQUEST_URL"), "{stderr}");
+}
+
+#[tokio::test]
+async fn the_cli_checks_a_body_whole_logs_in_and_says_who_it_is() {
+    let key = SigningKey::ec("ec-1");
+    let issuer = FakeIssuer::start(&[&key]).await;
+    let (app, url) = app_at_its_own_address(&issuer).await;
+    let home = tempfile::tempdir().expect("home");
+    let bad = home.path().join("bad.json");
+    std::fs::write(&bad, r#"{"package_name": "Not A Name", "tags": 7}"#).expect("write");
+
+    // Every problem at once, and nothing sent (the registry named does not exist).
+    let checked = cli(home.path())
+        .arg("publish")
+        .arg(&bad)
+        .args(["--registry", "http://127.0.0.1:9", "--dry-run"])
+        .output()
+        .await
+        .expect("run");
+    assert!(!checked.status.success());
+    let stderr = String::from_utf8_lossy(&checked.stderr);
+    for field in ["package_name", "name", "tags"] {
+        assert!(stderr.contains(&format!("  {field}:")), "{field}: {stderr}");
+    }
+    assert!(stderr.contains("nothing was sent"), "{stderr}");
+
+    // login reads the token from standard input, checks it, and stores it for whoami.
+    let alice = app.token("alice", &["agents:write"]).await;
+    let mut login = cli(home.path())
+        .args(["login", "--registry", &url])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run");
+    {
+        use tokio::io::AsyncWriteExt;
+        let mut stdin = login.stdin.take().expect("stdin");
+        stdin
+            .write_all(format!("{alice}\n").as_bytes())
+            .await
+            .expect("paste");
+    }
+    let logged_in = login.wait_with_output().await.expect("run");
+    assert!(
+        logged_in.status.success(),
+        "{}",
+        String::from_utf8_lossy(&logged_in.stderr)
+    );
+    let stored = home.path().join(".config/agent-registry/credentials.json");
+    let credentials = std::fs::read_to_string(&stored).expect("stored");
+    assert!(credentials.contains(&alice), "{credentials}");
+    let whoami = cli(home.path())
+        .args(["whoami", "--registry", &url])
+        .output()
+        .await
+        .expect("run");
+    assert!(whoami.status.success());
+    let me: Value = serde_json::from_slice(&whoami.stdout).expect("JSON");
+    assert_eq!(me["owner"], "alice");
+    assert_eq!(me["namespace_policy"], "owned");
+
+    // A wrong token is not stored.
+    let refused = cli(home.path())
+        .args(["login", "--registry", &url, "--token", "ar_wrong"])
+        .output()
+        .await
+        .expect("run");
+    assert!(!refused.status.success());
+    assert_eq!(
+        std::fs::read_to_string(&stored).expect("stored"),
+        credentials
+    );
 }

@@ -118,6 +118,7 @@ impl Caller {
             owner: self.owner.clone(),
             is_master: self.is_master,
             namespaces: self.namespaces.clone(),
+            identity: self.issuer.clone(),
         }
     }
 

@@ -36,6 +36,10 @@ pub enum ErrorCode {
     NamespaceTaken,
     /// The caller has no claim on this namespace.
     NamespaceNotFound,
+    /// A token minted by trusted publishing writes a package bound to other CI identities.
+    BindingMismatch,
+    /// No binding by this id (or none the caller made).
+    BindingNotFound,
     AgentNotFound,
     /// The agent has no version by the name asked for.
     VersionNotFound,
@@ -92,12 +96,14 @@ impl ErrorCode {
             Self::Forbidden
             | Self::MirroredReadOnly
             | Self::NamespaceNotGranted
-            | Self::NamespaceNotOwned => StatusCode::FORBIDDEN,
+            | Self::NamespaceNotOwned
+            | Self::BindingMismatch => StatusCode::FORBIDDEN,
             Self::AgentNotFound
             | Self::VersionNotFound
             | Self::SessionNotFound
             | Self::TokenNotFound
             | Self::NamespaceNotFound
+            | Self::BindingNotFound
             | Self::ResourceNotFound
             | Self::NotFound
             | Self::MethodNotFound
@@ -140,6 +146,7 @@ impl ErrorCode {
             | Self::MirroredReadOnly
             | Self::NamespaceNotGranted
             | Self::NamespaceNotOwned
+            | Self::BindingMismatch
             | Self::RateLimited => -32000,
             Self::NotFound | Self::MethodNotAllowed | Self::MethodNotFound => -32601,
             Self::TaskNotFound => -32001,
@@ -176,6 +183,8 @@ impl ErrorCode {
             Self::NamespaceNotOwned => "namespace_not_owned",
             Self::NamespaceTaken => "namespace_taken",
             Self::NamespaceNotFound => "namespace_not_found",
+            Self::BindingMismatch => "binding_mismatch",
+            Self::BindingNotFound => "binding_not_found",
             Self::MalformedRequest => "malformed_request",
             Self::UriTooLong => "uri_too_long",
             Self::HeadersTooLarge => "headers_too_large",
@@ -427,6 +436,9 @@ impl From<crate::registry::RegistryError> for ApiError {
                 ErrorCode::NamespaceNotOwned,
                 truncate(&err.to_string(), 1000),
             ),
+            RegistryError::BindingMismatch { .. } => {
+                ApiError::new(ErrorCode::BindingMismatch, truncate(&err.to_string(), 1000))
+            }
             RegistryError::Mirrored { .. } => {
                 ApiError::new(ErrorCode::MirroredReadOnly, err.to_string())
             }

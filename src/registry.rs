@@ -21,7 +21,7 @@ use crate::embed::Embedder;
 use crate::search::text::TextStats;
 use crate::search::{Hit, SearchError, SearchIndex, SearchPage, SearchRequest, VectorProgress};
 use crate::store::{
-    Agent, AgentState, AgentVersion, Change, ChangeKind, MirrorPage, MirrorWritten,
+    Agent, AgentState, AgentVersion, BindingRecord, Change, ChangeKind, MirrorPage, MirrorWritten,
     NamespaceRecord, Store, StoreError, VerificationLevel,
 };
 use crate::task::AbortOnDrop;
@@ -92,6 +92,12 @@ pub enum RegistryError {
         namespace: String,
         domain: String,
     },
+    /// A token minted by trusted publishing writes a package bound to other CI identities.
+    #[error(
+        "'{package}' is bound to {}: a token minted from another repository or workflow may not write it",
+        bound.join(", ")
+    )]
+    BindingMismatch { package: String, bound: Vec<String> },
     /// The agent is a mirror's copy of an agent listed elsewhere: it changes at its source.
     #[error(
         "agent '{package}' is mirrored from {source_id}: it changes at its source, and only the master key may change it here"
@@ -305,6 +311,7 @@ impl Registry {
             return Err(RegistryError::NotOwner);
         }
         check_granted(agent.package_name(), actor)?;
+        self.check_bound(agent.package_name(), actor).await?;
         Ok(agent)
     }
 
@@ -427,6 +434,7 @@ impl Registry {
     pub async fn publish(&self, draft: AgentDraft, actor: &Actor) -> RegistryResult<Agent> {
         check_namespace(&draft, actor)?;
         check_granted(draft.package_name.as_str(), actor)?;
+        self.check_bound(draft.package_name.as_str(), actor).await?;
         self.check_owned(&draft.package_name, actor).await?;
         let mut agent = Agent::new(draft, &actor.owner, Timestamp::now());
         self.insert(&mut agent).await?;
@@ -683,11 +691,67 @@ impl Registry {
             .await?)
     }
 
+    // ---- publishing bindings ----
+
+    /// Store a binding.
+    pub async fn bind(&self, binding: &BindingRecord) -> RegistryResult<()> {
+        Ok(self.store.insert_binding(binding).await?)
+    }
+
+    /// The bindings `owner` made (every binding for `None`).
+    pub async fn bindings_of(&self, owner: Option<&str>) -> RegistryResult<Vec<BindingRecord>> {
+        Ok(self.store.bindings_of(owner).await?)
+    }
+
+    /// Delete binding `id`, `owner`'s only unless `None`; whether there was one.
+    pub async fn unbind(&self, id: &str, owner: Option<&str>) -> RegistryResult<bool> {
+        Ok(self.store.delete_binding(id, owner).await?)
+    }
+
+    /// `BindingMismatch` when `actor` is a token minted by trusted publishing and bindings
+    /// cover `package`, none of them for the identity it was minted from. Other callers are
+    /// not held to bindings: they are the owner's own tokens or the master key.
+    async fn check_bound(&self, package: &str, actor: &Actor) -> RegistryResult<()> {
+        let (Some(_), Some(identity)) = (&actor.namespaces, &actor.identity) else {
+            return Ok(());
+        };
+        let labels: Vec<&str> = package.split('.').collect();
+        let scopes: Vec<String> = (2..=labels.len()).map(|n| labels[..n].join(".")).collect();
+        let bindings = self.store.bindings_for(&scopes).await?;
+        if bindings.is_empty()
+            || bindings
+                .iter()
+                .any(|binding| binding.rule.matches(identity))
+        {
+            return Ok(());
+        }
+        let bound = bindings
+            .iter()
+            .map(|binding| match &binding.rule.workflow {
+                Some(workflow) => format!("{} ({workflow})", binding.rule.repository),
+                None => binding.rule.repository.clone(),
+            })
+            .collect();
+        Err(RegistryError::BindingMismatch {
+            package: package.to_owned(),
+            bound,
+        })
+    }
+
     /// Under `--namespace-policy owned`, `NamespaceNotOwned` unless `actor` may publish
     /// `package`: the master key; a token whose CI identity grants a namespace that covers it;
     /// or an owner holding a proven namespace that covers it.
     async fn check_owned(&self, package: &PackageName, actor: &Actor) -> RegistryResult<()> {
-        if self.namespace_policy == NamespacePolicy::Open || actor.is_master {
+        if self.namespace_policy == NamespacePolicy::Open {
+            return Ok(());
+        }
+        self.check_holds(package, actor).await
+    }
+
+    /// `NamespaceNotOwned` unless `actor` is the master key, or its CI identity grants, or its
+    /// owner holds proven, a namespace that covers `package` (whatever the policy).
+    pub async fn check_holds(&self, package: &PackageName, actor: &Actor) -> RegistryResult<()> {
+        if actor.is_master {
             return Ok(());
         }
         let name = package.as_str();

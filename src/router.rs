@@ -14,7 +14,8 @@ use utoipa_swagger_ui::SwaggerUi;
 
 use crate::api::ard as ard_api;
 use crate::api::{
-    agents, bazaar, changes, identity, mcp_registry, mirrors, namespaces, ops, public, tokens,
+    agents, bazaar, bindings, changes, identity, mcp_registry, mirrors, namespaces, ops, public,
+    tokens,
 };
 use crate::middleware::{self, RateLimit};
 use crate::playground::http as playground;
@@ -44,6 +45,7 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
         agents::delete_agent, agents::list_own_agents, agents::get_own_agent,
         namespaces::claim_namespace, namespaces::list_namespaces, namespaces::verify_namespace,
         namespaces::release_namespace,
+        bindings::create_binding, bindings::list_bindings, bindings::delete_binding,
         tokens::create_token, tokens::list_tokens, tokens::revoke_token,
         identity::me, identity::exchange,
         playground::create_session, playground::get_session, playground::delete_session,
@@ -210,6 +212,14 @@ pub fn router(state: AppState) -> Router {
         .route(
             "/api/namespaces/{namespace}/verify",
             post(namespaces::verify_namespace),
+        )
+        .route(
+            "/api/bindings",
+            get(bindings::list_bindings).post(bindings::create_binding),
+        )
+        .route(
+            "/api/bindings/{id}",
+            axum::routing::delete(bindings::delete_binding),
         )
         .route(
             "/api/tokens",

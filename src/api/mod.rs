@@ -3,6 +3,7 @@
 pub mod agents;
 pub mod ard;
 pub mod bazaar;
+pub mod bindings;
 pub mod catalog;
 pub mod changes;
 pub mod identity;

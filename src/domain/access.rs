@@ -102,6 +102,9 @@ pub struct Actor {
     /// The namespaces this actor may write in (`domain::trusted_issuer::in_namespaces`);
     /// `None`: not restricted. A token minted by trusted publishing has some.
     pub namespaces: Option<Vec<String>>,
+    /// For a token minted by trusted publishing, the CI identity it came from (the claims
+    /// `domain::trusted_issuer::grant` keeps): publishing bindings are matched against it.
+    pub identity: Option<serde_json::Value>,
 }
 
 impl Actor {
@@ -111,6 +114,7 @@ impl Actor {
             owner: owner.to_owned(),
             is_master: false,
             namespaces: None,
+            identity: None,
         }
     }
 
@@ -120,6 +124,7 @@ impl Actor {
             owner: MASTER_OWNER.to_owned(),
             is_master: true,
             namespaces: None,
+            identity: None,
         }
     }
 

@@ -3,6 +3,7 @@
 pub mod access;
 pub mod agent;
 pub mod agent_card;
+pub mod binding;
 pub mod card_signature;
 pub mod health;
 pub mod json;

@@ -134,6 +134,7 @@ pub fn grant(kind: IssuerKind, claims: &Map<String, Value>) -> Result<Grant, Str
                     "repository_owner_id",
                     "repository_id",
                     "workflow_ref",
+                    "job_workflow_ref",
                     "ref",
                 ],
             );

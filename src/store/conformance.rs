@@ -4,9 +4,9 @@
 use serde_json::json;
 
 use super::{
-    Agent, AgentState, AgentVersion, ChangeKind, MirrorPage, MirrorRecord, MirrorSkip,
-    NamespaceRecord, PlaygroundSession, SessionStep, StepKind, Store, StoreError, StoredEmbedding,
-    TokenGrant, TokenRecord, VerificationLevel,
+    Agent, AgentState, AgentVersion, BindingRecord, ChangeKind, MirrorPage, MirrorRecord,
+    MirrorSkip, NamespaceRecord, PlaygroundSession, SessionStep, StepKind, Store, StoreError,
+    StoredEmbedding, TokenGrant, TokenRecord, VerificationLevel,
 };
 use crate::domain::health::{ProbeKind, ProbeOutcome};
 use crate::domain::{AgentDraft, HealthStatus, Scope};
@@ -1533,6 +1533,80 @@ pub async fn a_namespace_is_claimed_by_many_and_proven_by_one(store: &dyn Store)
         .expect("bob proves it now");
 }
 
+pub async fn bindings_are_found_by_scope_listed_by_owner_and_deleted(store: &dyn Store) {
+    use crate::domain::binding::BindingRule;
+    use crate::domain::trusted_issuer::IssuerKind;
+    let binding = |id: &str, owner: &str, scope: &str, workflow: Option<&str>| BindingRecord {
+        id: id.to_owned(),
+        owner: owner.to_owned(),
+        scope: scope.to_owned(),
+        rule: BindingRule::new(IssuerKind::Github, "acme/weather", workflow).expect("rule"),
+        created_at: at(0),
+    };
+    let any = binding("bnd_1", "alice", "com.example", None);
+    let file = binding(
+        "bnd_2",
+        "alice",
+        "com.example.weather",
+        Some(".github/workflows/publish.yml"),
+    );
+    let other = binding("bnd_3", "bob", "org.other", None);
+    for record in [&any, &file, &other] {
+        store.insert_binding(record).await.expect("insert");
+    }
+    let again = store
+        .insert_binding(&binding("bnd_4", "alice", "com.example", None))
+        .await;
+    assert!(matches!(again, Err(StoreError::Conflict(_))), "{again:?}");
+
+    let scopes = |names: &[&str]| {
+        names
+            .iter()
+            .map(|name| (*name).to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        store
+            .bindings_for(&scopes(&["com.example", "com.example.weather"]))
+            .await
+            .expect("for"),
+        vec![any.clone(), file.clone()]
+    );
+    assert!(store.bindings_for(&[]).await.expect("none").is_empty());
+    assert!(
+        store
+            .bindings_for(&scopes(&["com.examples", "x\0"]))
+            .await
+            .expect("none")
+            .is_empty()
+    );
+    assert_eq!(
+        store.bindings_of(Some("alice")).await.expect("of"),
+        vec![any.clone(), file.clone()]
+    );
+    assert_eq!(store.bindings_of(None).await.expect("all").len(), 3);
+
+    assert!(
+        !store
+            .delete_binding("bnd_3", Some("alice"))
+            .await
+            .expect("not hers")
+    );
+    assert!(
+        store
+            .delete_binding("bnd_1", Some("alice"))
+            .await
+            .expect("delete")
+    );
+    assert!(
+        store
+            .delete_binding("bnd_3", None)
+            .await
+            .expect("any owner's")
+    );
+    assert_eq!(store.bindings_of(None).await.expect("all"), vec![file]);
+}
+
 fn store_grant() -> TokenGrant {
     TokenGrant {
         namespaces: vec!["com.example".to_owned()],
@@ -1569,6 +1643,7 @@ macro_rules! conformance_suite {
             tokens_are_found_by_hash_listed_and_revoked,
             a_granted_token_keeps_its_namespaces_and_issuer,
             a_namespace_is_claimed_by_many_and_proven_by_one,
+            bindings_are_found_by_scope_listed_by_owner_and_deleted,
             embeddings_are_keyed_by_embedder_and_die_with_their_agent,
             stored_vectors_are_read_a_page_at_a_time_by_agent_id,
             racing_vector_saves_in_opposite_orders_both_succeed,

@@ -26,9 +26,10 @@ mod conformance;
 mod pg_schema;
 
 pub use model::{
-    Agent, AgentState, AgentVersion, Change, ChangeKind, MirrorPage, MirrorRecord, MirrorSkip,
-    MirrorUpdate, MirrorWritten, NamespaceRecord, PlaygroundSession, Provenance, SessionStep,
-    StepKind, StoredEmbedding, TokenGrant, TokenRecord, VerificationLevel, VersionSnapshot,
+    Agent, AgentState, AgentVersion, BindingRecord, Change, ChangeKind, MirrorPage, MirrorRecord,
+    MirrorSkip, MirrorUpdate, MirrorWritten, NamespaceRecord, PlaygroundSession, Provenance,
+    SessionStep, StepKind, StoredEmbedding, TokenGrant, TokenRecord, VerificationLevel,
+    VersionSnapshot,
 };
 
 /// What can go wrong in storage, as the caller needs to tell it apart.
@@ -312,6 +313,18 @@ pub trait Store: Send + Sync + 'static {
 
     /// Drop `owner`'s claim on `namespace`; whether there was one.
     async fn delete_namespace(&self, namespace: &str, owner: &str) -> StoreResult<bool>;
+
+    /// Store a binding; `Conflict` when the same rule covers the same scope already.
+    async fn insert_binding(&self, binding: &BindingRecord) -> StoreResult<()>;
+
+    /// The bindings whose scope is one of `scopes` (a package name's prefixes).
+    async fn bindings_for(&self, scopes: &[String]) -> StoreResult<Vec<BindingRecord>>;
+
+    /// The bindings `owner` made (every binding for `None`), by scope and id.
+    async fn bindings_of(&self, owner: Option<&str>) -> StoreResult<Vec<BindingRecord>>;
+
+    /// Delete binding `id` (only `owner`'s unless `None`); whether there was one.
+    async fn delete_binding(&self, id: &str, owner: Option<&str>) -> StoreResult<bool>;
 
     /// Insert a new playground session (its `steps` are not written: a new session has none).
     async fn insert_session(&self, session: &PlaygroundSession) -> StoreResult<()>;

@@ -263,6 +263,19 @@ pub struct NamespaceRecord {
     pub proof: Option<String>,
 }
 
+/// A publishing binding as stored (see `domain::binding`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BindingRecord {
+    /// `bnd_…`.
+    pub id: String,
+    /// Who made it.
+    pub owner: String,
+    /// The package name or namespace it covers.
+    pub scope: String,
+    pub rule: crate::domain::binding::BindingRule,
+    pub created_at: Timestamp,
+}
+
 impl TokenRecord {
     /// Usable now: not revoked and not expired.
     pub fn is_live(&self, now: Timestamp) -> bool {

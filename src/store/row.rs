@@ -10,9 +10,9 @@ use crate::timestamp::Timestamp;
 
 use super::StoreError;
 use super::model::{
-    Agent, AgentState, AgentVersion, Change, ChangeKind, MirrorRecord, MirrorSkip, NamespaceRecord,
-    PlaygroundSession, SessionStep, StepKind, StoredEmbedding, TokenRecord, VerificationLevel,
-    VersionSnapshot,
+    Agent, AgentState, AgentVersion, BindingRecord, Change, ChangeKind, MirrorRecord, MirrorSkip,
+    NamespaceRecord, PlaygroundSession, SessionStep, StepKind, StoredEmbedding, TokenRecord,
+    VerificationLevel, VersionSnapshot,
 };
 
 /// The columns of a draft that `agents` and `agent_versions` both hold, in the order
@@ -325,6 +325,42 @@ impl From<NamespaceRow> for NamespaceRecord {
             verified_at: row.verified_at.map(Timestamp::from_micros),
             proof: row.proof,
         }
+    }
+}
+
+/// The columns of `bindings`.
+#[derive(Debug, sqlx::FromRow)]
+pub struct BindingRow {
+    pub id: String,
+    pub owner: String,
+    pub scope: String,
+    pub kind: String,
+    pub repository: String,
+    pub workflow: String,
+    pub created_at: i64,
+}
+
+/// `bindings`' columns, in `BindingRow`'s order.
+pub const BINDING_COLUMNS: &str = "id, owner, scope, kind, repository, workflow, created_at";
+
+impl TryFrom<BindingRow> for BindingRecord {
+    type Error = StoreError;
+
+    fn try_from(row: BindingRow) -> Result<Self, StoreError> {
+        let kind = crate::domain::trusted_issuer::IssuerKind::parse(&row.kind)
+            .ok_or_else(|| corrupt("bindings.kind", &row.kind))?;
+        let workflow = (!row.workflow.is_empty()).then_some(row.workflow);
+        Ok(Self {
+            id: row.id,
+            owner: row.owner,
+            scope: row.scope,
+            rule: crate::domain::binding::BindingRule {
+                kind,
+                repository: row.repository,
+                workflow,
+            },
+            created_at: Timestamp::from_micros(row.created_at),
+        })
     }
 }
 

@@ -31,14 +31,14 @@ use crate::domain::{AgentDraft, DEFAULT_VERSION, Health, HealthStatus};
 use crate::timestamp::Timestamp;
 
 use super::row::{
-    AgentRow, ChangeRow, DRAFT_COLUMNS, DraftRow, EmbeddingRow, MirrorRow, NAMESPACE_COLUMNS,
-    NamespaceRow, SessionRow, SnapshotRow, StepRow, TokenRow, VersionRow, from_json, recent_skips,
-    scopes_column, to_json,
+    AgentRow, BINDING_COLUMNS, BindingRow, ChangeRow, DRAFT_COLUMNS, DraftRow, EmbeddingRow,
+    MirrorRow, NAMESPACE_COLUMNS, NamespaceRow, SessionRow, SnapshotRow, StepRow, TokenRow,
+    VersionRow, from_json, recent_skips, scopes_column, to_json,
 };
 use super::{
-    Agent, AgentState, AgentVersion, Change, ChangeKind, MirrorPage, MirrorRecord, MirrorSkip,
-    MirrorWritten, NamespaceRecord, PlaygroundSession, SessionStep, Store, StoreError, StoreResult,
-    StoredEmbedding, TokenGrant, TokenRecord, VerificationLevel, VersionSnapshot,
+    Agent, AgentState, AgentVersion, BindingRecord, Change, ChangeKind, MirrorPage, MirrorRecord,
+    MirrorSkip, MirrorWritten, NamespaceRecord, PlaygroundSession, SessionStep, Store, StoreError,
+    StoreResult, StoredEmbedding, TokenGrant, TokenRecord, VerificationLevel, VersionSnapshot,
 };
 
 /// What one backend does differently from the shared SQL.
@@ -484,6 +484,7 @@ where
     for<'r> StepRow: FromRow<'r, DB::Row>,
     for<'r> MirrorRow: FromRow<'r, DB::Row>,
     for<'r> NamespaceRow: FromRow<'r, DB::Row>,
+    for<'r> BindingRow: FromRow<'r, DB::Row>,
 {
     async fn ping(&self) -> StoreResult<()> {
         sqlx::query("SELECT 1").execute(&self.reader).await?;
@@ -1507,6 +1508,69 @@ where
             .bind(owner)
             .execute(&self.writer)
             .await?;
+        Ok(DB::rows_affected(&deleted) > 0)
+    }
+
+    async fn insert_binding(&self, binding: &BindingRecord) -> StoreResult<()> {
+        let sql =
+            format!("INSERT INTO bindings ({BINDING_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)");
+        let inserted = sqlx::query(&sql)
+            .bind(&binding.id)
+            .bind(&binding.owner)
+            .bind(&binding.scope)
+            .bind(binding.rule.kind.as_str())
+            .bind(&binding.rule.repository)
+            .bind(binding.rule.workflow.as_deref().unwrap_or(""))
+            .bind(binding.created_at.micros())
+            .execute(&self.writer)
+            .await;
+        taken_is_conflict(inserted, "this binding exists already")
+    }
+
+    async fn bindings_for(&self, scopes: &[String]) -> StoreResult<Vec<BindingRecord>> {
+        let scopes: Vec<&String> = scopes.iter().filter(|scope| !holds_nul(scope)).collect();
+        if scopes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placeholders: Vec<String> = (1..=scopes.len()).map(|n| format!("${n}")).collect();
+        let sql = format!(
+            "SELECT {BINDING_COLUMNS} FROM bindings WHERE scope IN ({}) ORDER BY scope, id",
+            placeholders.join(", ")
+        );
+        let mut query = sqlx::query_as::<_, BindingRow>(&sql);
+        for scope in scopes {
+            query = query.bind(scope.as_str());
+        }
+        let rows = query.fetch_all(&self.reader).await?;
+        rows.into_iter().map(BindingRecord::try_from).collect()
+    }
+
+    async fn bindings_of(&self, owner: Option<&str>) -> StoreResult<Vec<BindingRecord>> {
+        if owner.is_some_and(holds_nul) {
+            return Ok(Vec::new());
+        }
+        let sql = format!(
+            "SELECT {BINDING_COLUMNS} FROM bindings \
+             WHERE (CAST($1 AS TEXT) IS NULL OR owner = $1) ORDER BY scope, id"
+        );
+        let rows: Vec<BindingRow> = sqlx::query_as(&sql)
+            .bind(owner)
+            .fetch_all(&self.reader)
+            .await?;
+        rows.into_iter().map(BindingRecord::try_from).collect()
+    }
+
+    async fn delete_binding(&self, id: &str, owner: Option<&str>) -> StoreResult<bool> {
+        if holds_nul(id) || owner.is_some_and(holds_nul) {
+            return Ok(false);
+        }
+        let deleted = sqlx::query(
+            "DELETE FROM bindings WHERE id = $1 AND (CAST($2 AS TEXT) IS NULL OR owner = $2)",
+        )
+        .bind(id)
+        .bind(owner)
+        .execute(&self.writer)
+        .await?;
         Ok(DB::rows_affected(&deleted) > 0)
     }
 

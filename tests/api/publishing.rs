@@ -703,3 +703,137 @@ async fn the_cli_checks_a_body_whole_logs_in_and_says_who_it_is() {
         credentials
     );
 }
+
+async fn bind(app: &TestApp, token: &str, body: Value) -> TestResponse {
+    app.post("/api/bindings", Some(token), body).await
+}
+
+#[tokio::test]
+async fn a_binding_lets_only_its_repository_and_workflow_publish_what_it_covers() {
+    let key = SigningKey::ec("ec-1");
+    let issuer = FakeIssuer::start(&[&key]).await;
+    let app = app_trusting(&[format!("github={}", issuer.url())]).await;
+
+    // The master key binds one package of io.github.acme to acme/weather's publish workflow.
+    let made = bind(
+        &app,
+        MASTER_KEY,
+        json!({"scope": "io.github.acme.weather", "kind": "github",
+            "repository": "acme/weather", "workflow": ".github/workflows/publish.yml"}),
+    )
+    .await;
+    assert_eq!(made.status, StatusCode::CREATED, "{}", made.text);
+    assert!(
+        made.body["id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("bnd_"))
+    );
+
+    let from = |repository: &str, workflow: &str| {
+        let mut claims = issuer.github_claims("acme");
+        claims["repository"] = json!(repository);
+        claims["workflow_ref"] = json!(format!("{repository}/{workflow}@refs/heads/main"));
+        key.sign(&claims)
+    };
+    let publish_with = |id_token: String, package: &'static str| {
+        let app = &app;
+        async move {
+            let minted = minted(app, &id_token).await;
+            let token = minted["token"].as_str().expect("token").to_owned();
+            app.try_publish(&token, agent_body(package)).await
+        }
+    };
+
+    // The bound workflow publishes the bound package.
+    let bound = publish_with(
+        from("acme/weather", ".github/workflows/publish.yml"),
+        "io.github.acme.weather",
+    )
+    .await;
+    assert_eq!(bound.status, StatusCode::CREATED, "{}", bound.text);
+    // Another workflow of that repository, or another repository of the owner, may not write it.
+    let other_workflow = from("acme/weather", ".github/workflows/test.yml");
+    let minted_other = minted(&app, &other_workflow).await;
+    let other_token = minted_other["token"].as_str().expect("token");
+    let refused = app
+        .put(
+            "/api/agents/io.github.acme.weather",
+            other_token,
+            agent_body("io.github.acme.weather"),
+        )
+        .await;
+    refused.assert_problem(403, "binding_mismatch");
+    assert!(refused.text.contains("acme/weather"), "{}", refused.text);
+    publish_with(
+        from("acme/tools", ".github/workflows/publish.yml"),
+        "io.github.acme.weather",
+    )
+    .await
+    .assert_problem(403, "binding_mismatch");
+    // What no binding covers stays open to the namespace's identities.
+    let unbound = publish_with(
+        from("acme/tools", ".github/workflows/publish.yml"),
+        "io.github.acme.tools",
+    )
+    .await;
+    assert_eq!(unbound.status, StatusCode::CREATED, "{}", unbound.text);
+
+    // Bindings are made by who holds the namespace, never by a CI token.
+    let alice = app.token("alice", &["agents:write"]).await;
+    bind(
+        &app,
+        &alice,
+        json!({"scope": "io.github.acme", "kind": "github", "repository": "alice/x"}),
+    )
+    .await
+    .assert_problem(403, "namespace_not_owned");
+    bind(
+        &app,
+        other_token,
+        json!({"scope": "io.github.acme", "kind": "github", "repository": "acme/tools"}),
+    )
+    .await
+    .assert_problem(403, "forbidden");
+    let bad = bind(
+        &app,
+        &alice,
+        json!({"scope": "io.github", "kind": "bitbucket", "repository": "",
+            "workflow": 3}),
+    )
+    .await;
+    bad.assert_problem(422, "validation_failed");
+    assert_eq!(
+        crate::helpers::error_fields(&bad),
+        ["kind", "repository", "scope", "workflow"]
+    );
+    bind(
+        &app,
+        MASTER_KEY,
+        json!({"scope": "io.github.acme.weather", "kind": "github",
+            "repository": "acme/weather", "workflow": ".github/workflows/publish.yml"}),
+    )
+    .await
+    .assert_problem(409, "conflict");
+
+    // Deleted, the binding no longer holds the other workflow back.
+    let id = made.body["id"].as_str().expect("id");
+    let listed = app.get_as("/api/bindings", MASTER_KEY).await;
+    assert_eq!(listed.body["bindings"][0]["id"], id);
+    assert_eq!(
+        app.delete(&format!("/api/bindings/{id}"), MASTER_KEY)
+            .await
+            .status,
+        StatusCode::NO_CONTENT
+    );
+    app.delete(&format!("/api/bindings/{id}"), MASTER_KEY)
+        .await
+        .assert_problem(404, "binding_not_found");
+    let now_open = app
+        .put(
+            "/api/agents/io.github.acme.weather",
+            other_token,
+            agent_body("io.github.acme.weather"),
+        )
+        .await;
+    assert_eq!(now_open.status, StatusCode::OK, "{}", now_open.text);
+}

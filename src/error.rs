@@ -40,6 +40,8 @@ pub enum ErrorCode {
     BindingMismatch,
     /// No binding by this id (or none the caller made).
     BindingNotFound,
+    /// Under `--scan-policy block`, the scanner found something at `high` or above.
+    SecurityFinding,
     AgentNotFound,
     /// The agent has no version by the name asked for.
     VersionNotFound,
@@ -91,7 +93,9 @@ impl ErrorCode {
             | Self::ContentTypeNotSupported
             | Self::VersionNotSupported => StatusCode::BAD_REQUEST,
             Self::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::ValidationFailed | Self::VerificationFailed => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::ValidationFailed | Self::VerificationFailed | Self::SecurityFinding => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::Forbidden
             | Self::MirroredReadOnly
@@ -185,6 +189,7 @@ impl ErrorCode {
             Self::NamespaceNotFound => "namespace_not_found",
             Self::BindingMismatch => "binding_mismatch",
             Self::BindingNotFound => "binding_not_found",
+            Self::SecurityFinding => "security_finding",
             Self::MalformedRequest => "malformed_request",
             Self::UriTooLong => "uri_too_long",
             Self::HeadersTooLarge => "headers_too_large",
@@ -438,6 +443,30 @@ impl From<crate::registry::RegistryError> for ApiError {
             ),
             RegistryError::BindingMismatch { .. } => {
                 ApiError::new(ErrorCode::BindingMismatch, truncate(&err.to_string(), 1000))
+            }
+            RegistryError::SecurityFinding { findings } => {
+                let errors = findings
+                    .iter()
+                    .map(|finding| {
+                        FieldError::new(
+                            finding.field.clone(),
+                            format!(
+                                "{} ({}): {}",
+                                finding.rule,
+                                finding.severity.as_str(),
+                                truncate(&finding.excerpt, 200)
+                            ),
+                        )
+                    })
+                    .collect();
+                ApiError {
+                    errors,
+                    ..ApiError::new(
+                        ErrorCode::SecurityFinding,
+                        "the scanner found text a model may obey or a reviewer cannot see: each \
+                         finding is in errors",
+                    )
+                }
             }
             RegistryError::Mirrored { .. } => {
                 ApiError::new(ErrorCode::MirroredReadOnly, err.to_string())

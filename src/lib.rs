@@ -84,7 +84,8 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
             Some(config.storage.data_dir.join("index")),
         )
         .await?
-        .with_namespace_policy(config.publishing.namespace_policy),
+        .with_namespace_policy(config.publishing.namespace_policy)
+        .with_scan_policy(config.publishing.scan_policy),
     );
     let signer = Arc::new(signing::CardSigner::from_config(
         &config.signing,

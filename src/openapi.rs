@@ -44,6 +44,8 @@ fn hand_written() -> Vec<(&'static str, Value)> {
         ("ArdListResponse", crate::openapi::ard::list_response()),
         ("CreateTokenRequest", create_token_request()),
         ("OidcExchangeRequest", oidc_exchange_request()),
+        ("ClaimNamespaceRequest", claim_namespace_request()),
+        ("CreateBindingRequest", create_binding_request()),
         ("CreateSessionRequest", create_session_request()),
         ("ExecuteRequest", execute_request()),
         ("HostedAgentRequest", hosted_agent_request()),
@@ -671,6 +673,76 @@ fn create_token_request() -> Value {
             },
         },
         "examples": [{"owner": "alice", "scopes": ["agents:write", "a2a", "playground"], "expires_in_days": 90}],
+    })
+}
+
+/// A namespace: a package name that is not a suffix many owners share (`io.github`).
+fn namespace() -> Value {
+    let mut schema = package_name();
+    let shared: Vec<String> = crate::domain::urn::SHARED_SUFFIXES
+        .iter()
+        .map(|suffix| ci(suffix))
+        .collect();
+    schema["not"] = json!({"pattern": format!("^[{WS}]*(?:{})[{WS}]*$", shared.join("|"))});
+    schema["examples"] = json!(["com.example"]);
+    schema["description"] = json!(
+        "A namespace: a package-name prefix (the package-name rules), never a suffix many owners share such as `io.github` (claim `io.github.<you>`). Trimmed and lowercased."
+    );
+    schema
+}
+
+/// An owner name, as `POST /api/tokens` reads it.
+fn owner_name(description: &str) -> Value {
+    json!({
+        "type": "string",
+        "pattern": format!("^[{WS}]*[A-Za-z0-9._@-]{{1,64}}[{WS}]*$"),
+        "not": {"pattern": format!("^[{WS}]*(?:admin|registry)[{WS}]*$")},
+        "description": format!("{description} Trimmed: 1 to 64 of letters, digits, '.', '_', '@', '-'; not `admin` or `registry` (reserved)."),
+        "examples": ["alice"],
+    })
+}
+
+fn claim_namespace_request() -> Value {
+    let mut owner = owner_name("Master key only: the owner to assign the namespace to, proven.");
+    owner["type"] = json!(["string", "null"]);
+    json!({
+        "type": "object",
+        "required": ["namespace"],
+        "properties": {"namespace": namespace(), "owner": owner},
+        "examples": [{"namespace": "com.example"}],
+    })
+}
+
+fn create_binding_request() -> Value {
+    // Printable ASCII without space; without '/' (one segment of owner/name); without '@'.
+    let (graphic, segment, no_at) = ("[!-~]", "[!-.0-~]", "[!-?A-~]");
+    let blank = format!("^[{WS}]*$");
+    json!({
+        "type": "object",
+        "required": ["scope", "kind", "repository"],
+        "properties": {
+            "scope": namespace(),
+            "kind": {"type": "string", "enum": ["github", "gitlab", "generic"],
+                "description": "The trusted issuer's kind."},
+            "repository": {
+                "type": "string",
+                "pattern": format!("^[{WS}]*{graphic}{{1,200}}[{WS}]*$"),
+                "description": "GitHub: `owner/name` (the `repository` claim); GitLab: the project path (`project_path`); generic: the ID token's `sub`. Trimmed: 1 to 200 printable ASCII characters without spaces.",
+                "examples": ["acme/weather"],
+            },
+            "workflow": {
+                "type": ["string", "null"],
+                "pattern": format!(r"^[{WS}]*(?:\.github/workflows/{no_at}{{1,182}})?[{WS}]*$"),
+                "description": "GitHub only: the workflow file that must run the job, `.github/workflows/NAME.yml` (printable ASCII, no '@', at most 200 characters). Trimmed; blank or null: any workflow.",
+                "examples": [".github/workflows/publish.yml"],
+            },
+        },
+        "allOf": [{
+            "if": {"properties": {"kind": {"const": "github"}}, "required": ["kind"]},
+            "then": {"properties": {"repository": {"pattern": format!("^[{WS}]*{segment}+/{segment}+[{WS}]*$")}}},
+            "else": {"properties": {"workflow": {"type": ["string", "null"], "pattern": blank}}},
+        }],
+        "examples": [{"scope": "io.github.acme.weather", "kind": "github", "repository": "acme/weather", "workflow": ".github/workflows/publish.yml"}],
     })
 }
 

@@ -10,10 +10,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::config::NamespacePolicy;
+use crate::config::{NamespacePolicy, ScanPolicy};
 use crate::domain::access::{Actor, MIRROR_PREFIX, SYSTEM_OWNER, is_mirror_owner};
 use crate::domain::health::{ProbeOutcome, ProbeTarget};
 use crate::domain::namespace::{Namespace, covers};
+use crate::domain::scan::{self, Finding, Severity};
 use crate::domain::trusted_issuer::in_namespaces;
 use crate::domain::version::{self, VersionConflict};
 use crate::domain::{AgentDraft, FieldError, Health, HealthStatus, PackageName};
@@ -98,6 +99,10 @@ pub enum RegistryError {
         bound.join(", ")
     )]
     BindingMismatch { package: String, bound: Vec<String> },
+    /// The registry runs with `--scan-policy block` and the scanner found something at `high`
+    /// or above in the draft.
+    #[error("the scanner refused this agent: {}", findings.iter().map(|f| format!("{} ({}, {})", f.field, f.rule, f.severity.as_str())).collect::<Vec<_>>().join("; "))]
+    SecurityFinding { findings: Vec<Finding> },
     /// The agent is a mirror's copy of an agent listed elsewhere: it changes at its source.
     #[error(
         "agent '{package}' is mirrored from {source_id}: it changes at its source, and only the master key may change it here"
@@ -167,6 +172,8 @@ pub struct Registry {
     _text_save: Option<AbortOnDrop>,
     /// Whether publishing needs an owned namespace.
     namespace_policy: NamespacePolicy,
+    /// Whether the scanner's findings refuse a write.
+    scan_policy: ScanPolicy,
 }
 
 impl Registry {
@@ -253,12 +260,19 @@ impl Registry {
             _vector_fill: None,
             _text_save: None,
             namespace_policy: NamespacePolicy::Open,
+            scan_policy: ScanPolicy::Flag,
         }
     }
 
     /// The same registry under `policy` (`open` unless said).
     pub fn with_namespace_policy(mut self, policy: NamespacePolicy) -> Self {
         self.namespace_policy = policy;
+        self
+    }
+
+    /// The same registry under scan policy `policy` (`flag` unless said).
+    pub fn with_scan_policy(mut self, policy: ScanPolicy) -> Self {
+        self.scan_policy = policy;
         self
     }
 
@@ -275,6 +289,7 @@ impl Registry {
             index: None,
             _follower: None,
             namespace_policy: NamespacePolicy::Open,
+            scan_policy: ScanPolicy::Flag,
             _vector_fill: None,
             _text_save: None,
         }
@@ -436,6 +451,7 @@ impl Registry {
         check_granted(draft.package_name.as_str(), actor)?;
         self.check_bound(draft.package_name.as_str(), actor).await?;
         self.check_owned(&draft.package_name, actor).await?;
+        self.check_scan(&draft)?;
         let mut agent = Agent::new(draft, &actor.owner, Timestamp::now());
         self.insert(&mut agent).await?;
         self.apply(&agent).await;
@@ -527,6 +543,7 @@ impl Registry {
             if expected_revision.is_some_and(|expected| expected != current.revision) {
                 return Err(StoreError::VersionMismatch.into());
             }
+            self.check_scan(&draft)?;
             let Some(next) = self.next_draft(&current, draft.clone()).await? else {
                 return Ok(current);
             };
@@ -679,16 +696,35 @@ impl Registry {
         Ok(self.store.namespace_holder(namespace.as_str()).await?)
     }
 
-    /// Drop `owner`'s claim on `namespace`; whether there was one.
+    /// Drop `owner`'s claim on `namespace` (every claim on it for `None`); whether there was one.
     pub async fn release_namespace(
         &self,
         namespace: &Namespace,
-        owner: &str,
+        owner: Option<&str>,
     ) -> RegistryResult<bool> {
         Ok(self
             .store
             .delete_namespace(namespace.as_str(), owner)
             .await?)
+    }
+
+    /// Under `--scan-policy block`, `SecurityFinding` when the scanner finds anything at `high`
+    /// or above in `draft`.
+    fn check_scan(&self, draft: &AgentDraft) -> RegistryResult<()> {
+        if self.scan_policy == ScanPolicy::Flag {
+            return Ok(());
+        }
+        let report = scan::scan(draft);
+        if report.max_severity < Severity::High {
+            return Ok(());
+        }
+        Err(RegistryError::SecurityFinding {
+            findings: report
+                .findings
+                .into_iter()
+                .filter(|finding| finding.severity >= Severity::High)
+                .collect(),
+        })
     }
 
     // ---- publishing bindings ----
@@ -854,6 +890,7 @@ impl Registry {
         let actor = Actor::owner(owner);
         check_namespace(&draft, &actor)?;
         self.check_owned(&draft.package_name, &actor).await?;
+        self.check_scan(&draft)?;
         let now = Timestamp::now();
         let taken = |existing: &Agent, message: &str| {
             RegistryError::Invalid(vec![FieldError::new(

@@ -53,19 +53,6 @@ impl From<BindingRecord> for Binding {
     }
 }
 
-/// What `POST /api/bindings` reads (the handler reads it field by field, to name each bad one).
-#[derive(Debug, ToSchema)]
-pub struct BindingRequest {
-    /// A namespace (`com.example`) or package name (`com.example.weather`) the caller holds.
-    pub scope: String,
-    /// `github`, `gitlab` or `generic`.
-    pub kind: String,
-    /// `owner/repo` (GitHub), `group/project` (GitLab), or the `sub` (generic).
-    pub repository: String,
-    /// GitHub only: `.github/workflows/NAME.yml`.
-    pub workflow: Option<String>,
-}
-
 /// The caller's bindings (every binding for the master key).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct BindingList {
@@ -74,7 +61,7 @@ pub struct BindingList {
 
 /// Bind a package name or namespace the caller holds to a CI identity.
 #[utoipa::path(post, path = "/api/bindings", tag = "management",
-    request_body(content = BindingRequest, description = r#"`{"scope": "io.github.acme.weather", "kind": "github", "repository": "acme/weather", "workflow": ".github/workflows/publish.yml"}`"#),
+    request_body(content = crate::wire::schema::CreateBindingRequest, description = r#"`{"scope": "io.github.acme.weather", "kind": "github", "repository": "acme/weather", "workflow": ".github/workflows/publish.yml"}`"#),
     responses((status = 201, body = Binding, description = "Bound: from now on only this identity's minted tokens (or another binding's) write the packages it covers"),
               (status = 403, body = crate::error::Problem, description = "`forbidden`: a token without `agents:write`, or one minted by trusted publishing; `namespace_not_owned`: the caller holds no namespace that covers `scope`"),
               (status = 409, body = crate::error::Problem, description = "`conflict`: the same binding exists"),

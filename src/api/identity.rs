@@ -96,6 +96,9 @@ pub async fn me(State(state): State<AppState>, caller: Caller) -> ApiResult<Json
     Ok(Json(view))
 }
 
+/// How long a minted token stays listed after it expired.
+const MINTED_KEPT_AFTER_EXPIRY_SECS: i64 = 24 * 60 * 60;
+
 /// A token minted by trusted publishing, with its secret (shown this once).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct MintedToken {
@@ -160,6 +163,17 @@ pub async fn exchange(
         ))
     })?;
     state.exchange_limit.check(&owner)?;
+    // Minted tokens that expired a day ago are of no use to anyone: each exchange clears them,
+    // so a registry that CI jobs publish to every day does not keep every job's token.
+    let stale = Timestamp::from_micros(
+        Timestamp::now()
+            .micros()
+            .saturating_sub(MINTED_KEPT_AFTER_EXPIRY_SECS * 1_000_000),
+    );
+    let purged = state.store.purge_expired_minted_tokens(stale).await?;
+    if purged > 0 {
+        tracing::debug!(purged, "expired minted tokens purged");
+    }
     let issued = auth::issue_granted_token(
         state.store.as_ref(),
         &owner,

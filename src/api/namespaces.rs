@@ -75,15 +75,6 @@ impl NamespaceClaim {
     }
 }
 
-/// What `POST /api/namespaces` reads (the handler reads it field by field, to name each bad one).
-#[derive(Debug, ToSchema)]
-pub struct ClaimRequest {
-    /// The namespace, `com.example` (a package-name prefix of at least its domain's labels).
-    pub namespace: String,
-    /// Master key only: the owner to assign it to, proven.
-    pub owner: Option<String>,
-}
-
 /// The caller's namespaces.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct NamespaceList {
@@ -95,7 +86,7 @@ pub struct NamespaceList {
 /// Claim a namespace: answers the token that proves it (`201`, or `200` when the caller had
 /// claimed it already). With the master key and an `owner`, assigns it to that owner, proven.
 #[utoipa::path(post, path = "/api/namespaces", tag = "management",
-    request_body(content = ClaimRequest, description = r#"`{"namespace": "com.example"}`; the master key may add `"owner": "alice"` to assign it"#),
+    request_body(content = crate::wire::schema::ClaimNamespaceRequest, description = r#"`{"namespace": "com.example"}`; the master key may add `"owner": "alice"` to assign it"#),
     responses((status = 201, body = NamespaceClaim, description = "Claimed (or assigned): publish `token` in `file_url` or as `dns_txt`, then POST `verify_url`"),
               (status = 200, body = NamespaceClaim, description = "The caller's existing claim"),
               (status = 403, body = crate::error::Problem, description = "`forbidden`: a token without `agents:write`, or `owner` without the master key"),
@@ -111,11 +102,8 @@ pub async fn claim_namespace(
     let namespace = namespace_field(&body)?;
     let owner = match body.get("owner") {
         None | Some(Value::Null) => caller.owner.clone(),
-        Some(Value::String(owner)) if caller.is_master && !owner.trim().is_empty() => {
-            owner.trim().to_owned()
-        }
-        Some(Value::String(_)) if caller.is_master => {
-            return Err(invalid("owner", "must not be empty"));
+        Some(Value::String(owner)) if caller.is_master => {
+            crate::auth::parse_owner(owner).map_err(|message| invalid("owner", message))?
         }
         Some(Value::String(_)) => {
             return Err(ApiError::forbidden(
@@ -169,13 +157,22 @@ pub async fn verify_namespace(
 ) -> ApiResult<Json<NamespaceClaim>> {
     caller.require(Scope::AgentsWrite)?;
     let namespace = Namespace::parse(&name).map_err(|_| not_claimed(&name))?;
-    let claim = state
+    let own = state
         .registry
         .namespaces_of(&caller.owner)
         .await?
         .into_iter()
-        .find(|claim| claim.namespace == namespace.as_str())
-        .ok_or_else(|| not_claimed(namespace.as_str()))?;
+        .find(|claim| claim.namespace == namespace.as_str());
+    let claim = match own {
+        Some(claim) => claim,
+        // The master key sees whoever holds it (one it assigned, say).
+        None if caller.is_master => state
+            .registry
+            .namespace_holder(&namespace)
+            .await?
+            .ok_or_else(|| not_claimed(namespace.as_str()))?,
+        None => return Err(not_claimed(namespace.as_str())),
+    };
     if claim.verified_at.is_some() {
         return Ok(Json(NamespaceClaim::of(claim, &state)));
     }
@@ -224,7 +221,8 @@ pub async fn list_namespaces(
     }))
 }
 
-/// Give up a claim (proven or not); the namespace is free for others to prove.
+/// Give up a claim (proven or not); the namespace is free for others to prove. With the master
+/// key, every claim on the namespace goes (a takedown).
 #[utoipa::path(delete, path = "/api/namespaces/{namespace}", tag = "management",
     params(("namespace" = String, Path, description = "The namespace, `com.example`")),
     responses((status = 204, description = "Released"),
@@ -237,11 +235,8 @@ pub async fn release_namespace(
 ) -> ApiResult<StatusCode> {
     caller.require(Scope::AgentsWrite)?;
     let namespace = Namespace::parse(&name).map_err(|_| not_claimed(&name))?;
-    if !state
-        .registry
-        .release_namespace(&namespace, &caller.owner)
-        .await?
-    {
+    let owner = (!caller.is_master).then_some(caller.owner.as_str());
+    if !state.registry.release_namespace(&namespace, owner).await? {
         return Err(not_claimed(namespace.as_str()));
     }
     tracing::info!(namespace = %namespace, owner = %caller.owner, "namespace released");

@@ -19,7 +19,7 @@ pub use embedder::{EmbedderConfig, EmbedderKind};
 pub use mcp::McpConfig;
 pub use mirror::MirrorConfig;
 pub use probe::ProbeConfig;
-pub use publishing::{NamespacePolicy, PublishingConfig};
+pub use publishing::{NamespacePolicy, PublishingConfig, ScanPolicy};
 pub use upstream::UpstreamConfig;
 
 /// Where the registry keeps its data.

@@ -22,6 +22,21 @@ pub struct PublishingConfig {
     /// master key).
     #[arg(long, env = "REGISTRY_NAMESPACE_POLICY", value_enum, default_value_t = NamespacePolicy::Open)]
     pub namespace_policy: NamespacePolicy,
+
+    /// `flag`: the scanner's findings are shown on the record. `block`: a publish, update or
+    /// import whose findings reach `high` is refused (422 `security_finding`).
+    #[arg(long, env = "REGISTRY_SCAN_POLICY", value_enum, default_value_t = ScanPolicy::Flag)]
+    pub scan_policy: ScanPolicy,
+}
+
+/// What the scanner's findings do to a write.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ScanPolicy {
+    /// Show them on the record.
+    #[default]
+    Flag,
+    /// Refuse writes whose findings reach `high`.
+    Block,
 }
 
 /// Whether publishing needs an owned namespace.

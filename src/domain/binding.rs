@@ -7,6 +7,9 @@ use serde_json::Value;
 
 use super::trusted_issuer::IssuerKind;
 
+/// Where GitHub keeps workflow files.
+const WORKFLOWS: &str = ".github/workflows/";
+
 /// What a binding asks of a CI identity.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BindingRule {
@@ -25,16 +28,15 @@ impl BindingRule {
         workflow: Option<&str>,
     ) -> Result<Self, (&'static str, String)> {
         let repository = repository.trim();
-        if repository.is_empty()
-            || repository.len() > 200
-            || repository.chars().any(char::is_control)
-        {
+        let printable = |c: char| c.is_ascii_graphic();
+        if repository.is_empty() || repository.len() > 200 || !repository.chars().all(printable) {
             return Err((
                 "repository",
-                "must be 1 to 200 printable characters".to_owned(),
+                "must be 1 to 200 printable ASCII characters without spaces".to_owned(),
             ));
         }
-        if kind == IssuerKind::Github && repository.split('/').count() != 2 {
+        let segments: Vec<&str> = repository.split('/').collect();
+        if kind == IssuerKind::Github && (segments.len() != 2 || segments.contains(&"")) {
             return Err(("repository", "must be owner/name on GitHub".to_owned()));
         }
         let workflow = match workflow.map(str::trim) {
@@ -42,13 +44,20 @@ impl BindingRule {
             Some(_) if kind != IssuerKind::Github => {
                 return Err(("workflow", "applies to GitHub Actions only".to_owned()));
             }
-            Some(path) if path.starts_with(".github/workflows/") && !path.contains('@') => {
+            Some(path)
+                if path.len() <= 200
+                    && path.len() > WORKFLOWS.len()
+                    && path.starts_with(WORKFLOWS)
+                    && path.chars().all(|c| printable(c) && c != '@') =>
+            {
                 Some(path.to_owned())
             }
             Some(_) => {
                 return Err((
                     "workflow",
-                    "must be a workflow file, .github/workflows/NAME.yml".to_owned(),
+                    "must be a workflow file, .github/workflows/NAME.yml (printable ASCII, no \
+                     '@', at most 200 characters)"
+                        .to_owned(),
                 ));
             }
         };

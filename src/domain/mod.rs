@@ -13,6 +13,7 @@ pub mod package_name;
 pub mod payment;
 pub mod rails;
 pub mod reach;
+pub mod scan;
 pub mod server_json;
 pub mod trusted_issuer;
 pub mod urn;

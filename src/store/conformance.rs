@@ -1433,6 +1433,51 @@ pub async fn a_granted_token_keeps_its_namespaces_and_issuer(store: &dyn Store) 
     assert!(matches!(taken, Err(StoreError::Conflict(_))), "{taken:?}");
 }
 
+pub async fn expired_minted_tokens_are_purged_and_others_kept(store: &dyn Store) {
+    let expiring = |id: &str, hash: &str, expires: i64| TokenRecord {
+        expires_at: Some(at(expires)),
+        ..token(id, "io.github.acme", hash, 0)
+    };
+    let grant = store_grant();
+    store
+        .insert_granted_token(&expiring("tok_old", "h1", 10), &grant)
+        .await
+        .expect("insert");
+    store
+        .insert_granted_token(&expiring("tok_new", "h2", 100), &grant)
+        .await
+        .expect("insert");
+    // An operator's token that expired long ago stays: the operator may want to see it.
+    store
+        .insert_token(&expiring("tok_operator", "h3", 10))
+        .await
+        .expect("insert");
+    assert_eq!(
+        store
+            .purge_expired_minted_tokens(at(50))
+            .await
+            .expect("purge"),
+        1
+    );
+    let left: Vec<String> = store
+        .list_tokens(None)
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|token| token.id)
+        .collect();
+    assert!(!left.contains(&"tok_old".to_owned()), "{left:?}");
+    assert!(left.contains(&"tok_new".to_owned()), "{left:?}");
+    assert!(left.contains(&"tok_operator".to_owned()), "{left:?}");
+    assert_eq!(
+        store
+            .purge_expired_minted_tokens(at(50))
+            .await
+            .expect("again"),
+        0
+    );
+}
+
 pub async fn a_namespace_is_claimed_by_many_and_proven_by_one(store: &dyn Store) {
     let claim = |owner: &str, token: &str, secs| NamespaceRecord {
         namespace: "com.example".to_owned(),
@@ -1512,13 +1557,13 @@ pub async fn a_namespace_is_claimed_by_many_and_proven_by_one(store: &dyn Store)
 
     assert!(
         store
-            .delete_namespace("com.example", "alice")
+            .delete_namespace("com.example", Some("alice"))
             .await
             .expect("delete")
     );
     assert!(
         !store
-            .delete_namespace("com.example", "alice")
+            .delete_namespace("com.example", Some("alice"))
             .await
             .expect("again")
     );
@@ -1531,6 +1576,17 @@ pub async fn a_namespace_is_claimed_by_many_and_proven_by_one(store: &dyn Store)
         .verify_namespace("com.example", "bob", "dns:example.com", at(40))
         .await
         .expect("bob proves it now");
+    // Every claim at once (the master key's takedown).
+    assert!(
+        store
+            .delete_namespace("com.example", None)
+            .await
+            .expect("all")
+    );
+    assert_eq!(
+        store.namespace_holder("com.example").await.expect("holder"),
+        None
+    );
 }
 
 pub async fn bindings_are_found_by_scope_listed_by_owner_and_deleted(store: &dyn Store) {
@@ -1642,6 +1698,7 @@ macro_rules! conformance_suite {
             racing_updates_of_one_revision_admit_exactly_one,
             tokens_are_found_by_hash_listed_and_revoked,
             a_granted_token_keeps_its_namespaces_and_issuer,
+            expired_minted_tokens_are_purged_and_others_kept,
             a_namespace_is_claimed_by_many_and_proven_by_one,
             bindings_are_found_by_scope_listed_by_owner_and_deleted,
             embeddings_are_keyed_by_embedder_and_die_with_their_agent,

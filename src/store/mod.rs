@@ -288,6 +288,10 @@ pub trait Store: Send + Sync + 'static {
         grant: &TokenGrant,
     ) -> StoreResult<()>;
 
+    /// Delete the tokens minted by trusted publishing (those with a grant) that expired before
+    /// `before`; how many. Tokens made by the operator are kept, expired or not.
+    async fn purge_expired_minted_tokens(&self, before: Timestamp) -> StoreResult<u64>;
+
     /// The grant stored with token `id`; `None` for an unrestricted (or unknown) token.
     async fn find_token_grant(&self, id: &str) -> StoreResult<Option<TokenGrant>>;
 
@@ -311,8 +315,8 @@ pub trait Store: Send + Sync + 'static {
         at: Timestamp,
     ) -> StoreResult<NamespaceRecord>;
 
-    /// Drop `owner`'s claim on `namespace`; whether there was one.
-    async fn delete_namespace(&self, namespace: &str, owner: &str) -> StoreResult<bool>;
+    /// Drop `owner`'s claim on `namespace` (every claim on it for `None`); whether there was one.
+    async fn delete_namespace(&self, namespace: &str, owner: Option<&str>) -> StoreResult<bool>;
 
     /// Store a binding; `Conflict` when the same rule covers the same scope already.
     async fn insert_binding(&self, binding: &BindingRecord) -> StoreResult<()>;

@@ -1395,6 +1395,17 @@ where
         taken_is_conflict(inserted, "token already exists")
     }
 
+    async fn purge_expired_minted_tokens(&self, before: Timestamp) -> StoreResult<u64> {
+        let purged = sqlx::query(
+            "DELETE FROM tokens WHERE namespaces IS NOT NULL AND expires_at IS NOT NULL \
+             AND expires_at < $1",
+        )
+        .bind(before.micros())
+        .execute(&self.writer)
+        .await?;
+        Ok(DB::rows_affected(&purged))
+    }
+
     async fn find_token_grant(&self, id: &str) -> StoreResult<Option<TokenGrant>> {
         if holds_nul(id) {
             return Ok(None);
@@ -1499,15 +1510,17 @@ where
         }
     }
 
-    async fn delete_namespace(&self, namespace: &str, owner: &str) -> StoreResult<bool> {
-        if holds_nul(namespace) || holds_nul(owner) {
+    async fn delete_namespace(&self, namespace: &str, owner: Option<&str>) -> StoreResult<bool> {
+        if holds_nul(namespace) || owner.is_some_and(holds_nul) {
             return Ok(false);
         }
-        let deleted = sqlx::query("DELETE FROM namespaces WHERE namespace = $1 AND owner = $2")
-            .bind(namespace)
-            .bind(owner)
-            .execute(&self.writer)
-            .await?;
+        let deleted = sqlx::query(
+            "DELETE FROM namespaces WHERE namespace = $1 AND (CAST($2 AS TEXT) IS NULL OR owner = $2)",
+        )
+        .bind(namespace)
+        .bind(owner)
+        .execute(&self.writer)
+        .await?;
         Ok(DB::rows_affected(&deleted) > 0)
     }
 

@@ -104,6 +104,10 @@ pub struct AgentRecord {
     /// published here. A mirrored agent changes at its source only.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub provenance: Option<Provenance>,
+    /// What the registry's scanner finds in the texts a host or model reads (descriptions,
+    /// input schemas, card skills): hidden instructions, invisible characters, pasted
+    /// credentials. `status` is `clean` or `flagged`; see docs/security.md.
+    pub security: crate::domain::scan::Report,
     /// Owner's view only: whether the owner published a full A2A card with the record.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub has_card: Option<bool>,
@@ -144,6 +148,7 @@ impl AgentRecord {
             card_signature: draft.card_signature.clone(),
             health: agent.health.clone().unwrap_or_else(Health::unknown),
             provenance: agent.provenance.clone(),
+            security: crate::domain::scan::scan(draft),
             verification_token: None,
             has_card: None,
             probe_message: None,

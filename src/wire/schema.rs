@@ -34,6 +34,14 @@ hand_written_schema!(
     PublishRequest
 );
 hand_written_schema!(
+    /// `POST /api/namespaces`.
+    ClaimNamespaceRequest
+);
+hand_written_schema!(
+    /// `POST /api/bindings`.
+    CreateBindingRequest
+);
+hand_written_schema!(
     /// `POST /public/agents/search`, `/a2a/discover`, the playground's discover.
     SearchRequest
 );

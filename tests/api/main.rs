@@ -33,6 +33,7 @@ mod publishing;
 mod replicas;
 mod restart;
 mod search_paths;
+mod security;
 mod ssrf;
 mod tokens;
 mod utility;

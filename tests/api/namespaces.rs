@@ -190,6 +190,17 @@ async fn the_master_key_assigns_namespaces_and_publishes_anywhere() {
     )
     .await
     .assert_problem(409, "namespace_taken");
+    // The master key sees the holder's claim, and takes it down.
+    let held = app
+        .post_empty("/api/namespaces/org.bob/verify", MASTER_KEY)
+        .await;
+    assert_eq!(held.status, 200, "{}", held.text);
+    assert_eq!(held.body["owner"], "bob");
+    let taken_down = app.delete("/api/namespaces/org.bob", MASTER_KEY).await;
+    assert_eq!(taken_down.status, 204, "{}", taken_down.text);
+    app.try_publish(&bob, agent_body("org.bob.other"))
+        .await
+        .assert_problem(403, "namespace_not_owned");
 }
 
 #[tokio::test]

@@ -636,7 +636,12 @@ impl Registry {
             .set_verification(&agent.id, VerificationLevel::DomainVerified, now)
             .await?;
         self.apply(&agent).await;
-        let namespace = Namespace::of_package(&agent.draft.package_name);
+        // A package named after a shared suffix itself (`io.github`) proves no namespace.
+        let Ok(namespace) =
+            Namespace::parse(Namespace::of_package(&agent.draft.package_name).as_str())
+        else {
+            return Ok(agent);
+        };
         let proof = format!("agent:{}", agent.id);
         match self
             .prove_namespace(&namespace, &agent.owner, &proof, now)

@@ -4,7 +4,7 @@
 //! not found, disambiguation, rate-limited, malformed, slow, huge).
 
 use std::collections::HashMap;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -62,13 +62,7 @@ impl Fake {
             )
             .layer(middleware::from_fn_with_state(Arc::clone(&shared), record))
             .with_state(Arc::clone(&shared));
-        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .await
-            .expect("bind the fake");
-        let addr = listener.local_addr().expect("fake address");
-        tokio::spawn(async move {
-            axum::serve(listener, router).await.expect("fake serves");
-        });
+        let addr = crate::helpers::serve_router(router).await;
         Self { addr, shared }
     }
 

@@ -283,6 +283,18 @@ impl TestApp {
     }
 }
 
+/// Serve `router` on a free loopback port for as long as the test's runtime lives: its address.
+pub async fn serve_router(router: axum::Router) -> std::net::SocketAddr {
+    let listener = tokio::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+        .await
+        .expect("bind a loopback port");
+    let addr = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        axum::serve(listener, router).await.expect("serve");
+    });
+    addr
+}
+
 /// The publish body's writable fields (besides `card`, which fills the others).
 pub const WRITABLE_FIELDS: [&str; 11] = [
     "package_name",

@@ -3,7 +3,7 @@
 //! signing ID tokens with keys the test makes (ECDSA P-256 with ring; one RSA key made for these
 //! tests only), counting how often its keys are fetched.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -54,13 +54,7 @@ impl FakeIssuer {
             .route("/.well-known/jwks", get(jwks))
             .route("/actions/id-token", get(actions_id_token))
             .with_state(Arc::clone(&shared));
-        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .await
-            .expect("bind the issuer");
-        let addr = listener.local_addr().expect("issuer address");
-        tokio::spawn(async move {
-            axum::serve(listener, router).await.expect("issuer serves");
-        });
+        let addr = crate::helpers::serve_router(router).await;
         let issuer = Self { addr, shared };
         *issuer.shared.issuer.lock().expect("issuer") = issuer.url();
         issuer.publish(keys);

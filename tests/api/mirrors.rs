@@ -78,11 +78,7 @@ impl Fake {
             .route("/.well-known/ard.json", get(ard_page))
             .route("/ard/{page}", get(ard_page))
             .with_state(Arc::clone(&upstream));
-        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .await
-            .expect("bind");
-        let origin = format!("http://{}", listener.local_addr().expect("address"));
-        tokio::spawn(async move { axum::serve(listener, router).await.expect("serve") });
+        let origin = format!("http://{}", crate::helpers::serve_router(router).await);
         Self { origin, upstream }
     }
 

@@ -492,13 +492,7 @@ impl RemoteAgent {
             .route("/a2a/v1", post(send_message))
             .route("/legacy", post(legacy_message))
             .with_state(Arc::clone(&seen));
-        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("address");
-        tokio::spawn(async move {
-            axum::serve(listener, router).await.expect("serve");
-        });
+        let addr = crate::helpers::serve_router(router).await;
         Self { addr, seen }
     }
 

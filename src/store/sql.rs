@@ -454,6 +454,34 @@ fn holds_nul(key: &str) -> bool {
     key.contains('\0')
 }
 
+impl<DB: Dialect> SqlStore<DB>
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<&'q str>: Encode<'q, DB>,
+{
+    /// Delete the row of `table` whose `key` column is `value`, only `owner`'s unless `None`
+    /// (the callers' NUL checks come first); whether there was one.
+    async fn delete_owned(
+        &self,
+        table: &str,
+        key: &str,
+        value: &str,
+        owner: Option<&str>,
+    ) -> StoreResult<bool> {
+        let sql = format!(
+            "DELETE FROM {table} WHERE {key} = $1 AND (CAST($2 AS TEXT) IS NULL OR owner = $2)"
+        );
+        let deleted = sqlx::query(&sql)
+            .bind(value)
+            .bind(owner)
+            .execute(&self.writer)
+            .await?;
+        Ok(DB::rows_affected(&deleted) > 0)
+    }
+}
+
 #[async_trait]
 impl<DB: Dialect> Store for SqlStore<DB>
 where
@@ -1514,14 +1542,8 @@ where
         if holds_nul(namespace) || owner.is_some_and(holds_nul) {
             return Ok(false);
         }
-        let deleted = sqlx::query(
-            "DELETE FROM namespaces WHERE namespace = $1 AND (CAST($2 AS TEXT) IS NULL OR owner = $2)",
-        )
-        .bind(namespace)
-        .bind(owner)
-        .execute(&self.writer)
-        .await?;
-        Ok(DB::rows_affected(&deleted) > 0)
+        self.delete_owned("namespaces", "namespace", namespace, owner)
+            .await
     }
 
     async fn insert_binding(&self, binding: &BindingRecord) -> StoreResult<()> {
@@ -1577,14 +1599,7 @@ where
         if holds_nul(id) || owner.is_some_and(holds_nul) {
             return Ok(false);
         }
-        let deleted = sqlx::query(
-            "DELETE FROM bindings WHERE id = $1 AND (CAST($2 AS TEXT) IS NULL OR owner = $2)",
-        )
-        .bind(id)
-        .bind(owner)
-        .execute(&self.writer)
-        .await?;
-        Ok(DB::rows_affected(&deleted) > 0)
+        self.delete_owned("bindings", "id", id, owner).await
     }
 
     async fn insert_session(&self, session: &PlaygroundSession) -> StoreResult<()> {

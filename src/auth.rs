@@ -28,6 +28,18 @@ pub async fn issue_token(
     scopes: &[Scope],
     expires_in_days: Option<u32>,
 ) -> StoreResult<IssuedToken> {
+    let issued = new_token(
+        owner,
+        scopes,
+        expires_in_days.map(|days| days as u64 * 86_400),
+    );
+    store.insert_token(&issued.record).await?;
+    Ok(issued)
+}
+
+/// A token not stored yet: a fresh secret, `owner`, `scopes` (every default one when empty),
+/// expiring `expires_in_secs` from now.
+fn new_token(owner: &str, scopes: &[Scope], expires_in_secs: Option<u64>) -> IssuedToken {
     let now = Timestamp::now();
     let mut scopes = if scopes.is_empty() {
         Scope::DEFAULT.to_vec()
@@ -43,11 +55,40 @@ pub async fn issue_token(
         scopes,
         secret_hash: hash_secret(&secret),
         created_at: now,
-        expires_at: expires_in_days.map(|days| now.plus_days(days)),
+        expires_at: expires_in_secs.map(|secs| now.plus_secs(secs)),
         revoked_at: None,
     };
-    store.insert_token(&record).await?;
-    Ok(IssuedToken { secret, record })
+    IssuedToken { secret, record }
+}
+
+/// Create and store a token a signed-in person mints for themselves: their owner, the scopes
+/// asked for, and the namespaces their sign-in grants (held, not a restriction).
+pub async fn issue_person_token(
+    store: &dyn Store,
+    caller: &Caller,
+    request: &crate::api::tokens::TokenRequest,
+) -> StoreResult<IssuedToken> {
+    if caller.granted.is_empty() {
+        return issue_token(
+            store,
+            &caller.owner,
+            &request.scopes,
+            request.expires_in_days,
+        )
+        .await;
+    }
+    let issued = new_token(
+        &caller.owner,
+        &request.scopes,
+        request.expires_in_days.map(|days| days as u64 * 86_400),
+    );
+    let grant = TokenGrant {
+        namespaces: caller.granted.clone(),
+        issuer: caller.issuer.clone().unwrap_or(serde_json::Value::Null),
+        restricted: false,
+    };
+    store.insert_granted_token(&issued.record, &grant).await?;
+    Ok(issued)
 }
 
 /// Longest life of a token minted by trusted publishing.
@@ -60,19 +101,9 @@ pub async fn issue_granted_token(
     owner: &str,
     grant: &TokenGrant,
 ) -> StoreResult<IssuedToken> {
-    let now = Timestamp::now();
-    let secret = random_secret("ar_");
-    let record = TokenRecord {
-        id: format!("tok_{}", ulid::Ulid::new()),
-        owner: owner.to_owned(),
-        scopes: vec![Scope::AgentsWrite],
-        secret_hash: hash_secret(&secret),
-        created_at: now,
-        expires_at: Some(now.plus_secs(MINTED_TOKEN_SECS)),
-        revoked_at: None,
-    };
-    store.insert_granted_token(&record, grant).await?;
-    Ok(IssuedToken { secret, record })
+    let issued = new_token(owner, &[Scope::AgentsWrite], Some(MINTED_TOKEN_SECS));
+    store.insert_granted_token(&issued.record, grant).await?;
+    Ok(issued)
 }
 
 /// The authenticated caller of a request: the master key, or a token with its owner, scopes
@@ -88,8 +119,21 @@ pub struct Caller {
     pub expires_at: Option<Timestamp>,
     /// The namespaces the caller may write in; `None`: not restricted.
     pub namespaces: Option<Vec<String>>,
-    /// The identity a minted token came from (a JSON object with its `kind`).
+    /// The identity a minted token or a sign-in came from (a JSON object with its `kind`).
     pub issuer: Option<serde_json::Value>,
+    /// The namespaces the caller's identity grants: held, whatever `namespaces` restricts.
+    pub granted: Vec<String>,
+    /// For a signed-in browser: its session.
+    pub session: Option<SessionRef>,
+}
+
+/// The session a signed-in browser's request came with.
+#[derive(Debug, Clone)]
+pub struct SessionRef {
+    /// `ses_…`.
+    pub id: String,
+    /// What the browser sends back in `X-CSRF-Token` with every write.
+    pub csrf_token: String,
 }
 
 impl Caller {
@@ -109,6 +153,23 @@ impl Caller {
             expires_at: None,
             namespaces: None,
             issuer: None,
+            granted: Vec::new(),
+            session: None,
+        }
+    }
+
+    /// A person (or owner) with the default scopes and nothing else yet.
+    pub fn person(owner: &str) -> Self {
+        Self {
+            owner: owner.to_owned(),
+            scopes: Scope::DEFAULT.to_vec(),
+            is_master: false,
+            token_id: None,
+            expires_at: None,
+            namespaces: None,
+            issuer: None,
+            granted: Vec::new(),
+            session: None,
         }
     }
 
@@ -119,6 +180,7 @@ impl Caller {
             is_master: self.is_master,
             namespaces: self.namespaces.clone(),
             identity: self.issuer.clone(),
+            granted: self.granted.clone(),
         }
     }
 
@@ -197,9 +259,14 @@ impl Authenticator {
             Some(token) if token.is_live(Timestamp::now()) => {
                 self.token_limit.check(&token.id)?;
                 let grant = self.store.find_token_grant(&token.id).await?;
-                let (namespaces, issuer) = match grant {
-                    Some(grant) => (Some(grant.namespaces), Some(grant.issuer)),
-                    None => (None, None),
+                let (namespaces, issuer, granted) = match grant {
+                    Some(grant) if grant.restricted => (
+                        Some(grant.namespaces.clone()),
+                        Some(grant.issuer),
+                        grant.namespaces,
+                    ),
+                    Some(grant) => (None, Some(grant.issuer), grant.namespaces),
+                    None => (None, None, Vec::new()),
                 };
                 Ok(Caller {
                     owner: token.owner,
@@ -209,6 +276,8 @@ impl Authenticator {
                     expires_at: token.expires_at,
                     namespaces,
                     issuer,
+                    granted,
+                    session: None,
                 })
             }
             Some(token) if token.revoked_at.is_some() => {
@@ -218,6 +287,72 @@ impl Authenticator {
             None => Err(ApiError::unauthorized("unknown token")),
         }
     }
+}
+
+impl Authenticator {
+    /// Resolve a session cookie's secret to a caller: the signed-in person, with every scope
+    /// but the operators'. A write (any method but GET, HEAD and OPTIONS) must carry the
+    /// session's CSRF token in `X-CSRF-Token`.
+    pub async fn authenticate_session(
+        &self,
+        secret: &str,
+        method: &axum::http::Method,
+        csrf_header: Option<&str>,
+    ) -> ApiResult<Caller> {
+        let now = Timestamp::now();
+        let Some(record) = self
+            .store
+            .find_web_session(&hash_secret(secret), now)
+            .await?
+        else {
+            return Err(ApiError::unauthorized(
+                "this sign-in has expired or was signed out; sign in again",
+            ));
+        };
+        let data: crate::signin::SessionData = serde_json::from_str(&record.data)
+            .map_err(|_| ApiError::unauthorized("this sign-in cannot be read; sign in again"))?;
+        self.token_limit.check(&record.id)?;
+        let safe = matches!(
+            *method,
+            axum::http::Method::GET | axum::http::Method::HEAD | axum::http::Method::OPTIONS
+        );
+        let csrf_ok = csrf_header
+            .is_some_and(|sent| bool::from(sent.as_bytes().ct_eq(data.csrf_token.as_bytes())));
+        if !safe && !csrf_ok {
+            return Err(ApiError::forbidden(
+                "a write from a signed-in browser needs the session's CSRF token in the \
+                 X-CSRF-Token header (GET /api/me gives it)",
+            ));
+        }
+        Ok(Caller {
+            owner: record.owner,
+            scopes: Scope::DEFAULT.to_vec(),
+            is_master: false,
+            token_id: None,
+            expires_at: Some(record.expires_at),
+            namespaces: None,
+            issuer: Some(data.identity),
+            granted: data.namespaces,
+            session: Some(SessionRef {
+                id: record.id,
+                csrf_token: data.csrf_token,
+            }),
+        })
+    }
+}
+
+/// The header a signed-in browser's writes carry the session's CSRF token in.
+pub const CSRF_HEADER: &str = "x-csrf-token";
+
+/// The name of the cookie a signed-in browser carries.
+pub const SESSION_COOKIE: &str = "ar_session";
+
+/// The secret of a request's session cookie, if it carries one.
+pub fn session_secret(parts: &Parts) -> Option<String> {
+    axum_extra::extract::cookie::CookieJar::from_headers(&parts.headers)
+        .get(SESSION_COOKIE)
+        .map(|cookie| cookie.value().to_owned())
+        .filter(|value| !value.is_empty())
 }
 
 /// Per-token token bucket for authenticated paths (the master key is not limited).
@@ -267,11 +402,23 @@ where
 {
     type Rejection = ApiError;
 
+    /// A bearer token when the request has an `Authorization` header; otherwise a signed-in
+    /// browser's session cookie.
     async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
+        let authenticator = Arc::<Authenticator>::from_ref(state);
+        if parts.headers.get(AUTHORIZATION).is_none()
+            && let Some(secret) = session_secret(parts)
+        {
+            let csrf = parts
+                .headers
+                .get(CSRF_HEADER)
+                .and_then(|value| value.to_str().ok());
+            return authenticator
+                .authenticate_session(&secret, &parts.method, csrf)
+                .await;
+        }
         let secret = bearer_secret(parts)?.to_owned();
-        Arc::<Authenticator>::from_ref(state)
-            .authenticate(&secret)
-            .await
+        authenticator.authenticate(&secret).await
     }
 }
 

@@ -50,7 +50,8 @@ pub enum Command {
     /// Models the registry ranks with.
     #[command(subcommand)]
     Models(ModelsCommand),
-    /// Store a token for a remote registry (checked with it first), for `whoami` and `publish`.
+    /// Store a token for a remote registry (checked with it first), for `whoami` and `publish`:
+    /// one made in the web console, or, with `--github`, one from GitHub's device flow.
     Login(LoginArgs),
     /// Who a token is on a remote registry: owner, scopes, namespaces.
     Whoami(RemoteArgs),
@@ -75,10 +76,19 @@ pub struct LoginArgs {
     /// The registry's public URL, e.g. https://registry.example.com.
     #[arg(long, env = "REGISTRY_URL")]
     pub registry: url::Url,
-    /// The token to store; without it, one line is read from standard input (paste it there:
-    /// it is not echoed into the shell's history).
-    #[arg(long, env = "REGISTRY_TOKEN", hide_env_values = true)]
+    /// The token to store; without it (and without `--github`), one line is read from
+    /// standard input (paste it there: it is not echoed into the shell's history).
+    #[arg(
+        long,
+        env = "REGISTRY_TOKEN",
+        hide_env_values = true,
+        conflicts_with = "github"
+    )]
     pub token: Option<String>,
+    /// Sign in with GitHub's device flow instead: open the page it names on any device, enter
+    /// the code, and the registry makes a token for your GitHub account.
+    #[arg(long)]
+    pub github: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -249,6 +259,7 @@ async fn login(args: LoginArgs) -> anyhow::Result<()> {
     let remote = crate::remote::Remote::new(&args.registry)?;
     let token = match args.token {
         Some(token) => token,
+        None if args.github => remote.github_device_login().await?,
         None => {
             eprintln!("Paste a token for {} (ar_…):", remote.base());
             let mut line = String::new();

@@ -28,6 +28,7 @@ pub mod remote;
 pub mod router;
 pub mod search;
 pub mod server;
+pub mod signin;
 pub mod signing;
 pub mod state;
 pub mod store;
@@ -149,6 +150,15 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
             outbound::OutboundSettings::for_configured_apis(&config.upstreams, &base_url),
         )?),
     )?);
+    // Sign-in providers are the operator's too.
+    let signin = Arc::new(signin::SignIn::new(
+        &config.signin,
+        &base_url,
+        Arc::clone(&store),
+        Arc::new(outbound::Outbound::new(
+            outbound::OutboundSettings::for_configured_apis(&config.upstreams, &base_url),
+        )?),
+    )?);
     let exchange_limit = Arc::new(oidc::ExchangeLimit::default());
     oidc::ExchangeLimit::prune_periodically(&exchange_limit);
     let auth = Arc::new(auth::Authenticator::new(
@@ -170,6 +180,7 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
         ard,
         mirrors,
         publishing,
+        signin,
         exchange_limit,
         _prober: prober,
         _mirroring: mirroring,

@@ -56,6 +56,9 @@ pub async fn track_metrics(request: Request, next: Next) -> Response {
     response
 }
 
+/// Sign-ins one client address may start (or finish) per minute.
+pub const SIGNINS_PER_MINUTE: u32 = 30;
+
 /// Per-client-IP token bucket for public paths.
 pub struct RateLimit {
     limiter: Option<DefaultKeyedRateLimiter<IpAddr>>,
@@ -72,6 +75,19 @@ impl RateLimit {
         });
         Self {
             limiter,
+            exempt_loopback: config.rate_limit_exempt_loopback,
+            proxy_hops: config.proxy_hops(),
+        }
+    }
+
+    /// The tighter per-IP limit of sign-in (`/auth/…`, `POST /api/auth/github`): at most
+    /// `SIGNINS_PER_MINUTE` a minute from one address, 10 at once; loopback as configured.
+    pub fn for_signin(config: &Config) -> Self {
+        let quota =
+            Quota::per_minute(NonZeroU32::new(SIGNINS_PER_MINUTE).unwrap_or(NonZeroU32::MIN))
+                .allow_burst(NonZeroU32::new(10).unwrap_or(NonZeroU32::MIN));
+        Self {
+            limiter: Some(RateLimiter::keyed(quota)),
             exempt_loopback: config.rate_limit_exempt_loopback,
             proxy_hops: config.proxy_hops(),
         }

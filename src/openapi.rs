@@ -44,6 +44,7 @@ fn hand_written() -> Vec<(&'static str, Value)> {
         ("ArdListResponse", crate::openapi::ard::list_response()),
         ("CreateTokenRequest", create_token_request()),
         ("OidcExchangeRequest", oidc_exchange_request()),
+        ("GithubExchangeRequest", github_exchange_request()),
         ("ClaimNamespaceRequest", claim_namespace_request()),
         ("CreateBindingRequest", create_binding_request()),
         ("CreateSessionRequest", create_session_request()),
@@ -658,7 +659,7 @@ fn create_token_request() -> Value {
                 "type": "string",
                 "pattern": format!("^[{WS}]*[A-Za-z0-9._@-]{{1,64}}[{WS}]*$"),
                 "not": {"pattern": format!("^[{WS}]*(?:admin|registry)[{WS}]*$")},
-                "description": "The owner the token acts as (trimmed): 1 to 64 of letters, digits, '.', '_', '@', '-'; not `admin` or `registry` (reserved).",
+                "description": "The owner the token acts as (trimmed): 1 to 64 of letters, digits, '.', '_', '@', '-'; not `admin` or `registry` (reserved). A person signed in to the console may leave it out: their tokens are always their own.",
                 "examples": ["alice"],
             },
             "scopes": {
@@ -669,7 +670,7 @@ fn create_token_request() -> Value {
                 "type": ["integer", "null"],
                 "minimum": 1,
                 "maximum": 3650,
-                "description": "Lifetime in days; absent or null: no expiry.",
+                "description": "Lifetime in days; absent or null: no expiry for the master key's tokens, 90 days for a signed-in person's.",
             },
         },
         "examples": [{"owner": "alice", "scopes": ["agents:write", "a2a", "playground"], "expires_in_days": 90}],
@@ -758,6 +759,23 @@ fn oidc_exchange_request() -> Value {
             },
         },
         "examples": [{"token": "eyJhbGciOiJSUzI1NiIsImtpZCI6Ii4uLiJ9.eyJpc3MiOiIuLi4ifQ.c2ln"}],
+    })
+}
+
+fn github_exchange_request() -> Value {
+    json!({
+        "type": "object",
+        "required": ["access_token"],
+        "properties": {
+            "access_token": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 1024,
+                "pattern": format!("[^{WS}]"),
+                "description": "A GitHub OAuth access token from this registry's GitHub app (the CLI's device flow), with the read:org scope.",
+            },
+        },
+        "examples": [{"access_token": "gho_16C7e42F292c6912E7710c838347Ae178B4a"}],
     })
 }
 

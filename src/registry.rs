@@ -338,8 +338,16 @@ impl Registry {
         after: Option<&str>,
         limit: u32,
     ) -> RegistryResult<Vec<Agent>> {
-        let owner = (!actor.is_master).then_some(actor.owner.as_str());
-        Ok(self.store.list_agents(owner, after, limit).await?)
+        if actor.is_master {
+            return Ok(self.store.list_agents(None, after, limit).await?);
+        }
+        // The actor's own agents and those of the namespaces its identity grants (a GitHub
+        // organisation's, which every member manages).
+        let mut owners: Vec<&str> = vec![actor.owner.as_str()];
+        owners.extend(actor.granted.iter().map(String::as_str));
+        owners.sort_unstable();
+        owners.dedup();
+        Ok(self.store.list_agents(Some(&owners), after, limit).await?)
     }
 
     /// Every agent, in any state (export).
@@ -452,7 +460,8 @@ impl Registry {
         self.check_bound(draft.package_name.as_str(), actor).await?;
         self.check_owned(&draft.package_name, actor).await?;
         self.check_scan(&draft)?;
-        let mut agent = Agent::new(draft, &actor.owner, Timestamp::now());
+        let owner = actor.owner_for(draft.package_name.as_str()).to_owned();
+        let mut agent = Agent::new(draft, &owner, Timestamp::now());
         self.insert(&mut agent).await?;
         self.apply(&agent).await;
         Ok(agent)
@@ -789,18 +798,15 @@ impl Registry {
         self.check_holds(package, actor).await
     }
 
-    /// `NamespaceNotOwned` unless `actor` is the master key, or its CI identity grants, or its
-    /// owner holds proven, a namespace that covers `package` (whatever the policy).
+    /// `NamespaceNotOwned` unless `actor` is the master key, or its identity (CI or sign-in)
+    /// grants, or its owner holds proven, a namespace that covers `package` (whatever the
+    /// policy).
     pub async fn check_holds(&self, package: &PackageName, actor: &Actor) -> RegistryResult<()> {
         if actor.is_master {
             return Ok(());
         }
         let name = package.as_str();
-        if actor
-            .namespaces
-            .as_ref()
-            .is_some_and(|granted| in_namespaces(name, granted))
-        {
+        if in_namespaces(name, &actor.granted) {
             return Ok(());
         }
         let held = self.store.namespaces_of(&actor.owner).await?;
@@ -968,7 +974,7 @@ impl Registry {
         loop {
             let page = self
                 .store
-                .list_agents(Some(owner), after.as_deref(), PAGE)
+                .list_agents(Some(&[owner]), after.as_deref(), PAGE)
                 .await?;
             owned.extend(
                 page.iter()

@@ -105,6 +105,79 @@ impl Remote {
         Ok(answer.body)
     }
 
+    /// Sign in with GitHub's device flow through the registry's GitHub app (its client id from
+    /// `GET /api/auth/providers`): print where to enter the code, wait for the person, and
+    /// exchange GitHub's access token for a registry token (`POST /api/auth/github`).
+    pub async fn github_device_login(&self) -> anyhow::Result<String> {
+        use oauth2::{
+            AuthType, ClientId, DeviceAuthorizationUrl, Scope, StandardDeviceAuthorizationResponse,
+            TokenResponse, TokenUrl,
+        };
+        let providers = self
+            .call(Method::GET, "/api/auth/providers", None, None)
+            .await?;
+        let github = providers.body["providers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|provider| provider["kind"] == "github")
+            .ok_or_else(|| anyhow!("{} has no GitHub sign-in configured", self.base))?;
+        let field = |name: &str| {
+            github[name]
+                .as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| anyhow!("the registry's GitHub provider has no {name}"))
+        };
+        let client = oauth2::basic::BasicClient::new(ClientId::new(field("client_id")?))
+            .set_device_authorization_url(DeviceAuthorizationUrl::new(field(
+                "device_authorization_url",
+            )?)?)
+            .set_token_uri(TokenUrl::new(field("token_url")?)?)
+            .set_auth_type(AuthType::RequestBody);
+        // OAuth requests must not follow redirects.
+        let http = crate::signin::http::Client::Direct(
+            Client::builder()
+                .timeout(TIMEOUT)
+                .redirect(reqwest::redirect::Policy::none())
+                .build()?,
+        );
+        let details: StandardDeviceAuthorizationResponse = client
+            .exchange_device_code()
+            .add_scope(Scope::new("read:user".to_owned()))
+            .add_scope(Scope::new("read:org".to_owned()))
+            .request_async(&http)
+            .await
+            .map_err(|err| anyhow!("GitHub refused to start the device flow: {err}"))?;
+        eprintln!(
+            "Open {} and enter the code {}",
+            details.verification_uri().as_str(),
+            details.user_code().secret()
+        );
+        let token = client
+            .exchange_device_access_token(&details)
+            .request_async(&http, tokio::time::sleep, None)
+            .await
+            .map_err(|err| anyhow!("GitHub sign-in did not complete: {err}"))?;
+        let answer = self
+            .call(
+                Method::POST,
+                "/api/auth/github",
+                None,
+                Some(&json!({"access_token": token.access_token().secret()})),
+            )
+            .await?;
+        if answer.status != StatusCode::CREATED {
+            bail!(
+                "the registry refused the GitHub sign-in: {}",
+                answer.problem()
+            );
+        }
+        answer.body["token"]
+            .as_str()
+            .map(str::to_owned)
+            .ok_or_else(|| anyhow!("the registry's answer has no token"))
+    }
+
     /// Trusted publishing: `id_token` exchanged for a registry token.
     pub async fn exchange(&self, id_token: &str) -> anyhow::Result<String> {
         let answer = self

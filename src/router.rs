@@ -15,7 +15,7 @@ use utoipa_swagger_ui::SwaggerUi;
 use crate::api::ard as ard_api;
 use crate::api::{
     agents, bazaar, bindings, changes, identity, mcp_registry, mirrors, namespaces, ops, public,
-    tokens,
+    signin, tokens,
 };
 use crate::middleware::{self, RateLimit};
 use crate::playground::http as playground;
@@ -48,6 +48,8 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
         bindings::create_binding, bindings::list_bindings, bindings::delete_binding,
         tokens::create_token, tokens::list_tokens, tokens::revoke_token,
         identity::me, identity::exchange,
+        signin::providers, signin::login, signin::callback, signin::logout,
+        signin::github_exchange,
         playground::create_session, playground::get_session, playground::delete_session,
         playground::discover, playground::execute,
         ops::healthz, ops::readyz, ops::metrics, mirrors::list_mirrors,
@@ -58,7 +60,7 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
         (name = "public", description = "Unauthenticated reads and search"),
         (name = "discovery", description = "Discovery standards: ARD (the manifest and the ARD registry API at /ard, with federation), x402 Bazaar (agents that take x402 payments, as paid resources), the MCP Registry read API"),
         (name = "management", description = "Owner-authenticated agent lifecycle and namespaces (scope agents:write)"),
-        (name = "tokens", description = "API tokens, the caller (`/api/me`), and trusted publishing from CI (`/api/auth/oidc`)"),
+        (name = "tokens", description = "API tokens, the caller (`/api/me`), trusted publishing from CI (`/api/auth/oidc`), and sign-in for people (`/api/auth/providers`, the browser's `/auth/login` and `/auth/callback`, `/auth/logout`, the CLI's `/api/auth/github`)"),
         (name = "a2a", description = "Agent cards and A2A endpoints"),
         (name = "mcp", description = "The registry as an MCP server (Streamable HTTP): tools that search and read agents, resources for records and cards"),
         (name = "playground", description = "Sessions that discover and execute agents (scope playground)"),
@@ -117,6 +119,20 @@ fn mcp_endpoint(state: &AppState) -> Arc<mcp::http::McpHttp> {
         &config.mcp_allowed_origins,
         authenticate,
     ))
+}
+
+/// The span of one request (logged at debug level): its method and target, except the query
+/// of the sign-in paths, which carries authorization codes and states that no log may hold.
+fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
+    let uri = request.uri();
+    let target = if uri.path().starts_with("/auth/") {
+        uri.path()
+    } else {
+        uri.path_and_query()
+            .map_or(uri.path(), |target| target.as_str())
+    };
+    tracing::debug_span!("request", method = %request.method(), uri = %target,
+        version = ?request.version())
 }
 
 /// The whole HTTP surface.
@@ -263,6 +279,21 @@ pub fn router(state: AppState) -> Router {
             middleware::rate_limit,
         ));
 
+    // Sign-in: unauthenticated, each start stores a row and each finish calls the provider, so
+    // a tighter per-IP limit than the public paths'.
+    let signin_limit = Arc::new(RateLimit::for_signin(&state.config));
+    RateLimit::prune_periodically(&signin_limit);
+    let signin = Router::new()
+        .route("/auth/login", get(signin::login))
+        .route("/auth/callback", get(signin::callback))
+        .route("/api/auth/github", post(signin::github_exchange))
+        .layer(axum::middleware::from_fn_with_state(
+            signin_limit,
+            middleware::rate_limit,
+        ))
+        .route("/api/auth/providers", get(signin::providers))
+        .route("/auth/logout", post(signin::logout));
+
     let operations = Router::new()
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
@@ -272,6 +303,7 @@ pub fn router(state: AppState) -> Router {
         .merge(public)
         .merge(discovery)
         .merge(authenticated)
+        .merge(signin)
         .merge(operations)
         .merge(pages)
         .merge(SwaggerUi::new("/docs").external_url_unchecked(
@@ -293,5 +325,5 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn(ard::error::in_ard_shape))
         .layer(axum::middleware::from_fn(middleware::track_metrics))
         .layer(CorsLayer::permissive())
-        .layer(TraceLayer::new_for_http())
+        .layer(TraceLayer::new_for_http().make_span_with(request_span))
 }

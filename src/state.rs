@@ -57,6 +57,8 @@ pub struct Shared {
     pub mirrors: Arc<crate::mirror::Mirrors>,
     /// Trusted publishing: the OIDC issuers whose ID tokens are exchanged for registry tokens.
     pub publishing: Arc<crate::oidc::TrustedPublishing>,
+    /// Sign-in for people: the OpenID Connect providers, GitHub, and browser sessions.
+    pub signin: Arc<crate::signin::SignIn>,
     /// How many tokens trusted publishing mints per namespace.
     pub exchange_limit: Arc<crate::oidc::ExchangeLimit>,
     /// The liveness prober, stopped when the last copy of the state is dropped; `None` when

@@ -23,6 +23,8 @@ use crate::timestamp::Timestamp;
 pub enum CallerKind {
     Master,
     Token,
+    /// A person signed in to the web console (a session cookie).
+    Session,
 }
 
 /// The caller of a request, as every authenticated path sees it.
@@ -42,12 +44,23 @@ pub struct CallerView {
     pub namespaces: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<Timestamp>,
-    /// For a token minted by trusted publishing: the identity it came from (`kind` `github`,
-    /// `gitlab` or `generic`, and the claims that name it, such as `repository`,
-    /// `repository_owner` and `repository_owner_id`).
+    /// The identity behind the caller: for a token minted by trusted publishing, the CI
+    /// identity (`kind` `github`, `gitlab` or `generic`, and the claims that name it, such as
+    /// `repository`, `repository_owner` and `repository_owner_id`); for a signed-in person or
+    /// their tokens, who signed in (`kind` `github` with `login`, `id` and `orgs`, or `oidc`
+    /// with `provider`, `issuer` and `sub`).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub issuer: Option<Value>,
+    /// The namespaces the caller's identity grants (a GitHub sign-in's `io.github.<login>` and
+    /// organisations, a CI identity's): held, whatever `namespaces` restricts.
+    pub granted_namespaces: Vec<String>,
+    /// For a signed-in browser: the session's id (`ses_…`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// For a signed-in browser: what every write must send in `X-CSRF-Token`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub csrf_token: Option<String>,
     /// `open` or `owned`: whether publishing needs a namespace the owner holds.
     pub namespace_policy: String,
     /// The namespaces the owner holds, proven (`POST /api/namespaces`) or assigned; a token
@@ -62,6 +75,8 @@ impl From<&Caller> for CallerView {
         Self {
             kind: if caller.is_master {
                 CallerKind::Master
+            } else if caller.session.is_some() {
+                CallerKind::Session
             } else {
                 CallerKind::Token
             },
@@ -71,6 +86,12 @@ impl From<&Caller> for CallerView {
             namespaces: caller.namespaces.clone(),
             expires_at: caller.expires_at,
             issuer: caller.issuer.clone(),
+            granted_namespaces: caller.granted.clone(),
+            session_id: caller.session.as_ref().map(|session| session.id.clone()),
+            csrf_token: caller
+                .session
+                .as_ref()
+                .map(|session| session.csrf_token.clone()),
             namespace_policy: String::new(),
             owned_namespaces: Vec::new(),
         }
@@ -180,6 +201,7 @@ pub async fn exchange(
         &crate::store::TokenGrant {
             namespaces: grant.namespaces.clone(),
             issuer: grant.identity.clone(),
+            restricted: true,
         },
     )
     .await?;

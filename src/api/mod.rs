@@ -12,4 +12,5 @@ pub mod mirrors;
 pub mod namespaces;
 pub mod ops;
 pub mod public;
+pub mod signin;
 pub mod tokens;

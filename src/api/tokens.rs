@@ -18,6 +18,9 @@ use crate::timestamp::Timestamp;
 /// Longest token lifetime accepted, in days (ten years).
 const MAX_EXPIRY_DAYS: u64 = 3650;
 
+/// How long a token a signed-in person mints lives when they do not say.
+pub const PERSON_TOKEN_DAYS: u32 = 90;
+
 /// A token as listed: never its secret.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TokenView {
@@ -144,11 +147,13 @@ fn whole_number(value: &Value) -> Option<u64> {
     })
 }
 
-/// Create a token (master key only).
+/// Create a token: the master key for any owner, or a person signed in to the console for
+/// themselves (every scope but `mirrors:read`, 90 days unless they say; the namespaces their
+/// sign-in grants travel with it).
 #[utoipa::path(post, path = "/api/tokens", tag = "tokens",
     request_body(content = crate::wire::schema::CreateTokenRequest, description = "The owner, its scopes (none: every scope but the operators' `mirrors:read`) and its lifetime"),
     responses((status = 201, body = CreatedToken, description = "The token with its secret, shown this once"),
-              (status = 403, body = crate::error::Problem, description = "`forbidden`: only the master key creates tokens"),
+              (status = 403, body = crate::error::Problem, description = "`forbidden`: only the master key and signed-in people (a console session, with its `X-CSRF-Token`) create tokens"),
               (status = 422, body = crate::error::Problem, description = "`validation_failed`, with every invalid field")),
     security(("bearer" = [])))]
 pub async fn create_token(
@@ -156,17 +161,52 @@ pub async fn create_token(
     caller: Caller,
     JsonBody(body): JsonBody,
 ) -> ApiResult<(StatusCode, Json<CreatedToken>)> {
-    if !caller.is_master {
-        return Err(ApiError::forbidden("only the master key can create tokens"));
+    if !caller.is_master && caller.session.is_none() {
+        return Err(ApiError::forbidden(
+            "tokens are created by the master key, or by a person signed in to the console",
+        ));
     }
-    let request = TokenRequest::parse(&body).map_err(ApiError::validation)?;
-    let issued = auth::issue_token(
-        state.store.as_ref(),
-        &request.owner,
-        &request.scopes,
-        request.expires_in_days,
-    )
-    .await?;
+    // A signed-in person mints tokens for themselves: the owner is theirs whether named or not.
+    let body = match (&caller.session, body) {
+        (Some(_), Value::Object(mut object)) => {
+            match object.get("owner") {
+                None | Some(Value::Null) => {
+                    object.insert("owner".to_owned(), Value::String(caller.owner.clone()));
+                }
+                Some(Value::String(owner)) if owner.trim() == caller.owner => {}
+                Some(_) => {
+                    return Err(ApiError::validation(vec![FieldError::new(
+                        "owner",
+                        format!(
+                            "a signed-in person mints tokens for '{}' only",
+                            caller.owner
+                        ),
+                    )]));
+                }
+            }
+            Value::Object(object)
+        }
+        (_, body) => body,
+    };
+    let mut request = TokenRequest::parse(&body).map_err(ApiError::validation)?;
+    let issued = if caller.is_master {
+        auth::issue_token(
+            state.store.as_ref(),
+            &request.owner,
+            &request.scopes,
+            request.expires_in_days,
+        )
+        .await?
+    } else {
+        if request.scopes.contains(&Scope::MirrorsRead) {
+            return Err(ApiError::validation(vec![FieldError::new(
+                "scopes",
+                "mirrors:read is the operators'; a signed-in person's tokens may hold agents:write, a2a and playground",
+            )]));
+        }
+        request.expires_in_days = request.expires_in_days.or(Some(PERSON_TOKEN_DAYS));
+        auth::issue_person_token(state.store.as_ref(), &caller, &request).await?
+    };
     tracing::info!(token.id = %issued.record.id, owner = %issued.record.owner, "token created");
     Ok((
         StatusCode::CREATED,

@@ -12,6 +12,7 @@ mod mcp;
 mod mirror;
 mod probe;
 mod publishing;
+mod signin;
 mod upstream;
 
 pub use ard::ArdConfig;
@@ -20,6 +21,7 @@ pub use mcp::McpConfig;
 pub use mirror::MirrorConfig;
 pub use probe::ProbeConfig;
 pub use publishing::{NamespacePolicy, PublishingConfig, ScanPolicy};
+pub use signin::{OidcProviderSpec, SigninConfig};
 pub use upstream::UpstreamConfig;
 
 /// Where the registry keeps its data.
@@ -83,6 +85,9 @@ pub struct Config {
 
     #[command(flatten)]
     pub publishing: PublishingConfig,
+
+    #[command(flatten)]
+    pub signin: SigninConfig,
 
     /// A bearer secret accepted with every scope, for operators. Unset: only CLI-made tokens exist.
     #[arg(long, env = "REGISTRY_MASTER_KEY", hide_env_values = true)]

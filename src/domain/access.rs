@@ -105,6 +105,11 @@ pub struct Actor {
     /// For a token minted by trusted publishing, the CI identity it came from (the claims
     /// `domain::trusted_issuer::grant` keeps): publishing bindings are matched against it.
     pub identity: Option<serde_json::Value>,
+    /// The namespaces this actor's identity grants (a GitHub sign-in's `io.github.<login>` and
+    /// `io.github.<org>`, a CI identity's): they count as held under `--namespace-policy
+    /// owned`, and the agents owned by one of them (those its CI publishes) are this actor's to
+    /// manage too.
+    pub granted: Vec<String>,
 }
 
 impl Actor {
@@ -115,6 +120,7 @@ impl Actor {
             is_master: false,
             namespaces: None,
             identity: None,
+            granted: Vec::new(),
         }
     }
 
@@ -125,12 +131,28 @@ impl Actor {
             is_master: true,
             namespaces: None,
             identity: None,
+            granted: Vec::new(),
         }
     }
 
     /// Whether this actor may manage a resource of `owner`.
     pub fn owns(&self, owner: &str) -> bool {
-        self.is_master || self.owner == owner
+        self.is_master || self.owner == owner || self.granted.iter().any(|g| g == owner)
+    }
+
+    /// Who owns `package` when this actor publishes it: the most specific namespace its
+    /// identity grants that covers the package, when that is not the actor's own (a GitHub
+    /// organisation's agents belong to the organisation's namespace, whichever member or CI
+    /// job published them); otherwise the actor.
+    pub fn owner_for(&self, package: &str) -> &str {
+        if self.is_master {
+            return &self.owner;
+        }
+        self.granted
+            .iter()
+            .filter(|namespace| super::namespace::covers(namespace, package))
+            .max_by_key(|namespace| namespace.len())
+            .map_or(&self.owner, |namespace| namespace)
     }
 
     /// Whether this actor may write package `package`: always, unless it is restricted to
@@ -139,5 +161,48 @@ impl Actor {
         self.namespaces
             .as_deref()
             .is_none_or(|namespaces| super::trusted_issuer::in_namespaces(package, namespaces))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn person(granted: &[&str]) -> Actor {
+        Actor {
+            granted: granted.iter().map(|g| (*g).to_owned()).collect(),
+            ..Actor::owner("io.github.octocat")
+        }
+    }
+
+    #[test]
+    fn an_organisations_package_belongs_to_its_namespace_and_its_members_manage_it() {
+        let octocat = person(&["io.github.acme", "io.github.acme.labs", "io.github.octocat"]);
+        assert_eq!(
+            octocat.owner_for("io.github.acme.weather"),
+            "io.github.acme"
+        );
+        // The most specific grant wins.
+        assert_eq!(
+            octocat.owner_for("io.github.acme.labs.x"),
+            "io.github.acme.labs"
+        );
+        assert_eq!(
+            octocat.owner_for("io.github.octocat.notes"),
+            "io.github.octocat"
+        );
+        // Not under a grant (a proven domain, or an open registry): the person's own.
+        assert_eq!(octocat.owner_for("com.example.x"), "io.github.octocat");
+        // Label boundaries: `io.github.acmecorp` is not `io.github.acme`'s.
+        assert_eq!(
+            octocat.owner_for("io.github.acmecorp.x"),
+            "io.github.octocat"
+        );
+        assert!(octocat.owns("io.github.acme"));
+        assert!(octocat.owns("io.github.octocat"));
+        assert!(!octocat.owns("io.github.other"));
+        assert_eq!(Actor::master().owner_for("io.github.acme.x"), MASTER_OWNER);
+        // Grants restrict nothing: only `namespaces` does.
+        assert!(octocat.may_write("com.example.x"));
     }
 }

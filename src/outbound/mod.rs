@@ -154,8 +154,8 @@ pub const TEXT: MediaRanges = &["text/*"];
 #[derive(Clone, Debug)]
 pub struct Fetch {
     pub url: Url,
-    /// A JSON body to POST; `None` for a GET.
-    pub json_body: Option<Bytes>,
+    /// A body to POST with its media type; `None` for a GET.
+    pub body: Option<(Bytes, &'static str)>,
     pub max_bytes: usize,
     pub max_redirects: u8,
     /// Overrides the fetcher's default total timeout.
@@ -173,7 +173,7 @@ impl Fetch {
     pub fn get(url: Url, accept: MediaRanges, max_bytes: usize) -> Self {
         Self {
             url,
-            json_body: None,
+            body: None,
             max_bytes,
             max_redirects: MAX_REDIRECTS,
             timeout: None,
@@ -192,7 +192,16 @@ impl Fetch {
         max_bytes: usize,
     ) -> Self {
         Self {
-            json_body: Some(Bytes::from(body.to_string())),
+            body: Some((Bytes::from(body.to_string()), "application/json")),
+            ..Self::get(url, accept, max_bytes).redirects(0)
+        }
+    }
+
+    /// A POST of `body` as `application/x-www-form-urlencoded` (an OAuth token request), not
+    /// following redirects.
+    pub fn post_form(url: Url, body: Vec<u8>, accept: MediaRanges, max_bytes: usize) -> Self {
+        Self {
+            body: Some((Bytes::from(body), "application/x-www-form-urlencoded")),
             ..Self::get(url, accept, max_bytes).redirects(0)
         }
     }
@@ -376,12 +385,12 @@ impl Outbound {
     }
 
     async fn send(&self, url: &Url, fetch: &Fetch) -> Result<reqwest::Response, OutboundError> {
-        let mut request = match &fetch.json_body {
+        let mut request = match &fetch.body {
             None => self.client.get(url.clone()),
-            Some(body) => self
+            Some((body, media_type)) => self
                 .client
                 .post(url.clone())
-                .header(header::CONTENT_TYPE, "application/json")
+                .header(header::CONTENT_TYPE, *media_type)
                 .body(body.clone()),
         };
         request = request.header(

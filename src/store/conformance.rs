@@ -6,7 +6,7 @@ use serde_json::json;
 use super::{
     Agent, AgentState, AgentVersion, BindingRecord, ChangeKind, MirrorPage, MirrorRecord,
     MirrorSkip, NamespaceRecord, PlaygroundSession, SessionStep, StepKind, Store, StoreError,
-    StoredEmbedding, TokenGrant, TokenRecord, VerificationLevel,
+    StoredEmbedding, TokenGrant, TokenRecord, VerificationLevel, WebSessionRecord,
 };
 use crate::domain::health::{ProbeKind, ProbeOutcome};
 use crate::domain::{AgentDraft, HealthStatus, Scope};
@@ -274,7 +274,7 @@ pub async fn listing_filters_by_owner_and_pages_by_id(store: &dyn Store) {
     }
     ids.sort();
     let first = store
-        .list_agents(Some("alice"), None, 2)
+        .list_agents(Some(&["alice"]), None, 2)
         .await
         .expect("list");
     assert_eq!(
@@ -282,7 +282,7 @@ pub async fn listing_filters_by_owner_and_pages_by_id(store: &dyn Store) {
         ids[..2]
     );
     let rest = store
-        .list_agents(Some("alice"), Some(&ids[1]), 10)
+        .list_agents(Some(&["alice"]), Some(&ids[1]), 10)
         .await
         .expect("list");
     assert_eq!(
@@ -292,6 +292,20 @@ pub async fn listing_filters_by_owner_and_pages_by_id(store: &dyn Store) {
     assert_eq!(
         store.list_agents(None, None, 10).await.expect("all").len(),
         5
+    );
+    // Several owners at once, in one id order; no owner at all is nothing.
+    let both = store
+        .list_agents(Some(&["alice", "bob"]), None, 10)
+        .await
+        .expect("list");
+    assert_eq!(both.len(), 5);
+    assert!(both.windows(2).all(|pair| pair[0].id < pair[1].id));
+    assert!(
+        store
+            .list_agents(Some(&[]), None, 10)
+            .await
+            .expect("none")
+            .is_empty()
     );
 }
 
@@ -1402,6 +1416,7 @@ pub async fn a_granted_token_keeps_its_namespaces_and_issuer(store: &dyn Store) 
         namespaces: vec!["io.github.acme".to_owned()],
         issuer: json!({"kind": "github", "repository": "acme/weather",
             "repository_owner_id": "123"}),
+        restricted: true,
     };
     let minted = token("tok_ci", "io.github.acme", "hash-ci", 0);
     store
@@ -1431,6 +1446,131 @@ pub async fn a_granted_token_keeps_its_namespaces_and_issuer(store: &dyn Store) 
         .insert_granted_token(&token("tok_other", "x", "hash-ci", 2), &store_grant())
         .await;
     assert!(matches!(taken, Err(StoreError::Conflict(_))), "{taken:?}");
+    // A signed-in person's token: the namespaces are held, not a restriction.
+    let person = TokenGrant {
+        restricted: false,
+        ..store_grant()
+    };
+    store
+        .insert_granted_token(&token("tok_person", "alice", "hash-person", 3), &person)
+        .await
+        .expect("insert");
+    assert_eq!(
+        store.find_token_grant("tok_person").await.expect("grant"),
+        Some(person)
+    );
+}
+
+pub async fn a_signin_state_is_taken_once_and_expired_ones_are_dropped(store: &dyn Store) {
+    store
+        .insert_signin_state("k-old", r#"{"p":"old"}"#, at(10), at(0))
+        .await
+        .expect("insert");
+    store
+        .insert_signin_state("k-new", r#"{"p":"new"}"#, at(100), at(20))
+        .await
+        .expect("insert, dropping k-old");
+    assert_eq!(store.take_signin_state("k-old").await.expect("take"), None);
+    assert_eq!(
+        store.take_signin_state("k-new").await.expect("take"),
+        Some((r#"{"p":"new"}"#.to_owned(), at(100)))
+    );
+    assert_eq!(store.take_signin_state("k-new").await.expect("again"), None);
+    assert_eq!(store.take_signin_state("k\0").await.expect("nul"), None);
+}
+
+pub async fn a_web_session_is_found_by_its_hash_until_it_expires(store: &dyn Store) {
+    let session = |id: &str, hash: &str, created: i64, expires: i64| WebSessionRecord {
+        id: id.to_owned(),
+        secret_hash: hash.to_owned(),
+        owner: "alice".to_owned(),
+        data: r#"{"csrf":"c"}"#.to_owned(),
+        created_at: at(created),
+        expires_at: at(expires),
+    };
+    let live = session("ses_a", "hash-a", 0, 100);
+    store.insert_web_session(&live).await.expect("insert");
+    assert_eq!(
+        store
+            .find_web_session("hash-a", at(50))
+            .await
+            .expect("find"),
+        Some(live.clone())
+    );
+    assert_eq!(
+        store
+            .find_web_session("hash-a", at(100))
+            .await
+            .expect("expired"),
+        None
+    );
+    assert_eq!(
+        store
+            .find_web_session("hash-b", at(50))
+            .await
+            .expect("unknown"),
+        None
+    );
+    // A later session's insert drops the expired one.
+    store
+        .insert_web_session(&session("ses_b", "hash-b", 200, 300))
+        .await
+        .expect("insert");
+    assert!(
+        !store
+            .delete_web_session("ses_a")
+            .await
+            .expect("already dropped")
+    );
+    assert!(store.delete_web_session("ses_b").await.expect("delete"));
+    assert_eq!(
+        store
+            .find_web_session("hash-b", at(250))
+            .await
+            .expect("gone"),
+        None
+    );
+}
+
+pub async fn a_person_keeps_the_owner_name_of_their_first_sign_in(store: &dyn Store) {
+    let names = |names: &[&str]| names.iter().map(|n| (*n).to_owned()).collect::<Vec<_>>();
+    let github = "https://github.com";
+    assert_eq!(
+        store
+            .person_owner(github, "1", &names(&["io.github.alice"]), at(0))
+            .await
+            .expect("first"),
+        Some("io.github.alice".to_owned())
+    );
+    // Renamed: the same account keeps its owner name.
+    assert_eq!(
+        store
+            .person_owner(github, "1", &names(&["io.github.alice2"]), at(1))
+            .await
+            .expect("again"),
+        Some("io.github.alice".to_owned())
+    );
+    // Another account with the reused login does not inherit it.
+    assert_eq!(
+        store
+            .person_owner(github, "2", &names(&["io.github.alice"]), at(2))
+            .await
+            .expect("reused"),
+        None
+    );
+    // A provider's person takes the first candidate no one holds.
+    assert_eq!(
+        store
+            .person_owner(
+                "https://id.example",
+                "s",
+                &names(&["io.github.alice", "alice@corp"]),
+                at(3)
+            )
+            .await
+            .expect("fallback"),
+        Some("alice@corp".to_owned())
+    );
 }
 
 pub async fn expired_minted_tokens_are_purged_and_others_kept(store: &dyn Store) {
@@ -1667,6 +1807,7 @@ fn store_grant() -> TokenGrant {
     TokenGrant {
         namespaces: vec!["com.example".to_owned()],
         issuer: json!({"kind": "generic"}),
+        restricted: true,
     }
 }
 
@@ -1698,6 +1839,9 @@ macro_rules! conformance_suite {
             racing_updates_of_one_revision_admit_exactly_one,
             tokens_are_found_by_hash_listed_and_revoked,
             a_granted_token_keeps_its_namespaces_and_issuer,
+            a_signin_state_is_taken_once_and_expired_ones_are_dropped,
+            a_web_session_is_found_by_its_hash_until_it_expires,
+            a_person_keeps_the_owner_name_of_their_first_sign_in,
             expired_minted_tokens_are_purged_and_others_kept,
             a_namespace_is_claimed_by_many_and_proven_by_one,
             bindings_are_found_by_scope_listed_by_owner_and_deleted,

@@ -29,7 +29,7 @@ pub use model::{
     Agent, AgentState, AgentVersion, BindingRecord, Change, ChangeKind, MirrorPage, MirrorRecord,
     MirrorSkip, MirrorUpdate, MirrorWritten, NamespaceRecord, PlaygroundSession, Provenance,
     SessionStep, StepKind, StoredEmbedding, TokenGrant, TokenRecord, VerificationLevel,
-    VersionSnapshot,
+    VersionSnapshot, WebSessionRecord,
 };
 
 /// What can go wrong in storage, as the caller needs to tell it apart.
@@ -130,10 +130,11 @@ pub trait Store: Send + Sync + 'static {
         version: &str,
     ) -> StoreResult<Option<VersionSnapshot>>;
 
-    /// Agents of one owner (or of everyone with `None`), by id, after `after_id`, at most `limit`.
+    /// Agents of some owners (of everyone with `None`), by id, after `after_id`, at most
+    /// `limit`.
     async fn list_agents(
         &self,
-        owner: Option<&str>,
+        owners: Option<&[&str]>,
         after_id: Option<&str>,
         limit: u32,
     ) -> StoreResult<Vec<Agent>>;
@@ -292,8 +293,47 @@ pub trait Store: Send + Sync + 'static {
     /// `before`; how many. Tokens made by the operator are kept, expired or not.
     async fn purge_expired_minted_tokens(&self, before: Timestamp) -> StoreResult<u64>;
 
-    /// The grant stored with token `id`; `None` for an unrestricted (or unknown) token.
+    /// The grant stored with token `id`; `None` for a token without one (or an unknown one).
     async fn find_token_grant(&self, id: &str) -> StoreResult<Option<TokenGrant>>;
+
+    // ---- sign-in (people) ----
+
+    /// Store a sign-in under way (`data`, a JSON object) under `key_hash` until `expires_at`,
+    /// dropping those that expired before `now`.
+    async fn insert_signin_state(
+        &self,
+        key_hash: &str,
+        data: &str,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> StoreResult<()>;
+
+    /// Take (read and delete) the sign-in under `key_hash`: its data and expiry.
+    async fn take_signin_state(&self, key_hash: &str) -> StoreResult<Option<(String, Timestamp)>>;
+
+    /// Store a signed-in browser's session, dropping those that expired before `created_at`.
+    async fn insert_web_session(&self, session: &WebSessionRecord) -> StoreResult<()>;
+
+    /// The live session (`expires_at` after `now`) whose secret hashes to `secret_hash`.
+    async fn find_web_session(
+        &self,
+        secret_hash: &str,
+        now: Timestamp,
+    ) -> StoreResult<Option<WebSessionRecord>>;
+
+    /// Delete session `id`; whether there was one.
+    async fn delete_web_session(&self, id: &str) -> StoreResult<bool>;
+
+    /// The owner name of the person `subject` at `issuer`: the one recorded at their first
+    /// sign-in, or else the first of `candidates` no other person holds (recorded now);
+    /// `None` when every candidate is held by someone else.
+    async fn person_owner(
+        &self,
+        issuer: &str,
+        subject: &str,
+        candidates: &[String],
+        now: Timestamp,
+    ) -> StoreResult<Option<String>>;
 
     /// Record `claim` unless its owner claimed the namespace already; either way, the owner's
     /// claim as stored (a second claim keeps the first one's token).

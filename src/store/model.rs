@@ -246,6 +246,9 @@ pub struct TokenGrant {
     pub namespaces: Vec<String>,
     /// A JSON object: the issuer's kind and the claims that name the identity.
     pub issuer: serde_json::Value,
+    /// Whether the token writes only in `namespaces` (trusted publishing), or may write
+    /// anywhere its owner may and counts them as held (a token a signed-in person minted).
+    pub restricted: bool,
 }
 
 /// An owner's claim on a namespace (`com.example`: every package name that is it or starts
@@ -499,4 +502,17 @@ pub struct MirrorPage {
 pub struct MirrorWritten {
     pub written: Vec<Agent>,
     pub deleted: Vec<Agent>,
+}
+
+/// A signed-in browser's session as stored: found by the hash of its cookie's secret.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WebSessionRecord {
+    /// `ses_…`.
+    pub id: String,
+    pub secret_hash: String,
+    pub owner: String,
+    /// A JSON object: who signed in and what they may do (see `signin::SessionData`).
+    pub data: String,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
 }

@@ -39,6 +39,7 @@ use super::{
     Agent, AgentState, AgentVersion, BindingRecord, Change, ChangeKind, MirrorPage, MirrorRecord,
     MirrorSkip, MirrorWritten, NamespaceRecord, PlaygroundSession, SessionStep, Store, StoreError,
     StoreResult, StoredEmbedding, TokenGrant, TokenRecord, VerificationLevel, VersionSnapshot,
+    WebSessionRecord,
 };
 
 /// What one backend does differently from the shared SQL.
@@ -501,6 +502,9 @@ where
     for<'r> (String, String): FromRow<'r, DB::Row>,
     for<'r> (String, Option<String>): FromRow<'r, DB::Row>,
     for<'r> (String, Option<String>, Option<String>): FromRow<'r, DB::Row>,
+    for<'r> (Option<String>, Option<String>, bool): FromRow<'r, DB::Row>,
+    for<'r> (String,): FromRow<'r, DB::Row>,
+    for<'r> (String, String, String, String, i64, i64): FromRow<'r, DB::Row>,
     for<'r> (i64, i64, i64, i64): FromRow<'r, DB::Row>,
     for<'r> AgentRow: FromRow<'r, DB::Row>,
     for<'r> ChangeRow: FromRow<'r, DB::Row>,
@@ -774,22 +778,35 @@ where
 
     async fn list_agents(
         &self,
-        owner: Option<&str>,
+        owners: Option<&[&str]>,
         after_id: Option<&str>,
         limit: u32,
     ) -> StoreResult<Vec<Agent>> {
+        let owners: Option<Vec<&str>> =
+            owners.map(|owners| owners.iter().copied().filter(|o| !holds_nul(o)).collect());
+        if owners.as_ref().is_some_and(Vec::is_empty) {
+            return Ok(Vec::new());
+        }
+        // One placeholder per owner (a person's few namespaces), after the page's two.
+        let filter = match &owners {
+            None => String::new(),
+            Some(owners) => {
+                let placeholders: Vec<String> =
+                    (0..owners.len()).map(|i| format!("${}", i + 3)).collect();
+                format!("owner IN ({}) AND ", placeholders.join(", "))
+            }
+        };
         let sql = format!(
-            "SELECT {AGENT_COLUMNS} FROM agents \
-             WHERE (CAST($1 AS TEXT) IS NULL OR owner = $1) AND id > $2 \
-             ORDER BY id LIMIT $3"
+            "SELECT {AGENT_COLUMNS} FROM agents WHERE {filter}id > $1 ORDER BY id LIMIT $2"
         );
         // A plain range on the primary key (see `agents_page`).
-        let rows: Vec<AgentRow> = sqlx::query_as(&sql)
-            .bind(owner)
+        let mut query = sqlx::query_as::<_, AgentRow>(&sql)
             .bind(after_id.unwrap_or(""))
-            .bind(i64::from(limit))
-            .fetch_all(&self.reader)
-            .await?;
+            .bind(i64::from(limit));
+        for owner in owners.iter().flatten() {
+            query = query.bind(*owner);
+        }
+        let rows: Vec<AgentRow> = query.fetch_all(&self.reader).await?;
         rows.into_iter().map(Agent::try_from).collect()
     }
 
@@ -1405,8 +1422,8 @@ where
         grant: &TokenGrant,
     ) -> StoreResult<()> {
         let sql = format!(
-            "INSERT INTO tokens ({TOKEN_COLUMNS}, namespaces, issuer) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+            "INSERT INTO tokens ({TOKEN_COLUMNS}, namespaces, issuer, restricted) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
         );
         let inserted = sqlx::query(&sql)
             .bind(&token.id)
@@ -1418,6 +1435,7 @@ where
             .bind(token.revoked_at.map(Timestamp::micros))
             .bind(to_json(&grant.namespaces)?)
             .bind(to_json(&grant.issuer)?)
+            .bind(grant.restricted)
             .execute(&self.writer)
             .await;
         taken_is_conflict(inserted, "token already exists")
@@ -1438,12 +1456,12 @@ where
         if holds_nul(id) {
             return Ok(None);
         }
-        let row: Option<(String, Option<String>, Option<String>)> =
-            sqlx::query_as("SELECT id, namespaces, issuer FROM tokens WHERE id = $1")
+        let row: Option<(Option<String>, Option<String>, bool)> =
+            sqlx::query_as("SELECT namespaces, issuer, restricted FROM tokens WHERE id = $1")
                 .bind(id)
                 .fetch_optional(&self.reader)
                 .await?;
-        let Some((_, Some(namespaces), issuer)) = row else {
+        let Some((Some(namespaces), issuer, restricted)) = row else {
             return Ok(None);
         };
         Ok(Some(TokenGrant {
@@ -1452,7 +1470,154 @@ where
                 Some(issuer) => from_json("issuer", &issuer)?,
                 None => serde_json::Value::Null,
             },
+            restricted,
         }))
+    }
+
+    async fn insert_signin_state(
+        &self,
+        key_hash: &str,
+        data: &str,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> StoreResult<()> {
+        sqlx::query("DELETE FROM signin_states WHERE expires_at < $1")
+            .bind(now.micros())
+            .execute(&self.writer)
+            .await?;
+        let inserted = sqlx::query(
+            "INSERT INTO signin_states (key_hash, data, expires_at) VALUES ($1, $2, $3)",
+        )
+        .bind(key_hash)
+        .bind(data)
+        .bind(expires_at.micros())
+        .execute(&self.writer)
+        .await;
+        taken_is_conflict(inserted, "sign-in already under way")
+    }
+
+    async fn take_signin_state(&self, key_hash: &str) -> StoreResult<Option<(String, Timestamp)>> {
+        if holds_nul(key_hash) {
+            return Ok(None);
+        }
+        let row: Option<(String, i64)> = sqlx::query_as(
+            "DELETE FROM signin_states WHERE key_hash = $1 RETURNING data, expires_at",
+        )
+        .bind(key_hash)
+        .fetch_optional(&self.writer)
+        .await?;
+        Ok(row.map(|(data, expires_at)| (data, Timestamp::from_micros(expires_at))))
+    }
+
+    async fn insert_web_session(&self, session: &WebSessionRecord) -> StoreResult<()> {
+        sqlx::query("DELETE FROM web_sessions WHERE expires_at < $1")
+            .bind(session.created_at.micros())
+            .execute(&self.writer)
+            .await?;
+        let inserted = sqlx::query(
+            "INSERT INTO web_sessions (id, secret_hash, owner, data, created_at, expires_at) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(&session.id)
+        .bind(&session.secret_hash)
+        .bind(&session.owner)
+        .bind(&session.data)
+        .bind(session.created_at.micros())
+        .bind(session.expires_at.micros())
+        .execute(&self.writer)
+        .await;
+        taken_is_conflict(inserted, "session already exists")
+    }
+
+    async fn find_web_session(
+        &self,
+        secret_hash: &str,
+        now: Timestamp,
+    ) -> StoreResult<Option<WebSessionRecord>> {
+        if holds_nul(secret_hash) {
+            return Ok(None);
+        }
+        let row: Option<(String, String, String, String, i64, i64)> = sqlx::query_as(
+            "SELECT id, secret_hash, owner, data, created_at, expires_at FROM web_sessions \
+             WHERE secret_hash = $1 AND expires_at > $2",
+        )
+        .bind(secret_hash)
+        .bind(now.micros())
+        .fetch_optional(&self.reader)
+        .await?;
+        Ok(row.map(
+            |(id, secret_hash, owner, data, created_at, expires_at)| WebSessionRecord {
+                id,
+                secret_hash,
+                owner,
+                data,
+                created_at: Timestamp::from_micros(created_at),
+                expires_at: Timestamp::from_micros(expires_at),
+            },
+        ))
+    }
+
+    async fn delete_web_session(&self, id: &str) -> StoreResult<bool> {
+        if holds_nul(id) {
+            return Ok(false);
+        }
+        self.delete_owned("web_sessions", "id", id, None).await
+    }
+
+    async fn person_owner(
+        &self,
+        issuer: &str,
+        subject: &str,
+        candidates: &[String],
+        now: Timestamp,
+    ) -> StoreResult<Option<String>> {
+        if holds_nul(issuer) || holds_nul(subject) {
+            return Ok(None);
+        }
+        let known: Option<(String,)> =
+            sqlx::query_as("SELECT owner FROM people WHERE issuer = $1 AND subject = $2")
+                .bind(issuer)
+                .bind(subject)
+                .fetch_optional(&self.writer)
+                .await?;
+        if let Some((owner,)) = known {
+            sqlx::query("UPDATE people SET last_seen_at = $1 WHERE issuer = $2 AND subject = $3")
+                .bind(now.micros())
+                .bind(issuer)
+                .bind(subject)
+                .execute(&self.writer)
+                .await?;
+            return Ok(Some(owner));
+        }
+        for candidate in candidates.iter().filter(|candidate| !holds_nul(candidate)) {
+            // A first sign-in racing another of the same person finds the row the other wrote.
+            let inserted = sqlx::query(
+                "INSERT INTO people (issuer, subject, owner, created_at, last_seen_at) \
+                 VALUES ($1, $2, $3, $4, $4) ON CONFLICT (owner) DO NOTHING",
+            )
+            .bind(issuer)
+            .bind(subject)
+            .bind(candidate)
+            .bind(now.micros())
+            .execute(&self.writer)
+            .await;
+            match inserted {
+                Ok(result) if DB::rows_affected(&result) > 0 => return Ok(Some(candidate.clone())),
+                Ok(_) => continue,
+                Err(err) if is_unique_violation(&err) => {
+                    let known: Option<(String,)> = sqlx::query_as(
+                        "SELECT owner FROM people WHERE issuer = $1 AND subject = $2",
+                    )
+                    .bind(issuer)
+                    .bind(subject)
+                    .fetch_optional(&self.writer)
+                    .await?;
+                    return Ok(known.map(|(owner,)| owner));
+                }
+                Err(err) => return Err(err.into()),
+            }
+        }
+        Ok(None)
     }
 
     async fn claim_namespace(&self, claim: &NamespaceRecord) -> StoreResult<NamespaceRecord> {

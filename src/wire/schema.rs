@@ -82,6 +82,10 @@ hand_written_schema!(
     OidcExchangeRequest
 );
 hand_written_schema!(
+    /// `POST /api/auth/github`.
+    GithubExchangeRequest
+);
+hand_written_schema!(
     /// `POST /api/playground/session`.
     CreateSessionRequest
 );

@@ -1,6 +1,7 @@
 //! Black-box tests through the real router: one binary, a `TestApp` per test.
 
 mod fakes;
+mod github;
 mod helpers;
 mod issuer;
 #[path = "../support/pg_schema.rs"]
@@ -34,6 +35,7 @@ mod replicas;
 mod restart;
 mod search_paths;
 mod security;
+mod signin;
 mod ssrf;
 mod tokens;
 mod utility;

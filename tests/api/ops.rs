@@ -333,6 +333,7 @@ async fn openapi_post_and_put_bodies_have_real_schemas() {
         "/api/agents/{id}/unpublish",
         "/api/agents/{id}/verify",
         "/api/namespaces/{namespace}/verify",
+        "/auth/logout",
     ];
 
     for (path, method, operation) in operations(&openapi) {
@@ -357,7 +358,8 @@ async fn openapi_post_and_put_bodies_have_real_schemas() {
     assert!(!constrains(&openapi, &serde_json::json!({})));
 }
 
-/// Per client IP on the public group of the route table, per token wherever a token is read.
+/// Per client IP on the public, discovery and sign-in groups of the route table, per token
+/// wherever a token is read.
 #[tokio::test]
 async fn openapi_documents_429_on_exactly_the_rate_limited_paths() {
     let source = include_str!("../../src/router.rs");
@@ -371,7 +373,12 @@ async fn openapi_documents_429_on_exactly_the_rate_limited_paths() {
         .nth(1)
         .and_then(|rest| rest.split(".layer(").next())
         .expect("the discovery group of the route table");
-    let limited: BTreeSet<String> = [public_group, discovery_group]
+    let signin_group = source
+        .split("let signin = Router::new()")
+        .nth(1)
+        .and_then(|rest| rest.split(".layer(").next())
+        .expect("the sign-in group of the route table");
+    let limited: BTreeSet<String> = [public_group, discovery_group, signin_group]
         .into_iter()
         .flat_map(|group| group.split(".route(").skip(1))
         .map(|chunk| chunk.split('"').nth(1).expect("a quoted path").to_owned())

@@ -178,7 +178,7 @@ async fn me_says_who_the_caller_is() {
         master.body,
         json!({"kind": "master", "owner": "admin", "namespaces": null,
             "scopes": ["a2a", "agents:write", "mirrors:read", "playground"],
-            "namespace_policy": "open", "owned_namespaces": []})
+            "namespace_policy": "open", "owned_namespaces": [], "granted_namespaces": []})
     );
 
     let operator = app.token("alice", &["agents:write", "a2a"]).await;
@@ -540,7 +540,7 @@ async fn app_at_its_own_address(issuer: &FakeIssuer) -> (TestApp, String) {
 }
 
 /// The CLI, with a home of its own and no token in its environment.
-fn cli(home: &std::path::Path) -> tokio::process::Command {
+pub fn cli(home: &std::path::Path) -> tokio::process::Command {
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_agent-registry"));
     command
         .env("HOME", home)

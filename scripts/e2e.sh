@@ -19,6 +19,11 @@ if [ ! -x "$CHROMIUM" ]; then
 fi
 echo "== $("$CHROMIUM" --version 2>/dev/null || echo "chromium at $CHROMIUM")"
 
+if [ ! -d tests/oidc/node_modules/oidc-provider ]; then
+    echo "== npm ci --prefix tests/oidc (the OpenID provider the sign-in test runs)"
+    npm ci --prefix tests/oidc --no-audit --no-fund --loglevel=error
+fi
+
 echo "== build the registry binary"
 # Same feature set as the test build (see scripts/interop.sh): nothing is compiled twice.
 cargo test --locked --no-run --quiet

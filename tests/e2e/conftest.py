@@ -3,9 +3,13 @@ agent's card), the real registry binary on a free port, and headless Debian Chro
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import subprocess
 import sys
+import tempfile
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +20,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 from fakes import HostedUpstreams  # noqa: E402
-from fakes import hosted_agents_env, registry_binary, running_registry, serving  # noqa: E402
+from fakes import free_port, hosted_agents_env, registry_binary, running_registry, serving  # noqa: E402
 
 ARTIFACTS = Path(os.environ.get("E2E_ARTIFACTS", ROOT / "target" / "e2e-artifacts"))
 MASTER_KEY = "e2e-master-key"
@@ -107,6 +111,43 @@ def registry(upstreams: str) -> Iterator[str]:
     }
     with running_registry(registry_binary(), env) as base_url:
         yield base_url
+
+
+@contextlib.contextmanager
+def oidc_provider(redirect_uri: str) -> Iterator[str]:
+    """A real OpenID provider (npm oidc-provider, tests/oidc) on loopback whose one client,
+    `registry`, returns to `redirect_uri`: its issuer URL; stopped afterwards."""
+    script = ROOT / "tests" / "oidc" / "provider.mjs"
+    assert (ROOT / "tests" / "oidc" / "node_modules" / "oidc-provider").exists(), \
+        "npm ci --prefix tests/oidc first (scripts/e2e.sh does)"
+    with tempfile.TemporaryFile("w+") as log:
+        process = subprocess.Popen(["node", str(script), redirect_uri], stdout=log, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 30
+            issuer = ""
+            while not issuer:
+                assert process.poll() is None, "the OpenID provider exited"
+                assert time.monotonic() < deadline, "the OpenID provider did not start in 30 s"
+                time.sleep(0.1)
+                log.seek(0)
+                issuer = next((line[6:].strip() for line in log if line.startswith("ready ")), "")
+            yield issuer
+        finally:
+            process.terminate()
+            process.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def signin_registry() -> Iterator[str]:
+    """A registry whose console signs people in through a real OpenID provider named `corp`."""
+    port = free_port()
+    with oidc_provider(f"http://127.0.0.1:{port}/auth/callback") as issuer:
+        env = {"REGISTRY_MASTER_KEY": MASTER_KEY, "REGISTRY_PROBE_INTERVAL_SECS": "0",
+               "REGISTRY_OIDC_PROVIDERS": f"corp={issuer}",
+               "REGISTRY_OIDC_CORP_CLIENT_ID": "registry",
+               "REGISTRY_OIDC_CORP_CLIENT_SECRET": "registry-secret"}
+        with running_registry(registry_binary(), env, port=port) as base_url:
+            yield base_url
 
 
 @pytest.fixture(scope="session")

@@ -445,3 +445,53 @@ def test_a_mirrored_agent_says_where_it_comes_from(browser: Browser, mirroring_r
     screenshot(page, "mirrored-agent")
     context.close()
     assert not errors, errors
+
+
+def test_signing_in_through_the_openid_provider_minting_a_token_and_publishing(browser: Browser, signin_registry: str) -> None:
+    context = browser.new_context(base_url=signin_registry, viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.set_default_timeout(15_000)
+    page.goto("/console")
+    expect(page.locator("#agents-empty")).to_contain_text("Sign in or paste a token")
+    page.get_by_role("link", name="Sign in with corp").click()
+
+    # The provider's own pages: any login name, then consent.
+    page.locator('input[name="login"]').fill("carol")
+    page.locator('input[name="password"]').fill("any password")
+    page.get_by_role("button", name="Sign-in").click()
+    page.get_by_role("button", name="Continue").click()
+
+    page.wait_for_url(f"{signin_registry}/console")
+    expect(page.locator("#signin-owner")).to_have_text("carol@corp")
+    expect(page.locator("#agents-empty")).to_contain_text("No agents yet")
+    screenshot(page, "console-signed-in")
+
+    page.get_by_role("button", name="Make a token").click()
+    expect(page.locator("#minted-token")).to_contain_text("ar_")
+    minted = (page.locator("#minted-token").text_content() or "").strip()
+    expect(page.locator("#my-tokens li")).to_have_count(1)
+    status, me = api(signin_registry, "GET", "/api/me", token=minted)
+    assert status == 200 and me["owner"] == "carol@corp" and me["kind"] == "token", me
+
+    # Publishing from the console with the session (no token pasted).
+    page.get_by_role("tab", name="Fill in a form").click()
+    form = page.get_by_role("tabpanel", name="Fill in a form")
+    form.get_by_role("textbox", name="Package name", exact=True).fill("com.example.carols-agent")
+    form.get_by_role("textbox", name="Name", exact=True).fill("Carol's Agent")
+    form.get_by_role("textbox", name="Description", exact=True).fill("Published by a person signed in through the company's provider.")
+    form.get_by_role("button", name="Publish", exact=True).click()
+    row = page.locator('tr[data-package="com.example.carols-agent"]')
+    expect(row).to_contain_text("STAGE")
+    row.get_by_role("button", name="Go live").click()
+    expect(row).to_contain_text("ACTIVE")
+    status, agent = api(signin_registry, "GET", "/public/agents/com.example.carols-agent")
+    assert status == 200 and agent["owner"] == "carol@corp", agent
+
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_role("link", name="Sign in with corp")).to_be_visible()
+    status, _ = api(signin_registry, "GET", "/api/me", token=minted)
+    assert status == 200, "a minted token outlives the session"
+    context.close()
+    assert not errors, f"uncaught errors in the page: {errors}"

@@ -144,11 +144,11 @@ def wait_until_ready(base_url: str, process: subprocess.Popen, log: Path, second
 
 
 @contextmanager
-def running_registry(binary: Path, env: dict[str, str]) -> Iterator[str]:
-    """`binary serve` on a free loopback port with a fresh data directory, `env` over the
-    environment: its base URL (also its public URL) once it is ready; stopped afterwards."""
+def running_registry(binary: Path, env: dict[str, str], port: int | None = None) -> Iterator[str]:
+    """`binary serve` on a free loopback port (or `port`) with a fresh data directory, `env` over
+    the environment: its base URL (also its public URL) once it is ready; stopped afterwards."""
     assert binary.exists(), f"build the registry first: {binary} is missing"
-    port = free_port()
+    port = port or free_port()
     base_url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryDirectory() as data_dir:
         env = {

@@ -31,11 +31,20 @@ export class ApiProblem extends Error {
   }
 }
 
+// A signed-in browser's CSRF token (from GET /api/me): sent with every call made without a
+// bearer token, so the session cookie may write.
+let csrfToken = "";
+
+export function setCsrfToken(value) {
+  csrfToken = value || "";
+}
+
 /** Call the JSON API. Resolves to the parsed body (null for 204), rejects with ApiProblem. */
 export async function api(method, path, { body, token, signal } = {}) {
   const headers = { Accept: "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (token) headers.Authorization = `Bearer ${token}`;
+  else if (csrfToken) headers["X-CSRF-Token"] = csrfToken;
   let response;
   try {
     response = await fetch(path, { method, headers, signal, body: body === undefined ? undefined : JSON.stringify(body) });

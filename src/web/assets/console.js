@@ -1,6 +1,6 @@
 // The owner's console: list your agents (every state), publish from a card URL or a form, go live,
 // unpublish and delete. Errors show the API's problem+json detail and per-field messages.
-import { el, api, showError, hideError, when, bindTokenPanel, enableTabs } from "./common.js";
+import { el, api, showError, hideError, when, bindTokenPanel, enableTabs, enableCopyButtons, setCsrfToken } from "./common.js";
 
 const $ = (id) => document.getElementById(id);
 const errorBox = $("console-error");
@@ -10,6 +10,8 @@ const more = $("agents-more");
 
 const token = bindTokenPanel(() => loadAgents());
 let cursor = null;
+// Who is signed in to this browser (GET /api/me with the session cookie), or null.
+let session = null;
 
 enableTabs(document.querySelector('[aria-label="How to publish"]'));
 
@@ -18,7 +20,7 @@ function announce(message) {
 }
 
 function explain(err) {
-  if (err.status === 401) err.message = `${err.message} — check the token.`;
+  if (err.status === 401) err.message = `${err.message} — ${session ? "sign in again" : "check the token"}.`;
   if (err.status === 403) err.message = `${err.message} — the token needs scope agents:write.`;
   return err;
 }
@@ -44,10 +46,10 @@ function row(agent) {
 
 async function loadAgents({ append = false } = {}) {
   hideError(errorBox);
-  if (!token()) {
+  if (!token() && !session) {
     rows.replaceChildren();
     $("agents-empty").hidden = false;
-    $("agents-empty").textContent = "Paste a token to see your agents.";
+    $("agents-empty").textContent = "Sign in or paste a token to see your agents.";
     more.hidden = true;
     return;
   }
@@ -183,4 +185,95 @@ $("panel-form").addEventListener("submit", (event) => {
 $("refresh").addEventListener("click", () => loadAgents());
 more.addEventListener("click", () => loadAgents({ append: true }));
 
-loadAgents();
+// ---- signing in ----
+
+/** The sign-in panel: the configured providers' buttons, or who is signed in, their tokens. */
+async function loadSignin() {
+  const failed = new URLSearchParams(location.search).get("signin_error");
+  if (failed) {
+    showError(errorBox, new Error(failed), "Sign-in failed");
+    history.replaceState(null, "", location.pathname);
+  }
+  let providers = [];
+  try {
+    providers = (await api("GET", "/api/auth/providers")).providers;
+  } catch {
+    providers = [];
+  }
+  try {
+    const me = await api("GET", "/api/me");
+    session = me && me.kind === "session" ? me : null;
+  } catch {
+    session = null;
+  }
+  setCsrfToken(session ? session.csrf_token : "");
+  $("signin-panel").hidden = !session && providers.length === 0;
+  $("signin-out").hidden = Boolean(session);
+  $("signin-in").hidden = !session;
+  const back = encodeURIComponent(location.pathname);
+  $("signin-buttons").replaceChildren(...providers.map((provider) =>
+    el("a", { class: "button secondary", href: `${provider.login_url}&return_to=${back}` },
+      `Sign in with ${provider.kind === "github" ? "GitHub" : provider.name}`)));
+  if (session) {
+    $("signin-owner").textContent = session.owner;
+    const namespaces = session.granted_namespaces.concat(session.owned_namespaces);
+    $("signin-namespaces").textContent = namespaces.length ? ` — publishes under ${[...new Set(namespaces)].join(", ")}` : "";
+    await loadTokens();
+  }
+}
+
+async function loadTokens() {
+  try {
+    const { tokens } = await api("GET", "/api/tokens");
+    $("my-tokens").replaceChildren(...tokens.filter((t) => !t.revoked_at).map((t) =>
+      el("li", { dataset: { token: t.id } }, el("code", { text: t.id }), ` ${t.scopes.join(", ")}`,
+        t.expires_at ? `, expires ${when(t.expires_at)} ` : " ",
+        el("button", { type: "button", class: "small ghost danger", "aria-label": `Revoke ${t.id}`,
+          onclick: () => revokeToken(t.id) }, "Revoke"))));
+  } catch (err) {
+    showError(errorBox, explain(err), "Cannot list your tokens");
+  }
+}
+
+async function revokeToken(id) {
+  hideError(errorBox);
+  try {
+    await api("DELETE", `/api/tokens/${encodeURIComponent(id)}`);
+    announce(`Token ${id} revoked.`);
+    await loadTokens();
+  } catch (err) {
+    showError(errorBox, explain(err), "Cannot revoke the token");
+  }
+}
+
+$("mint-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  hideError(errorBox);
+  try {
+    const minted = await api("POST", "/api/tokens", { body: { expires_in_days: Number($("mint-days").value) } });
+    $("minted-token").textContent = minted.token;
+    $("minted").hidden = false;
+    announce(`Token ${minted.id} made; copy it now, it is shown once.`);
+    await loadTokens();
+  } catch (err) {
+    showError(errorBox, explain(err), "Cannot make a token");
+  }
+});
+
+$("signout").addEventListener("click", async () => {
+  hideError(errorBox);
+  try {
+    await api("POST", "/auth/logout");
+  } catch (err) {
+    showError(errorBox, explain(err), "Cannot sign out");
+    return;
+  }
+  session = null;
+  setCsrfToken("");
+  $("minted").hidden = true;
+  await loadSignin();
+  await loadAgents();
+});
+
+enableCopyButtons($("minted"));
+loadSignin().then(() => loadAgents());

@@ -7,6 +7,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+#[path = "api/github.rs"]
+mod github;
 #[path = "support/pg_schema.rs"]
 mod pg_schema;
 use pg_schema::TestSchema;
@@ -517,6 +519,18 @@ async fn start_capturing_stderr(
     data_dir: &Path,
     adjust: impl FnOnce(&mut Command),
 ) -> (Server, String) {
+    let (server, printed) = start_logging(data_dir, adjust).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let printed = printed.lock().expect("lock").clone();
+    (server, printed)
+}
+
+/// Start the binary with `adjust`ed options: the server, and everything it writes to standard
+/// error from then on.
+async fn start_logging(
+    data_dir: &Path,
+    adjust: impl FnOnce(&mut Command),
+) -> (Server, Arc<Mutex<String>>) {
     use std::io::Read;
     let port = free_port();
     let mut command = serve_command(data_dir, port);
@@ -540,8 +554,6 @@ async fn start_capturing_stderr(
         }
     });
     let server = Server::ready(child, port).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let printed = printed.lock().expect("lock").clone();
     (server, printed)
 }
 
@@ -591,6 +603,148 @@ async fn the_default_log_level_leaves_out_the_search_index_internals() {
         !printed.contains("tantivy"),
         "the index's INFO lines were printed: {printed}"
     );
+}
+
+/// A cookie's `name=value` from a response's `Set-Cookie` headers.
+fn set_cookie(response: &reqwest::Response, name: &str) -> String {
+    response
+        .headers()
+        .get_all(reqwest::header::SET_COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .find(|cookie| cookie.starts_with(&format!("{name}=")))
+        .and_then(|cookie| cookie.split(';').next())
+        .unwrap_or_else(|| panic!("no {name} cookie"))
+        .to_owned()
+}
+
+#[tokio::test]
+async fn no_code_state_token_or_secret_of_a_sign_in_reaches_the_log_even_at_debug_level() {
+    let github = github::FakeGithub::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (server, log) = start_logging(dir.path(), |command| {
+        command
+            .env("RUST_LOG", "debug,tantivy=warn")
+            .env("REGISTRY_GITHUB_CLIENT_ID", github::CLIENT_ID)
+            .env("REGISTRY_GITHUB_CLIENT_SECRET", github::CLIENT_SECRET)
+            .env("REGISTRY_GITHUB_URL", github.url())
+            .env("REGISTRY_GITHUB_API_URL", github.api_url());
+    })
+    .await;
+    github.sign_in_as(github::Account::new(
+        "octocat",
+        583231,
+        &[("acme", 9001, "active")],
+    ));
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let start = client
+        .get(format!("{}/auth/login?provider=github", server.base))
+        .send()
+        .await
+        .expect("login");
+    assert_eq!(start.status(), 303);
+    let signin = set_cookie(&start, "ar_signin");
+    let to_github = start.headers()[reqwest::header::LOCATION]
+        .to_str()
+        .expect("location")
+        .to_owned();
+    let approved = client.get(&to_github).send().await.expect("authorize");
+    let callback = approved.headers()[reqwest::header::LOCATION]
+        .to_str()
+        .expect("location")
+        .to_owned();
+    let query: std::collections::HashMap<String, String> = url::Url::parse(&callback)
+        .expect("url")
+        .query_pairs()
+        .into_owned()
+        .collect();
+    let done = client
+        .get(&callback)
+        .header(reqwest::header::COOKIE, &signin)
+        .send()
+        .await
+        .expect("callback");
+    assert_eq!(done.status(), 303);
+    let session = set_cookie(&done, "ar_session");
+    let me: Value = client
+        .get(format!("{}/api/me", server.base))
+        .header(reqwest::header::COOKIE, &session)
+        .send()
+        .await
+        .expect("me")
+        .json()
+        .await
+        .expect("JSON");
+    let csrf = me["csrf_token"].as_str().expect("csrf").to_owned();
+    let minted: Value = client
+        .post(format!("{}/api/tokens", server.base))
+        .header(reqwest::header::COOKIE, &session)
+        .header("X-CSRF-Token", &csrf)
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("mint")
+        .json()
+        .await
+        .expect("JSON");
+    let access = github.token_for(github::Account::new("octocat", 583231, &[]));
+    let exchanged: Value = client
+        .post(format!("{}/api/auth/github", server.base))
+        .json(&json!({"access_token": access}))
+        .send()
+        .await
+        .expect("exchange")
+        .json()
+        .await
+        .expect("JSON");
+    // A refused callback logs its reason, never what it was sent.
+    client
+        .get(format!(
+            "{}/auth/callback?code=leaky-code-1&state=leaky-state-1",
+            server.base
+        ))
+        .send()
+        .await
+        .expect("refused callback");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let printed = log.lock().expect("log").clone();
+    assert!(
+        printed.contains("signed in"),
+        "no sign-in line at debug level: {printed}"
+    );
+    assert!(printed.contains("sign-in refused"), "{printed}");
+    let secret_of = |cookie: &str| {
+        cookie
+            .split_once('=')
+            .map(|(_, v)| v.to_owned())
+            .expect("value")
+    };
+    let secrets = [
+        ("the code", query["code"].clone()),
+        ("the state", query["state"].clone()),
+        ("the sign-in cookie", secret_of(&signin)),
+        ("the session cookie", secret_of(&session)),
+        ("the CSRF token", csrf),
+        (
+            "the minted token",
+            minted["token"].as_str().expect("token").to_owned(),
+        ),
+        (
+            "the exchanged token",
+            exchanged["token"].as_str().expect("token").to_owned(),
+        ),
+        ("GitHub's access token", access),
+        ("the client secret", github::CLIENT_SECRET.to_owned()),
+        ("a refused code", "leaky-code-1".to_owned()),
+        ("a refused state", "leaky-state-1".to_owned()),
+    ];
+    for (what, secret) in secrets {
+        assert!(!printed.contains(&secret), "{what} is in the log");
+    }
 }
 
 /// Two servers on one fresh PostgreSQL schema, each with its own data directory; `None` when the

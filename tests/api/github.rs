@@ -4,6 +4,9 @@
 //! (`/login/device/code`, pending for one poll), and the REST API's `/user` and
 //! `/user/memberships/orgs`. Failed token requests answer `200 OK` with an `error` field, as
 //! GitHub does.
+//!
+//! Shared by the API suite and the process tests (`#[path]`), so it stands alone.
+#![allow(dead_code)]
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -93,7 +96,13 @@ impl FakeGithub {
             .route("/api/user", get(user))
             .route("/api/user/memberships/orgs", get(memberships))
             .with_state(Arc::clone(&shared));
-        let addr = crate::helpers::serve_router(router).await;
+        let listener = tokio::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+            .await
+            .expect("bind a loopback port");
+        let addr = listener.local_addr().expect("address");
+        tokio::spawn(async move {
+            axum::serve(listener, router).await.expect("serve");
+        });
         Self { addr, shared }
     }
 

@@ -860,3 +860,63 @@ async fn a_person_signs_in_through_a_real_openid_provider_with_the_code_flow() {
     let why = refusal(&third.get(&on_app(&app, &forged)).await);
     assert!(why.contains("state mismatch"), "{why}");
 }
+
+#[tokio::test]
+async fn sign_ins_from_one_address_are_rate_limited() {
+    let github = FakeGithub::start().await;
+    let (web, api) = (github.url(), github.api_url());
+    let app = TestApp::spawn_with(move |config: &mut Config| {
+        config.signin.github_client_id = Some(CLIENT_ID.to_owned());
+        config.signin.github_url = web.parse().expect("url");
+        config.signin.github_api_url = api.parse().expect("url");
+        // This test's client is loopback: count it like any other address.
+        config.rate_limit_exempt_loopback = false;
+    })
+    .await
+    .served()
+    .await;
+    let mut statuses = Vec::new();
+    let mut browser = Browser::new();
+    for _ in 0..12 {
+        let seen = browser
+            .get(&on_app(&app, "/auth/login?provider=github"))
+            .await;
+        statuses.push(seen.status.as_u16());
+    }
+    assert_eq!(&statuses[..10], &[303; 10], "{statuses:?}");
+    assert_eq!(statuses[11], 429, "{statuses:?}");
+    let limited = app.get("/auth/login?provider=github").await;
+    limited.assert_problem(429, "rate_limited");
+    assert!(limited.header("retry-after").is_some());
+    // The providers list is not a sign-in: it stays readable.
+    assert_eq!(app.get("/api/auth/providers").await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn cookies_are_secure_when_the_public_url_is_https() {
+    let github = FakeGithub::start().await;
+    let (web, api) = (github.url(), github.api_url());
+    let app = TestApp::spawn_with(move |config: &mut Config| {
+        config.signin.github_client_id = Some(CLIENT_ID.to_owned());
+        config.signin.github_url = web.parse().expect("url");
+        config.signin.github_api_url = api.parse().expect("url");
+        config.public_url = Some("https://registry.test".parse().expect("url"));
+    })
+    .await
+    .served()
+    .await;
+    let start = Browser::new()
+        .get(&on_app(&app, "/auth/login?provider=github"))
+        .await;
+    let cookie = start
+        .set_cookies
+        .iter()
+        .find(|cookie| cookie.starts_with("ar_signin="))
+        .expect("a sign-in cookie");
+    assert!(cookie.contains("Secure"), "{cookie}");
+    let to_github = start.location.expect("to GitHub");
+    assert!(
+        to_github.contains("redirect_uri=https%3A%2F%2Fregistry.test%2Fauth%2Fcallback"),
+        "{to_github}"
+    );
+}

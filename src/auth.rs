@@ -66,21 +66,16 @@ fn new_token(owner: &str, scopes: &[Scope], expires_in_secs: Option<u64>) -> Iss
 pub async fn issue_person_token(
     store: &dyn Store,
     caller: &Caller,
-    request: &crate::api::tokens::TokenRequest,
+    scopes: &[Scope],
+    expires_in_days: Option<u32>,
 ) -> StoreResult<IssuedToken> {
     if caller.granted.is_empty() {
-        return issue_token(
-            store,
-            &caller.owner,
-            &request.scopes,
-            request.expires_in_days,
-        )
-        .await;
+        return issue_token(store, &caller.owner, scopes, expires_in_days).await;
     }
     let issued = new_token(
         &caller.owner,
-        &request.scopes,
-        request.expires_in_days.map(|days| days as u64 * 86_400),
+        scopes,
+        expires_in_days.map(|days| days as u64 * 86_400),
     );
     let grant = TokenGrant {
         namespaces: caller.granted.clone(),

@@ -218,12 +218,13 @@ pub async fn github_exchange(
         issuer: Some(person.identity.clone()),
         ..Caller::person(&person.owner)
     };
-    let request = crate::api::tokens::TokenRequest {
-        owner: person.owner.clone(),
-        scopes: Vec::new(),
-        expires_in_days: Some(crate::api::tokens::PERSON_TOKEN_DAYS),
-    };
-    let issued = auth::issue_person_token(state.store.as_ref(), &caller, &request).await?;
+    let issued = auth::issue_person_token(
+        state.store.as_ref(),
+        &caller,
+        &[],
+        Some(crate::api::tokens::PERSON_TOKEN_DAYS),
+    )
+    .await?;
     tracing::info!(token.id = %issued.record.id, owner = %person.owner,
         identity = %person.identity, "token minted for a GitHub sign-in");
     Ok((

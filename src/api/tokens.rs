@@ -205,7 +205,13 @@ pub async fn create_token(
             )]));
         }
         request.expires_in_days = request.expires_in_days.or(Some(PERSON_TOKEN_DAYS));
-        auth::issue_person_token(state.store.as_ref(), &caller, &request).await?
+        auth::issue_person_token(
+            state.store.as_ref(),
+            &caller,
+            &request.scopes,
+            request.expires_in_days,
+        )
+        .await?
     };
     tracing::info!(token.id = %issued.record.id, owner = %issued.record.owner, "token created");
     Ok((

@@ -35,8 +35,8 @@ use serde_json::{Value, json};
 use subtle::ConstantTimeEq;
 use url::Url;
 
-use crate::auth::{hash_secret, random_secret};
 use crate::config::SigninConfig;
+use crate::domain::access::{hash_secret, parse_owner, random_secret};
 use crate::domain::trusted_issuer::{IssuerKind, TrustedIssuer};
 use crate::error::{ApiError, ErrorCode};
 use crate::oidc::TrustedPublishing;
@@ -788,7 +788,7 @@ fn owner_base(name: &str) -> String {
 fn owner_candidates(base: &str, provider: &str) -> Vec<String> {
     std::iter::once(format!("{base}@{provider}"))
         .chain((2..=9).map(|n| format!("{base}-{n}@{provider}")))
-        .filter(|owner| crate::auth::parse_owner(owner).is_ok())
+        .filter(|owner| parse_owner(owner).is_ok())
         .collect()
 }
 

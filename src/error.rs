@@ -47,6 +47,10 @@ pub enum ErrorCode {
     VersionNotFound,
     SessionNotFound,
     TokenNotFound,
+    /// No organisation by this name (or none the caller is a member of).
+    OrgNotFound,
+    /// No transfer by this id that the caller is a party to.
+    TransferNotFound,
     /// Something a hosted agent was asked about does not exist (an unknown symbol or page).
     ResourceNotFound,
     NotFound,
@@ -106,6 +110,8 @@ impl ErrorCode {
             | Self::VersionNotFound
             | Self::SessionNotFound
             | Self::TokenNotFound
+            | Self::OrgNotFound
+            | Self::TransferNotFound
             | Self::NamespaceNotFound
             | Self::BindingNotFound
             | Self::ResourceNotFound
@@ -203,6 +209,8 @@ impl ErrorCode {
             Self::VersionNotFound => "version_not_found",
             Self::SessionNotFound => "session_not_found",
             Self::TokenNotFound => "token_not_found",
+            Self::OrgNotFound => "org_not_found",
+            Self::TransferNotFound => "transfer_not_found",
             Self::ResourceNotFound => "resource_not_found",
             Self::NotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
@@ -484,6 +492,20 @@ impl From<crate::registry::RegistryError> for ApiError {
                     "agent '{}' has no version '{}'",
                     truncate(&identifier, 200),
                     truncate(&version, 100)
+                ),
+            ),
+            RegistryError::OrgNotFound(org) => ApiError::new(
+                ErrorCode::OrgNotFound,
+                format!("no organisation '{}'", truncate(&org, 60)),
+            ),
+            RegistryError::NotOrgPublisher(_) | RegistryError::NotReceiver => {
+                ApiError::forbidden(err.to_string())
+            }
+            RegistryError::TransferNotFound(id) => ApiError::new(
+                ErrorCode::TransferNotFound,
+                format!(
+                    "no transfer '{}' (pending, and yours to settle)",
+                    truncate(&id, 64)
                 ),
             ),
             RegistryError::Offline => ApiError::new(ErrorCode::Unavailable, err.to_string()),

@@ -45,6 +45,9 @@ fn hand_written() -> Vec<(&'static str, Value)> {
         ("CreateTokenRequest", create_token_request()),
         ("OidcExchangeRequest", oidc_exchange_request()),
         ("GithubExchangeRequest", github_exchange_request()),
+        ("CreateOrgRequest", create_org_request()),
+        ("SetMemberRequest", set_member_request()),
+        ("TransferRequest", transfer_request()),
         ("ClaimNamespaceRequest", claim_namespace_request()),
         ("CreateBindingRequest", create_binding_request()),
         ("CreateSessionRequest", create_session_request()),
@@ -472,6 +475,13 @@ fn publish_request() -> Value {
             "description": "Publish only: the agent's own discovery identifier, `urn:air:<publisher-domain>:<name>[:<name>…]`, whose publisher must be the package's domain (the one domain verification proves; `com.example.weather` → `example.com`) or a host under it that the package name's leading labels name (`ai.lifie.hub.tasks` may carry `urn:air:hub.lifie.ai:tasks`). Absent, the registry derives it from the package name. It cannot change afterwards: an update may repeat it. Unique ignoring case (409 `conflict` when taken).",
         }),
     );
+    properties.insert("org".to_owned(), {
+        let mut org = org_name();
+        org["type"] = json!(["string", "null"]);
+        org["maxLength"] = json!(39);
+        org["description"] = json!("Publish only: the organisation the agent belongs to (owner `org:<name>`); the caller must be its admin or publisher (else 403), and it must exist (else 404 `org_not_found`). Its members then manage the agent together. An update ignores it: ownership changes by transfer.");
+        org
+    });
     properties.insert(
         "probe_message".to_owned(),
         optional_text(
@@ -759,6 +769,63 @@ fn oidc_exchange_request() -> Value {
             },
         },
         "examples": [{"token": "eyJhbGciOiJSUzI1NiIsImtpZCI6Ii4uLiJ9.eyJpc3MiOiIuLi4ifQ.c2ln"}],
+    })
+}
+
+/// An organisation's name, trimmed: lowercase letters, digits and single inner hyphens.
+fn org_name() -> Value {
+    json!({
+        "type": "string",
+        "pattern": format!("^[{WS}]*[a-z0-9]+(-[a-z0-9]+)*[{WS}]*$"),
+        "description": "1 to 39 lowercase letters, digits and single hyphens, not at either end (trimmed).",
+        "examples": ["acme"],
+    })
+}
+
+fn create_org_request() -> Value {
+    let mut name = org_name();
+    name["maxLength"] = json!(39);
+    json!({
+        "type": "object",
+        "required": ["name"],
+        "properties": {
+            "name": name,
+            "display_name": {"type": ["string", "null"], "maxLength": 200, "pattern": "^[^\\u0000]*$"},
+            "admin": {
+                "type": ["string", "null"],
+                "pattern": format!("^[{WS}]*[A-Za-z0-9._@-]{{1,64}}[{WS}]*$"),
+                "not": {"pattern": format!("^[{WS}]*(?:admin|registry)[{WS}]*$")},
+                "description": "With the master key (required then): the owner who becomes its first admin. Others become its admin themselves.",
+            },
+        },
+        "examples": [{"name": "acme", "display_name": "Acme Corp"}],
+    })
+}
+
+fn set_member_request() -> Value {
+    json!({
+        "type": "object",
+        "required": ["role"],
+        "properties": {
+            "role": {"type": "string", "pattern": format!("^[{WS}]*(admin|publisher|viewer)[{WS}]*$"),
+                     "description": "`admin` manages the members and writes the agents; `publisher` writes the agents; `viewer` reads them."},
+        },
+        "examples": [{"role": "publisher"}],
+    })
+}
+
+fn transfer_request() -> Value {
+    json!({
+        "type": "object",
+        "required": ["to"],
+        "properties": {
+            "to": {
+                "type": "string",
+                "pattern": format!("^[{WS}]*(org:[a-z0-9]+(-[a-z0-9]+)*|[A-Za-z0-9._@-]{{1,64}})[{WS}]*$"),
+                "description": "The receiver: a person's owner name, or `org:<name>` for an organisation.",
+            },
+        },
+        "examples": [{"to": "bob"}, {"to": "org:acme"}],
     })
 }
 

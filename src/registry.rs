@@ -23,7 +23,7 @@ use crate::search::text::TextStats;
 use crate::search::{Hit, SearchError, SearchIndex, SearchPage, SearchRequest, VectorProgress};
 use crate::store::{
     Agent, AgentState, AgentVersion, BindingRecord, Change, ChangeKind, MirrorPage, MirrorWritten,
-    NamespaceRecord, Store, StoreError, VerificationLevel,
+    NamespaceRecord, Store, StoreError, TransferRecord, TransferStatus, VerificationLevel,
 };
 use crate::task::AbortOnDrop;
 use crate::timestamp::Timestamp;
@@ -117,6 +117,18 @@ pub enum RegistryError {
     /// The agent has no version by this name.
     #[error("agent '{identifier}' has no version '{version}'")]
     VersionNotFound { identifier: String, version: String },
+    /// No organisation has this name (or none the caller may see).
+    #[error("no organisation '{0}'")]
+    OrgNotFound(String),
+    /// The caller is not an admin or a publisher of the organisation.
+    #[error("only the admins and publishers of organisation '{0}' write its agents")]
+    NotOrgPublisher(String),
+    /// Only a transfer's receiver (an organisation's admin) accepts it.
+    #[error("only the receiver of a transfer (for an organisation, one of its admins) accepts it")]
+    NotReceiver,
+    /// No transfer by this id that the caller is a party to.
+    #[error("no transfer '{0}'")]
+    TransferNotFound(String),
     /// A search on a registry opened without an index (`Registry::offline`).
     #[error("this registry has no search index")]
     Offline,
@@ -322,12 +334,55 @@ impl Registry {
                 source_id: agent.owner[MIRROR_PREFIX.len()..].to_owned(),
             });
         }
-        if !actor.owns(&agent.owner) {
+        if !self.manages(actor, &agent.owner).await? {
             return Err(RegistryError::NotOwner);
         }
         check_granted(agent.package_name(), actor)?;
         self.check_bound(agent.package_name(), actor).await?;
         Ok(agent)
+    }
+
+    /// An agent `actor` may read in any state: one it manages, or one of an organisation it is
+    /// a viewer of. `NotFound` when unknown, `NotOwner` otherwise.
+    pub async fn find_readable(&self, identifier: &str, actor: &Actor) -> RegistryResult<Agent> {
+        let agent = self
+            .find(identifier)
+            .await?
+            .ok_or_else(|| RegistryError::NotFound(identifier.to_owned()))?;
+        if actor.owns(&agent.owner) || self.org_role(actor, &agent.owner).await?.is_some() {
+            return Ok(agent);
+        }
+        self.find_owned(identifier, actor).await
+    }
+
+    /// Whether `actor` may write the agents of `owner`: its own (and those of the namespaces
+    /// its identity grants), or an organisation's where it is an admin or a publisher.
+    pub async fn manages(&self, actor: &Actor, owner: &str) -> RegistryResult<bool> {
+        if actor.owns(owner) {
+            return Ok(true);
+        }
+        Ok(self
+            .org_role(actor, owner)
+            .await?
+            .is_some_and(crate::domain::org::OrgRole::writes))
+    }
+
+    /// `actor`'s role in the organisation `owner` stands for, if it is one and a member.
+    pub async fn org_role(
+        &self,
+        actor: &Actor,
+        owner: &str,
+    ) -> RegistryResult<Option<crate::domain::org::OrgRole>> {
+        let Some(org) = crate::domain::org::org_of_owner(owner) else {
+            return Ok(None);
+        };
+        Ok(self
+            .store
+            .memberships(&actor.owner)
+            .await?
+            .into_iter()
+            .find(|member| member.org == org)
+            .map(|member| member.role))
     }
 
     /// `actor`'s agents in every state (every agent for the master key), by id, after `after`,
@@ -341,10 +396,18 @@ impl Registry {
         if actor.is_master {
             return Ok(self.store.list_agents(None, after, limit).await?);
         }
-        // The actor's own agents and those of the namespaces its identity grants (a GitHub
-        // organisation's, which every member manages).
+        // The actor's own agents, those of the namespaces its identity grants (a GitHub
+        // organisation's, which every member manages), and its organisations'.
+        let orgs: Vec<String> = self
+            .store
+            .memberships(&actor.owner)
+            .await?
+            .into_iter()
+            .map(|member| crate::domain::org::org_owner(&member.org))
+            .collect();
         let mut owners: Vec<&str> = vec![actor.owner.as_str()];
         owners.extend(actor.granted.iter().map(String::as_str));
+        owners.extend(orgs.iter().map(String::as_str));
         owners.sort_unstable();
         owners.dedup();
         Ok(self.store.list_agents(Some(&owners), after, limit).await?)
@@ -455,12 +518,35 @@ impl Registry {
 
     /// Create an agent in STAGE for `actor`. The `registry.` namespace is the master key's.
     pub async fn publish(&self, draft: AgentDraft, actor: &Actor) -> RegistryResult<Agent> {
+        self.publish_for(draft, actor, None).await
+    }
+
+    /// `publish`, owned by organisation `org` when given (`actor` must be its admin or
+    /// publisher, or the master key).
+    pub async fn publish_for(
+        &self,
+        draft: AgentDraft,
+        actor: &Actor,
+        org: Option<&str>,
+    ) -> RegistryResult<Agent> {
+        let owner = match org {
+            None => actor.owner_for(draft.package_name.as_str()).to_owned(),
+            Some(org) => {
+                let owner = crate::domain::org::org_owner(org);
+                if self.store.find_org(org).await?.is_none() {
+                    return Err(RegistryError::OrgNotFound(org.to_owned()));
+                }
+                if !self.manages(actor, &owner).await? {
+                    return Err(RegistryError::NotOrgPublisher(org.to_owned()));
+                }
+                owner
+            }
+        };
         check_namespace(&draft, actor)?;
         check_granted(draft.package_name.as_str(), actor)?;
         self.check_bound(draft.package_name.as_str(), actor).await?;
         self.check_owned(&draft.package_name, actor).await?;
         self.check_scan(&draft)?;
-        let owner = actor.owner_for(draft.package_name.as_str()).to_owned();
         let mut agent = Agent::new(draft, &owner, Timestamp::now());
         self.insert(&mut agent).await?;
         self.apply(&agent).await;
@@ -660,6 +746,117 @@ impl Registry {
             Err(err) => return Err(err),
         }
         Ok(agent)
+    }
+
+    // ---- transfers ----
+
+    /// Ask to give agent `identifier`, which `actor` manages, to `to` (an owner name, or
+    /// `org:<name>`): a pending transfer the receiver accepts. The master key moves it at once
+    /// (status `forced`): the transfer and the agent as it now is.
+    pub async fn request_transfer(
+        &self,
+        identifier: &str,
+        to: &str,
+        actor: &Actor,
+    ) -> RegistryResult<(TransferRecord, Option<Agent>)> {
+        let agent = self.find_owned(identifier, actor).await?;
+        let invalid = |message: &str| RegistryError::Invalid(vec![FieldError::new("to", message)]);
+        let to = match crate::domain::org::org_of_owner(to.trim()) {
+            Some(org) => {
+                if self.store.find_org(org).await?.is_none() {
+                    return Err(RegistryError::OrgNotFound(org.to_owned()));
+                }
+                crate::domain::org::org_owner(org)
+            }
+            None => crate::domain::access::parse_owner(to).map_err(|message| invalid(&message))?,
+        };
+        if to == agent.owner {
+            return Err(invalid("already owns this agent"));
+        }
+        let now = Timestamp::now();
+        let mut transfer = TransferRecord {
+            id: format!("trf_{}", ulid::Ulid::new()),
+            agent_id: agent.id.clone(),
+            package_name: agent.package_name().to_owned(),
+            from_owner: agent.owner.clone(),
+            to_owner: to,
+            requested_by: actor.owner.clone(),
+            status: TransferStatus::Pending,
+            created_at: now,
+            resolved_at: None,
+        };
+        if actor.is_master {
+            transfer.status = TransferStatus::Forced;
+            transfer.resolved_at = Some(now);
+            let moved = self.store.force_transfer(&transfer).await?;
+            self.apply(&moved).await;
+            return Ok((transfer, Some(moved)));
+        }
+        self.store.insert_transfer(&transfer).await?;
+        Ok((transfer, None))
+    }
+
+    /// The pending transfers `actor` is a party to: from or to it, its granted namespaces and
+    /// its organisations (every one for the master key is not listed: it acts, it does not wait).
+    pub async fn pending_transfers(&self, actor: &Actor) -> RegistryResult<Vec<TransferRecord>> {
+        let orgs: Vec<String> = self
+            .store
+            .memberships(&actor.owner)
+            .await?
+            .into_iter()
+            .map(|member| crate::domain::org::org_owner(&member.org))
+            .collect();
+        let mut owners: Vec<&str> = vec![actor.owner.as_str()];
+        owners.extend(actor.granted.iter().map(String::as_str));
+        owners.extend(orgs.iter().map(String::as_str));
+        Ok(self.store.pending_transfers(&owners).await?)
+    }
+
+    /// Accept (`accept`) or decline transfer `id`. The receiver accepts (an organisation's
+    /// admin for an organisation); the receiver or the sender declines; the master key does
+    /// either. Anyone else finds no such transfer.
+    pub async fn settle_transfer(
+        &self,
+        id: &str,
+        accept: bool,
+        actor: &Actor,
+    ) -> RegistryResult<(TransferRecord, Option<Agent>)> {
+        let not_found = || RegistryError::TransferNotFound(id.to_owned());
+        let transfer = self
+            .store
+            .find_transfer(id.trim())
+            .await?
+            .filter(|transfer| transfer.status == TransferStatus::Pending)
+            .ok_or_else(not_found)?;
+        let receiving_role = self.org_role(actor, &transfer.to_owner).await?;
+        let receives = actor.is_master
+            || actor.owns(&transfer.to_owner)
+            || receiving_role == Some(crate::domain::org::OrgRole::Admin);
+        let sends = self.manages(actor, &transfer.from_owner).await?;
+        // The receiving organisation's other members see it, but only its admins take it.
+        if !receives && !sends && receiving_role.is_none() {
+            return Err(not_found());
+        }
+        if !receives && (accept || !sends) {
+            return Err(RegistryError::NotReceiver);
+        }
+        let status = if accept {
+            TransferStatus::Accepted
+        } else {
+            TransferStatus::Declined
+        };
+        let (settled, moved) = match self
+            .store
+            .settle_transfer(&transfer.id, status, Timestamp::now())
+            .await
+        {
+            Err(StoreError::NotFound) => return Err(not_found()),
+            other => other?,
+        };
+        if let Some(moved) = &moved {
+            self.apply(moved).await;
+        }
+        Ok((settled, moved))
     }
 
     // ---- namespaces ----

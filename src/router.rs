@@ -14,8 +14,8 @@ use utoipa_swagger_ui::SwaggerUi;
 
 use crate::api::ard as ard_api;
 use crate::api::{
-    agents, bazaar, bindings, changes, identity, mcp_registry, mirrors, namespaces, ops, public,
-    signin, tokens,
+    agents, bazaar, bindings, changes, identity, mcp_registry, mirrors, namespaces, ops, orgs,
+    public, signin, tokens,
 };
 use crate::middleware::{self, RateLimit};
 use crate::playground::http as playground;
@@ -46,6 +46,9 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
         namespaces::claim_namespace, namespaces::list_namespaces, namespaces::verify_namespace,
         namespaces::release_namespace,
         bindings::create_binding, bindings::list_bindings, bindings::delete_binding,
+        orgs::create_org, orgs::list_orgs, orgs::get_org, orgs::set_member, orgs::remove_member,
+        orgs::transfer_agent, orgs::list_transfers, orgs::accept_transfer,
+        orgs::decline_transfer,
         tokens::create_token, tokens::list_tokens, tokens::revoke_token,
         identity::me, identity::exchange,
         signin::providers, signin::login, signin::callback, signin::logout,
@@ -59,7 +62,7 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
     tags(
         (name = "public", description = "Unauthenticated reads and search"),
         (name = "discovery", description = "Discovery standards: ARD (the manifest and the ARD registry API at /ard, with federation), x402 Bazaar (agents that take x402 payments, as paid resources), the MCP Registry read API"),
-        (name = "management", description = "Owner-authenticated agent lifecycle and namespaces (scope agents:write)"),
+        (name = "management", description = "Owner-authenticated agent lifecycle, namespaces, organisations and transfers (scope agents:write)"),
         (name = "tokens", description = "API tokens, the caller (`/api/me`), trusted publishing from CI (`/api/auth/oidc`), and sign-in for people (`/api/auth/providers`, the browser's `/auth/login` and `/auth/callback`, `/auth/logout`, the CLI's `/api/auth/github`)"),
         (name = "a2a", description = "Agent cards and A2A endpoints"),
         (name = "mcp", description = "The registry as an MCP server (Streamable HTTP): tools that search and read agents, resources for records and cards"),
@@ -217,6 +220,16 @@ pub fn router(state: AppState) -> Router {
         .route("/api/agents/{id}/go-live", post(agents::go_live))
         .route("/api/agents/{id}/unpublish", post(agents::unpublish))
         .route("/api/agents/{id}/verify", post(agents::verify_agent))
+        .route("/api/agents/{id}/transfer", post(orgs::transfer_agent))
+        .route("/api/transfers", get(orgs::list_transfers))
+        .route("/api/transfers/{id}/accept", post(orgs::accept_transfer))
+        .route("/api/transfers/{id}/decline", post(orgs::decline_transfer))
+        .route("/api/orgs", get(orgs::list_orgs).post(orgs::create_org))
+        .route("/api/orgs/{org}", get(orgs::get_org))
+        .route(
+            "/api/orgs/{org}/members/{owner}",
+            axum::routing::put(orgs::set_member).delete(orgs::remove_member),
+        )
         .route(
             "/api/namespaces",
             get(namespaces::list_namespaces).post(namespaces::claim_namespace),

@@ -32,7 +32,8 @@ pub struct OwnAgentsPage {
     responses((status = 201, body = AgentRecord, description = "Created in STAGE; the owner's view",
                 headers(("Location" = String, description = "The agent's management URL"), ("ETag" = String, description = "The revision, quoted"))),
               (status = 200, body = super::catalog::CatalogPublished, description = "`manifest_url` held an AI Catalog: each entry's result (`created` in STAGE, `rejected` with its errors, or `skipped` with the reason)"),
-              (status = 403, body = crate::error::Problem, description = "`forbidden`: a token without `agents:write`; `namespace_not_granted`: a token restricted to namespaces (trusted publishing) and a package name outside them"),
+              (status = 403, body = crate::error::Problem, description = "`forbidden`: a token without `agents:write`, or `org` names an organisation the caller does not write for; `namespace_not_granted`: a token restricted to namespaces (trusted publishing) and a package name outside them"),
+              (status = 404, body = crate::error::Problem, description = "`org_not_found`: `org` names no organisation"),
               (status = 409, body = crate::error::Problem, description = "`conflict`: the package name is taken"),
               (status = 422, body = crate::error::Problem, description = "`validation_failed`, with every invalid field"),
               (status = 502, body = crate::error::Problem, description = "`upstream_error`: the card at `manifest_url` could not be fetched"),
@@ -51,8 +52,25 @@ pub async fn publish_agent(
             return Ok(Json(published).into_response());
         }
     };
+    // `"org"`: publish for an organisation the caller writes for (not part of the draft).
+    let org = match body.get("org") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(org)) => Some(
+            crate::domain::org::parse_org_name(org)
+                .map_err(|message| ApiError::validation(vec![FieldError::new("org", message)]))?,
+        ),
+        Some(_) => {
+            return Err(ApiError::validation(vec![FieldError::new(
+                "org",
+                "must be a string",
+            )]));
+        }
+    };
     let draft = parse_draft(&state, &body).await?;
-    let agent = state.registry.publish(draft, &caller.actor()).await?;
+    let agent = state
+        .registry
+        .publish_for(draft, &caller.actor(), org.as_deref())
+        .await?;
     tracing::info!(agent.id = %agent.id, agent.package = agent.package_name(), owner = %agent.owner, "agent published");
     let location = format!("{}/api/agents/{}", state.base_url, agent.id);
     let mut response = (StatusCode::CREATED, owned_response(&agent)).into_response();
@@ -268,7 +286,7 @@ pub async fn get_own_agent(
     caller.require(Scope::AgentsWrite)?;
     let agent = state
         .registry
-        .find_owned(&identifier, &caller.actor())
+        .find_readable(&identifier, &caller.actor())
         .await?;
     Ok(owned_response(&agent))
 }

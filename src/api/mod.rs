@@ -11,6 +11,7 @@ pub mod mcp_registry;
 pub mod mirrors;
 pub mod namespaces;
 pub mod ops;
+pub mod orgs;
 pub mod public;
 pub mod signin;
 pub mod tokens;

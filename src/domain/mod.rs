@@ -9,6 +9,7 @@ pub mod health;
 pub mod json;
 pub mod mirror_source;
 pub mod namespace;
+pub mod org;
 pub mod package_name;
 pub mod payment;
 pub mod rails;

@@ -4,9 +4,10 @@
 use serde_json::json;
 
 use super::{
-    Agent, AgentState, AgentVersion, BindingRecord, ChangeKind, MirrorPage, MirrorRecord,
-    MirrorSkip, NamespaceRecord, PlaygroundSession, SessionStep, StepKind, Store, StoreError,
-    StoredEmbedding, TokenGrant, TokenRecord, VerificationLevel, WebSessionRecord,
+    Agent, AgentState, AgentVersion, BindingRecord, ChangeKind, MemberRecord, MirrorPage,
+    MirrorRecord, MirrorSkip, NamespaceRecord, OrgRecord, PlaygroundSession, SessionStep, StepKind,
+    Store, StoreError, StoredEmbedding, TokenGrant, TokenRecord, TransferRecord, TransferStatus,
+    VerificationLevel, WebSessionRecord,
 };
 use crate::domain::health::{ProbeKind, ProbeOutcome};
 use crate::domain::{AgentDraft, HealthStatus, Scope};
@@ -1573,6 +1574,181 @@ pub async fn a_person_keeps_the_owner_name_of_their_first_sign_in(store: &dyn St
     );
 }
 
+pub async fn an_organisation_keeps_an_admin_whatever_its_members_do(store: &dyn Store) {
+    use crate::domain::org::OrgRole;
+    let org = OrgRecord {
+        name: "acme".to_owned(),
+        display_name: Some("Acme".to_owned()),
+        created_by: "alice".to_owned(),
+        created_at: at(0),
+    };
+    store.create_org(&org).await.expect("create");
+    let taken = store.create_org(&org).await;
+    assert!(matches!(taken, Err(StoreError::Conflict(_))), "{taken:?}");
+    assert_eq!(store.find_org("acme").await.expect("find"), Some(org));
+    let member = |owner: &str, role| MemberRecord {
+        org: "acme".to_owned(),
+        owner: owner.to_owned(),
+        role,
+        added_at: at(1),
+    };
+    store
+        .set_member(&member("bob", OrgRole::Publisher))
+        .await
+        .expect("add");
+    // The only admin may neither step down nor leave.
+    for refused in [
+        store.set_member(&member("alice", OrgRole::Viewer)).await,
+        store.remove_member("acme", "alice").await.map(|_| ()),
+    ] {
+        assert!(
+            matches!(refused, Err(StoreError::Conflict(_))),
+            "{refused:?}"
+        );
+    }
+    store
+        .set_member(&member("bob", OrgRole::Admin))
+        .await
+        .expect("promote");
+    assert!(store.remove_member("acme", "alice").await.expect("leave"));
+    assert!(!store.remove_member("acme", "alice").await.expect("gone"));
+    let members = store.org_members("acme").await.expect("members");
+    assert_eq!(members.len(), 1);
+    assert_eq!(
+        (members[0].owner.as_str(), members[0].role),
+        ("bob", OrgRole::Admin)
+    );
+    assert_eq!(store.memberships("bob").await.expect("of bob").len(), 1);
+    assert!(
+        store
+            .memberships("alice")
+            .await
+            .expect("of alice")
+            .is_empty()
+    );
+    let missing = store
+        .set_member(&MemberRecord {
+            org: "nope".to_owned(),
+            ..member("x", OrgRole::Admin)
+        })
+        .await;
+    assert!(matches!(missing, Err(StoreError::NotFound)), "{missing:?}");
+}
+
+pub async fn a_transfer_moves_the_agent_once_accepted_and_one_is_pending_at_a_time(
+    store: &dyn Store,
+) {
+    let agent = inserted(store, "com.example.weather", at(0)).await;
+    let transfer = |id: &str, to: &str| TransferRecord {
+        id: id.to_owned(),
+        agent_id: agent.id.clone(),
+        package_name: "com.example.weather".to_owned(),
+        from_owner: agent.owner.clone(),
+        to_owner: to.to_owned(),
+        requested_by: agent.owner.clone(),
+        status: TransferStatus::Pending,
+        created_at: at(1),
+        resolved_at: None,
+    };
+    store
+        .insert_transfer(&transfer("trf_1", "bob"))
+        .await
+        .expect("ask");
+    let second = store.insert_transfer(&transfer("trf_2", "carol")).await;
+    assert!(matches!(second, Err(StoreError::Conflict(_))), "{second:?}");
+    let pending = store.pending_transfers(&["bob"]).await.expect("pending");
+    assert_eq!(pending.len(), 1);
+    assert_eq!(
+        store
+            .pending_transfers(&[&agent.owner])
+            .await
+            .expect("from")
+            .len(),
+        1
+    );
+    assert!(
+        store
+            .pending_transfers(&["carol"])
+            .await
+            .expect("none")
+            .is_empty()
+    );
+    let (declined, moved) = store
+        .settle_transfer("trf_1", TransferStatus::Declined, at(2))
+        .await
+        .expect("decline");
+    assert_eq!(declined.status, TransferStatus::Declined);
+    assert!(moved.is_none());
+    let again = store
+        .settle_transfer("trf_1", TransferStatus::Accepted, at(3))
+        .await;
+    assert!(matches!(again, Err(StoreError::NotFound)), "{again:?}");
+
+    store
+        .insert_transfer(&transfer("trf_3", "bob"))
+        .await
+        .expect("ask again");
+    let latest = store.latest_change().await.expect("latest");
+    let (accepted, moved) = store
+        .settle_transfer("trf_3", TransferStatus::Accepted, at(4))
+        .await
+        .expect("accept");
+    assert_eq!(accepted.resolved_at, Some(at(4)));
+    let moved = moved.expect("moved");
+    assert_eq!(moved.owner, "bob");
+    assert_eq!(moved.package_name(), "com.example.weather");
+    assert_eq!(moved.revision, agent.revision + 1);
+    assert!(store.latest_change().await.expect("logged") > latest);
+    assert_eq!(
+        store
+            .find_agent(&agent.id)
+            .await
+            .expect("find")
+            .expect("agent")
+            .owner,
+        "bob"
+    );
+
+    // The master key moves it at once; a pending transfer of it is declined.
+    store
+        .insert_transfer(&TransferRecord {
+            from_owner: "bob".to_owned(),
+            ..transfer("trf_4", "carol")
+        })
+        .await
+        .expect("ask");
+    let forced = store
+        .force_transfer(&TransferRecord {
+            from_owner: "bob".to_owned(),
+            requested_by: "admin".to_owned(),
+            status: TransferStatus::Forced,
+            resolved_at: Some(at(5)),
+            ..transfer("trf_5", "org:acme")
+        })
+        .await
+        .expect("force");
+    assert_eq!(forced.owner, "org:acme");
+    assert_eq!(
+        store
+            .find_transfer("trf_4")
+            .await
+            .expect("find")
+            .expect("trf_4")
+            .status,
+        TransferStatus::Declined
+    );
+    assert_eq!(
+        store
+            .find_transfer("trf_5")
+            .await
+            .expect("find")
+            .expect("trf_5")
+            .status,
+        TransferStatus::Forced
+    );
+    assert_eq!(store.find_transfer("trf\0").await.expect("nul"), None);
+}
+
 pub async fn expired_minted_tokens_are_purged_and_others_kept(store: &dyn Store) {
     let expiring = |id: &str, hash: &str, expires: i64| TokenRecord {
         expires_at: Some(at(expires)),
@@ -1842,6 +2018,8 @@ macro_rules! conformance_suite {
             a_signin_state_is_taken_once_and_expired_ones_are_dropped,
             a_web_session_is_found_by_its_hash_until_it_expires,
             a_person_keeps_the_owner_name_of_their_first_sign_in,
+            an_organisation_keeps_an_admin_whatever_its_members_do,
+            a_transfer_moves_the_agent_once_accepted_and_one_is_pending_at_a_time,
             expired_minted_tokens_are_purged_and_others_kept,
             a_namespace_is_claimed_by_many_and_proven_by_one,
             bindings_are_found_by_scope_listed_by_owner_and_deleted,

@@ -26,10 +26,10 @@ mod conformance;
 mod pg_schema;
 
 pub use model::{
-    Agent, AgentState, AgentVersion, BindingRecord, Change, ChangeKind, MirrorPage, MirrorRecord,
-    MirrorSkip, MirrorUpdate, MirrorWritten, NamespaceRecord, PlaygroundSession, Provenance,
-    SessionStep, StepKind, StoredEmbedding, TokenGrant, TokenRecord, VerificationLevel,
-    VersionSnapshot, WebSessionRecord,
+    Agent, AgentState, AgentVersion, BindingRecord, Change, ChangeKind, MemberRecord, MirrorPage,
+    MirrorRecord, MirrorSkip, MirrorUpdate, MirrorWritten, NamespaceRecord, OrgRecord,
+    PlaygroundSession, Provenance, SessionStep, StepKind, StoredEmbedding, TokenGrant, TokenRecord,
+    TransferRecord, TransferStatus, VerificationLevel, VersionSnapshot, WebSessionRecord,
 };
 
 /// What can go wrong in storage, as the caller needs to tell it apart.
@@ -295,6 +295,50 @@ pub trait Store: Send + Sync + 'static {
 
     /// The grant stored with token `id`; `None` for a token without one (or an unknown one).
     async fn find_token_grant(&self, id: &str) -> StoreResult<Option<TokenGrant>>;
+
+    // ---- organisations and transfers ----
+
+    /// Create an organisation with its creator as its first admin, in one transaction;
+    /// `Conflict` when the name is taken.
+    async fn create_org(&self, org: &OrgRecord) -> StoreResult<()>;
+
+    async fn find_org(&self, name: &str) -> StoreResult<Option<OrgRecord>>;
+
+    /// The members of `org`, by owner.
+    async fn org_members(&self, org: &str) -> StoreResult<Vec<MemberRecord>>;
+
+    /// The organisations `owner` is a member of, by name.
+    async fn memberships(&self, owner: &str) -> StoreResult<Vec<MemberRecord>>;
+
+    /// Add a member or change their role; `Conflict` when that would leave the organisation
+    /// without an admin (nothing is written then).
+    async fn set_member(&self, member: &MemberRecord) -> StoreResult<()>;
+
+    /// Remove a member; whether there was one. `Conflict` when they are its last admin.
+    async fn remove_member(&self, org: &str, owner: &str) -> StoreResult<bool>;
+
+    /// Record a pending transfer; `Conflict` when the agent has one pending already.
+    async fn insert_transfer(&self, transfer: &TransferRecord) -> StoreResult<()>;
+
+    async fn find_transfer(&self, id: &str) -> StoreResult<Option<TransferRecord>>;
+
+    /// The pending transfers from or to any of `owners`, oldest first.
+    async fn pending_transfers(&self, owners: &[&str]) -> StoreResult<Vec<TransferRecord>>;
+
+    /// Settle pending transfer `id` as `status` (accepted or declined) at `at`. Accepted: the
+    /// agent moves to the receiver in the same transaction (its versions, verification and
+    /// identifier with it), and the move is in the change log. `NotFound` when no transfer
+    /// `id` is pending; `Conflict` when the agent changed owner meanwhile.
+    async fn settle_transfer(
+        &self,
+        id: &str,
+        status: TransferStatus,
+        at: Timestamp,
+    ) -> StoreResult<(TransferRecord, Option<Agent>)>;
+
+    /// Move the agent at once (the master key) and record `transfer` (status `forced`); a
+    /// pending transfer of the agent is declined. `NotFound` when the agent is gone.
+    async fn force_transfer(&self, transfer: &TransferRecord) -> StoreResult<Agent>;
 
     // ---- sign-in (people) ----
 

@@ -516,3 +516,70 @@ pub struct WebSessionRecord {
     pub created_at: Timestamp,
     pub expires_at: Timestamp,
 }
+
+/// An organisation as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrgRecord {
+    pub name: String,
+    pub display_name: Option<String>,
+    /// The owner who created it (its first admin).
+    pub created_by: String,
+    pub created_at: Timestamp,
+}
+
+/// One member of an organisation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemberRecord {
+    pub org: String,
+    pub owner: String,
+    pub role: crate::domain::org::OrgRole,
+    pub added_at: Timestamp,
+}
+
+/// Where a transfer stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TransferStatus {
+    /// Waiting for the receiver.
+    Pending,
+    /// The receiver took the agent.
+    Accepted,
+    /// The receiver (or the sender, withdrawing it) said no.
+    Declined,
+    /// The master key moved the agent at once.
+    Forced,
+}
+
+impl TransferStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Accepted => "accepted",
+            Self::Declined => "declined",
+            Self::Forced => "forced",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Pending, Self::Accepted, Self::Declined, Self::Forced]
+            .into_iter()
+            .find(|status| status.as_str() == text)
+    }
+}
+
+/// A transfer of an agent from one owner to another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransferRecord {
+    /// `trf_…`.
+    pub id: String,
+    pub agent_id: String,
+    pub package_name: String,
+    pub from_owner: String,
+    /// A person's owner name, or `org:<name>`.
+    pub to_owner: String,
+    /// Who asked for it (the sender's owner, or `admin`).
+    pub requested_by: String,
+    pub status: TransferStatus,
+    pub created_at: Timestamp,
+    pub resolved_at: Option<Timestamp>,
+}

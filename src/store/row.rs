@@ -513,3 +513,91 @@ impl From<MirrorRow> for MirrorRecord {
         }
     }
 }
+
+/// The columns of `orgs`.
+#[derive(Debug, sqlx::FromRow)]
+pub struct OrgRow {
+    pub name: String,
+    pub display_name: Option<String>,
+    pub created_by: String,
+    pub created_at: i64,
+}
+
+/// `orgs`' columns, in `OrgRow`'s order.
+pub const ORG_COLUMNS: &str = "name, display_name, created_by, created_at";
+
+impl From<OrgRow> for super::OrgRecord {
+    fn from(row: OrgRow) -> Self {
+        Self {
+            name: row.name,
+            display_name: row.display_name,
+            created_by: row.created_by,
+            created_at: Timestamp::from_micros(row.created_at),
+        }
+    }
+}
+
+/// The columns of `org_members`.
+#[derive(Debug, sqlx::FromRow)]
+pub struct MemberRow {
+    pub org: String,
+    pub owner: String,
+    pub role: String,
+    pub added_at: i64,
+}
+
+/// `org_members`' columns, in `MemberRow`'s order.
+pub const MEMBER_COLUMNS: &str = "org, owner, role, added_at";
+
+impl TryFrom<MemberRow> for super::MemberRecord {
+    type Error = StoreError;
+
+    fn try_from(row: MemberRow) -> Result<Self, StoreError> {
+        let role = crate::domain::org::OrgRole::parse(&row.role)
+            .ok_or_else(|| corrupt("org_members.role", &row.role))?;
+        Ok(Self {
+            org: row.org,
+            owner: row.owner,
+            role,
+            added_at: Timestamp::from_micros(row.added_at),
+        })
+    }
+}
+
+/// The columns of `transfers`.
+#[derive(Debug, sqlx::FromRow)]
+pub struct TransferRow {
+    pub id: String,
+    pub agent_id: String,
+    pub package_name: String,
+    pub from_owner: String,
+    pub to_owner: String,
+    pub requested_by: String,
+    pub status: String,
+    pub created_at: i64,
+    pub resolved_at: Option<i64>,
+}
+
+/// `transfers`' columns, in `TransferRow`'s order.
+pub const TRANSFER_COLUMNS: &str = "id, agent_id, package_name, from_owner, to_owner, \
+    requested_by, status, created_at, resolved_at";
+
+impl TryFrom<TransferRow> for super::TransferRecord {
+    type Error = StoreError;
+
+    fn try_from(row: TransferRow) -> Result<Self, StoreError> {
+        let status = super::TransferStatus::parse(&row.status)
+            .ok_or_else(|| corrupt("transfers.status", &row.status))?;
+        Ok(Self {
+            id: row.id,
+            agent_id: row.agent_id,
+            package_name: row.package_name,
+            from_owner: row.from_owner,
+            to_owner: row.to_owner,
+            requested_by: row.requested_by,
+            status,
+            created_at: Timestamp::from_micros(row.created_at),
+            resolved_at: row.resolved_at.map(Timestamp::from_micros),
+        })
+    }
+}

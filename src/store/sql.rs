@@ -32,14 +32,15 @@ use crate::timestamp::Timestamp;
 
 use super::row::{
     AgentRow, BINDING_COLUMNS, BindingRow, ChangeRow, DRAFT_COLUMNS, DraftRow, EmbeddingRow,
-    MirrorRow, NAMESPACE_COLUMNS, NamespaceRow, SessionRow, SnapshotRow, StepRow, TokenRow,
-    VersionRow, from_json, recent_skips, scopes_column, to_json,
+    MEMBER_COLUMNS, MemberRow, MirrorRow, NAMESPACE_COLUMNS, NamespaceRow, ORG_COLUMNS, OrgRow,
+    SessionRow, SnapshotRow, StepRow, TRANSFER_COLUMNS, TokenRow, TransferRow, VersionRow,
+    from_json, recent_skips, scopes_column, to_json,
 };
 use super::{
-    Agent, AgentState, AgentVersion, BindingRecord, Change, ChangeKind, MirrorPage, MirrorRecord,
-    MirrorSkip, MirrorWritten, NamespaceRecord, PlaygroundSession, SessionStep, Store, StoreError,
-    StoreResult, StoredEmbedding, TokenGrant, TokenRecord, VerificationLevel, VersionSnapshot,
-    WebSessionRecord,
+    Agent, AgentState, AgentVersion, BindingRecord, Change, ChangeKind, MemberRecord, MirrorPage,
+    MirrorRecord, MirrorSkip, MirrorWritten, NamespaceRecord, OrgRecord, PlaygroundSession,
+    SessionStep, Store, StoreError, StoreResult, StoredEmbedding, TokenGrant, TokenRecord,
+    TransferRecord, TransferStatus, VerificationLevel, VersionSnapshot, WebSessionRecord,
 };
 
 /// What one backend does differently from the shared SQL.
@@ -455,6 +456,110 @@ fn holds_nul(key: &str) -> bool {
     key.contains('\0')
 }
 
+/// Hold organisation `org`'s row for the rest of `tx`, so concurrent changes to its members
+/// (two admins demoting each other) are made one after the other.
+async fn lock_org<DB: Dialect>(tx: &mut Transaction<'_, DB>, org: &str) -> StoreResult<()>
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+{
+    let locked = sqlx::query("UPDATE orgs SET name = name WHERE name = $1")
+        .bind(org)
+        .execute(&mut **tx)
+        .await?;
+    if DB::rows_affected(&locked) == 0 {
+        return Err(StoreError::NotFound);
+    }
+    Ok(())
+}
+
+/// Commit `tx` unless it leaves organisation `org` without an admin (then `Conflict`).
+async fn keep_an_admin<DB: Dialect>(mut tx: Transaction<'_, DB>, org: &str) -> StoreResult<()>
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'r> (i64,): FromRow<'r, DB::Row>,
+{
+    let (admins,): (i64,) =
+        sqlx::query_as("SELECT COUNT(*) FROM org_members WHERE org = $1 AND role = 'admin'")
+            .bind(org)
+            .fetch_one(&mut *tx)
+            .await?;
+    if admins == 0 {
+        tx.rollback().await?;
+        return Err(StoreError::Conflict(
+            "an organisation keeps at least one admin: make another member admin first".to_owned(),
+        ));
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// The insert of `transfer`.
+fn transfer_insert<DB: Dialect>(transfer: &TransferRecord) -> Query<'_, DB, DB::Arguments<'_>>
+where
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<i64>: Encode<'q, DB>,
+{
+    static INSERT: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "INSERT INTO transfers ({TRANSFER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+        )
+    });
+    sqlx::query(&INSERT)
+        .bind(transfer.id.as_str())
+        .bind(transfer.agent_id.as_str())
+        .bind(transfer.package_name.as_str())
+        .bind(transfer.from_owner.as_str())
+        .bind(transfer.to_owner.as_str())
+        .bind(transfer.requested_by.as_str())
+        .bind(transfer.status.as_str())
+        .bind(transfer.created_at.micros())
+        .bind(transfer.resolved_at.map(Timestamp::micros))
+}
+
+/// Give `transfer`'s agent to its receiver in `tx`, if it still belongs to the sender, and log
+/// the change; the agent as it now is.
+async fn move_agent<DB: Dialect>(
+    feed: &DB::Feed,
+    tx: &mut Transaction<'_, DB>,
+    transfer: &TransferRecord,
+    at: Timestamp,
+) -> StoreResult<Option<Agent>>
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> String: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<String>: Encode<'q, DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+    for<'q> bool: Encode<'q, DB> + Type<DB>,
+    for<'r> AgentRow: FromRow<'r, DB::Row>,
+{
+    let sql = format!(
+        "UPDATE agents SET owner = $1, updated_at = $2, revision = revision + 1 \
+         WHERE id = $3 AND owner = $4 RETURNING {AGENT_COLUMNS}"
+    );
+    let row: Option<AgentRow> = sqlx::query_as(&sql)
+        .bind(transfer.to_owner.as_str())
+        .bind(at.micros())
+        .bind(transfer.agent_id.as_str())
+        .bind(transfer.from_owner.as_str())
+        .fetch_optional(&mut **tx)
+        .await?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let moved = Agent::try_from(row)?;
+    let public = Change::is_public(Some(moved.state), Some(moved.state));
+    let change = change_insert(&moved, ChangeKind::Updated, at, public);
+    DB::log_change(feed, &mut **tx, change).await?;
+    Ok(Some(moved))
+}
+
 impl<DB: Dialect> SqlStore<DB>
 where
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
@@ -517,6 +622,9 @@ where
     for<'r> MirrorRow: FromRow<'r, DB::Row>,
     for<'r> NamespaceRow: FromRow<'r, DB::Row>,
     for<'r> BindingRow: FromRow<'r, DB::Row>,
+    for<'r> OrgRow: FromRow<'r, DB::Row>,
+    for<'r> MemberRow: FromRow<'r, DB::Row>,
+    for<'r> TransferRow: FromRow<'r, DB::Row>,
 {
     async fn ping(&self) -> StoreResult<()> {
         sqlx::query("SELECT 1").execute(&self.reader).await?;
@@ -1472,6 +1580,197 @@ where
             },
             restricted,
         }))
+    }
+
+    async fn create_org(&self, org: &OrgRecord) -> StoreResult<()> {
+        let mut tx = self.writer.begin().await?;
+        let inserted = sqlx::query(
+            "INSERT INTO orgs (name, display_name, created_by, created_at) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(&org.name)
+        .bind(&org.display_name)
+        .bind(&org.created_by)
+        .bind(org.created_at.micros())
+        .execute(&mut *tx)
+        .await;
+        taken_is_conflict(inserted, "an organisation has this name already")?;
+        sqlx::query(
+            "INSERT INTO org_members (org, owner, role, added_at) VALUES ($1, $2, 'admin', $3)",
+        )
+        .bind(&org.name)
+        .bind(&org.created_by)
+        .bind(org.created_at.micros())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn find_org(&self, name: &str) -> StoreResult<Option<OrgRecord>> {
+        if holds_nul(name) {
+            return Ok(None);
+        }
+        let sql = format!("SELECT {ORG_COLUMNS} FROM orgs WHERE name = $1");
+        let row: Option<OrgRow> = sqlx::query_as(&sql)
+            .bind(name)
+            .fetch_optional(&self.reader)
+            .await?;
+        Ok(row.map(OrgRecord::from))
+    }
+
+    async fn org_members(&self, org: &str) -> StoreResult<Vec<MemberRecord>> {
+        if holds_nul(org) {
+            return Ok(Vec::new());
+        }
+        let sql = format!("SELECT {MEMBER_COLUMNS} FROM org_members WHERE org = $1 ORDER BY owner");
+        let rows: Vec<MemberRow> = sqlx::query_as(&sql)
+            .bind(org)
+            .fetch_all(&self.reader)
+            .await?;
+        rows.into_iter().map(MemberRecord::try_from).collect()
+    }
+
+    async fn memberships(&self, owner: &str) -> StoreResult<Vec<MemberRecord>> {
+        if holds_nul(owner) {
+            return Ok(Vec::new());
+        }
+        let sql = format!("SELECT {MEMBER_COLUMNS} FROM org_members WHERE owner = $1 ORDER BY org");
+        let rows: Vec<MemberRow> = sqlx::query_as(&sql)
+            .bind(owner)
+            .fetch_all(&self.reader)
+            .await?;
+        rows.into_iter().map(MemberRecord::try_from).collect()
+    }
+
+    async fn set_member(&self, member: &MemberRecord) -> StoreResult<()> {
+        if holds_nul(&member.org) || holds_nul(&member.owner) {
+            return Err(StoreError::NotFound);
+        }
+        let mut tx = self.writer.begin().await?;
+        lock_org::<DB>(&mut tx, &member.org).await?;
+        sqlx::query(
+            "INSERT INTO org_members (org, owner, role, added_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (org, owner) DO UPDATE SET role = excluded.role",
+        )
+        .bind(&member.org)
+        .bind(&member.owner)
+        .bind(member.role.as_str())
+        .bind(member.added_at.micros())
+        .execute(&mut *tx)
+        .await?;
+        keep_an_admin::<DB>(tx, &member.org).await
+    }
+
+    async fn remove_member(&self, org: &str, owner: &str) -> StoreResult<bool> {
+        if holds_nul(org) || holds_nul(owner) {
+            return Ok(false);
+        }
+        let mut tx = self.writer.begin().await?;
+        lock_org::<DB>(&mut tx, org).await?;
+        let removed = sqlx::query("DELETE FROM org_members WHERE org = $1 AND owner = $2")
+            .bind(org)
+            .bind(owner)
+            .execute(&mut *tx)
+            .await?;
+        let removed = DB::rows_affected(&removed) > 0;
+        keep_an_admin::<DB>(tx, org).await?;
+        Ok(removed)
+    }
+
+    async fn insert_transfer(&self, transfer: &TransferRecord) -> StoreResult<()> {
+        let inserted = transfer_insert::<DB>(transfer).execute(&self.writer).await;
+        taken_is_conflict(inserted, "this agent has a transfer pending already")
+    }
+
+    async fn find_transfer(&self, id: &str) -> StoreResult<Option<TransferRecord>> {
+        if holds_nul(id) {
+            return Ok(None);
+        }
+        let sql = format!("SELECT {TRANSFER_COLUMNS} FROM transfers WHERE id = $1");
+        let row: Option<TransferRow> = sqlx::query_as(&sql)
+            .bind(id)
+            .fetch_optional(&self.reader)
+            .await?;
+        row.map(TransferRecord::try_from).transpose()
+    }
+
+    async fn pending_transfers(&self, owners: &[&str]) -> StoreResult<Vec<TransferRecord>> {
+        let owners: Vec<&str> = owners.iter().copied().filter(|o| !holds_nul(o)).collect();
+        if owners.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placeholders: Vec<String> = (1..=owners.len()).map(|i| format!("${i}")).collect();
+        let list = placeholders.join(", ");
+        let sql = format!(
+            "SELECT {TRANSFER_COLUMNS} FROM transfers WHERE status = 'pending' \
+             AND (from_owner IN ({list}) OR to_owner IN ({list})) ORDER BY created_at, id"
+        );
+        let mut query = sqlx::query_as::<_, TransferRow>(&sql);
+        for owner in &owners {
+            query = query.bind(*owner);
+        }
+        let rows = query.fetch_all(&self.reader).await?;
+        rows.into_iter().map(TransferRecord::try_from).collect()
+    }
+
+    async fn settle_transfer(
+        &self,
+        id: &str,
+        status: TransferStatus,
+        at: Timestamp,
+    ) -> StoreResult<(TransferRecord, Option<Agent>)> {
+        if holds_nul(id) {
+            return Err(StoreError::NotFound);
+        }
+        let mut tx = self.writer.begin().await?;
+        let sql = format!(
+            "UPDATE transfers SET status = $1, resolved_at = $2 WHERE id = $3 \
+             AND status = 'pending' RETURNING {TRANSFER_COLUMNS}"
+        );
+        let row: Option<TransferRow> = sqlx::query_as(&sql)
+            .bind(status.as_str())
+            .bind(at.micros())
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(row) = row else {
+            tx.rollback().await?;
+            return Err(StoreError::NotFound);
+        };
+        let transfer = TransferRecord::try_from(row)?;
+        if status != TransferStatus::Accepted {
+            tx.commit().await?;
+            return Ok((transfer, None));
+        }
+        let Some(moved) = move_agent::<DB>(&self.feed, &mut tx, &transfer, at).await? else {
+            tx.rollback().await?;
+            return Err(StoreError::Conflict(
+                "the agent changed owner since the transfer was asked for".to_owned(),
+            ));
+        };
+        tx.commit().await?;
+        Ok((transfer, Some(moved)))
+    }
+
+    async fn force_transfer(&self, transfer: &TransferRecord) -> StoreResult<Agent> {
+        let mut tx = self.writer.begin().await?;
+        sqlx::query(
+            "UPDATE transfers SET status = 'declined', resolved_at = $1 \
+             WHERE agent_id = $2 AND status = 'pending'",
+        )
+        .bind(transfer.created_at.micros())
+        .bind(&transfer.agent_id)
+        .execute(&mut *tx)
+        .await?;
+        transfer_insert::<DB>(transfer).execute(&mut *tx).await?;
+        let Some(moved) =
+            move_agent::<DB>(&self.feed, &mut tx, transfer, transfer.created_at).await?
+        else {
+            tx.rollback().await?;
+            return Err(StoreError::NotFound);
+        };
+        tx.commit().await?;
+        Ok(moved)
     }
 
     async fn insert_signin_state(

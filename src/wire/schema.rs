@@ -86,6 +86,18 @@ hand_written_schema!(
     GithubExchangeRequest
 );
 hand_written_schema!(
+    /// `POST /api/orgs`.
+    CreateOrgRequest
+);
+hand_written_schema!(
+    /// `PUT /api/orgs/{org}/members/{owner}`.
+    SetMemberRequest
+);
+hand_written_schema!(
+    /// `POST /api/agents/{id}/transfer`.
+    TransferRequest
+);
+hand_written_schema!(
     /// `POST /api/playground/session`.
     CreateSessionRequest
 );

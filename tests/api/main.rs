@@ -26,6 +26,7 @@ mod mcp_registry;
 mod mirrors;
 mod namespaces;
 mod ops;
+mod orgs;
 mod ownership;
 mod playground;
 mod public;

@@ -334,6 +334,8 @@ async fn openapi_post_and_put_bodies_have_real_schemas() {
         "/api/agents/{id}/verify",
         "/api/namespaces/{namespace}/verify",
         "/auth/logout",
+        "/api/transfers/{id}/accept",
+        "/api/transfers/{id}/decline",
     ];
 
     for (path, method, operation) in operations(&openapi) {

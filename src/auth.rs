@@ -401,19 +401,34 @@ where
     /// browser's session cookie.
     async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
         let authenticator = Arc::<Authenticator>::from_ref(state);
-        if parts.headers.get(AUTHORIZATION).is_none()
+        let caller = if parts.headers.get(AUTHORIZATION).is_none()
             && let Some(secret) = session_secret(parts)
         {
             let csrf = parts
                 .headers
                 .get(CSRF_HEADER)
                 .and_then(|value| value.to_str().ok());
-            return authenticator
+            authenticator
                 .authenticate_session(&secret, &parts.method, csrf)
-                .await;
-        }
-        let secret = bearer_secret(parts)?.to_owned();
-        authenticator.authenticate(&secret).await
+                .await?
+        } else {
+            let secret = bearer_secret(parts)?.to_owned();
+            authenticator.authenticate(&secret).await?
+        };
+        // The audit log names whoever this request writes as.
+        crate::audit::set_actor(crate::audit::AuditActor {
+            owner: caller.owner.clone(),
+            kind: if caller.is_master {
+                "master"
+            } else if caller.session.is_some() {
+                "session"
+            } else {
+                "token"
+            },
+            token_id: caller.token_id.clone(),
+            session_id: caller.session.as_ref().map(|session| session.id.clone()),
+        });
+        Ok(caller)
     }
 }
 

@@ -352,11 +352,23 @@ pub struct Problem {
     pub errors: Vec<FieldError>,
 }
 
+/// What a problem response said, kept in its extensions for the layers it passes on the way
+/// out (the audit log records why a write was refused).
+#[derive(Debug, Clone)]
+pub struct ErrorSummary {
+    pub code: ErrorCode,
+    pub detail: String,
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.code.status();
         let body = serde_json::to_vec(&self.body()).unwrap_or_default();
         let mut response = (status, body).into_response();
+        response.extensions_mut().insert(ErrorSummary {
+            code: self.code,
+            detail: truncate(&self.detail, 300).to_owned(),
+        });
         let headers = response.headers_mut();
         headers.insert(
             header::CONTENT_TYPE,

@@ -3,6 +3,7 @@
 pub mod a2a;
 pub mod api;
 pub mod ard;
+pub mod audit;
 pub mod auth;
 pub mod cached;
 pub mod cli;
@@ -161,6 +162,26 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
     )?);
     let exchange_limit = Arc::new(oidc::ExchangeLimit::default());
     oidc::ExchangeLimit::prune_periodically(&exchange_limit);
+    let audit_purge = (config.audit_retention_days > 0).then(|| {
+        let store = Arc::clone(&store);
+        let days = config.audit_retention_days;
+        Arc::new(task::AbortOnDrop::new(tokio::spawn(async move {
+            let mut hourly = tokio::time::interval(std::time::Duration::from_secs(3600));
+            loop {
+                hourly.tick().await;
+                let before = timestamp::Timestamp::from_micros(
+                    timestamp::Timestamp::now()
+                        .micros()
+                        .saturating_sub(i64::from(days) * 86_400_000_000),
+                );
+                match store.purge_audit(before).await {
+                    Ok(0) => {}
+                    Ok(purged) => tracing::info!(purged, days, "old audit rows deleted"),
+                    Err(err) => tracing::warn!(error = %err, "cannot delete old audit rows"),
+                }
+            }
+        })))
+    });
     let auth = Arc::new(auth::Authenticator::new(
         Arc::clone(&store),
         config.master_key.as_deref(),
@@ -183,6 +204,7 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
         signin,
         exchange_limit,
         _prober: prober,
+        _audit_purge: audit_purge,
         _mirroring: mirroring,
         instance,
     });

@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::extract::{ConnectInfo, MatchedPath, Request, State};
+use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use governor::clock::{Clock, DefaultClock};
@@ -264,6 +265,97 @@ pub async fn method_not_allowed(request: Request) -> ApiError {
             crate::domain::truncate(request.uri().path(), 200)
         ),
     )
+}
+
+/// What the audit layer needs: where refused writes go, and how to find the client's address.
+pub struct AuditLayer {
+    pub store: Arc<dyn crate::store::Store>,
+    /// To find the agent a refused write was about.
+    pub registry: Arc<crate::registry::Registry>,
+    /// How many trusted proxies append to `X-Forwarded-For`.
+    pub proxy_hops: usize,
+}
+
+/// Around every write request (any method but GET, HEAD and OPTIONS): an audit context the
+/// store writes its rows from, in the transaction of each change; and, for a write to the API
+/// that was refused (a 4xx other than 429), a row saying who tried what and why.
+pub async fn audit(State(layer): State<Arc<AuditLayer>>, request: Request, next: Next) -> Response {
+    use axum::http::Method;
+    if matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS
+    ) {
+        return next.run(request).await;
+    }
+    let client = forwarded_client(request.headers(), layer.proxy_hops)
+        .or_else(|| {
+            request
+                .extensions()
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|ConnectInfo(addr)| addr.ip())
+        })
+        .map(|ip| ip.to_string());
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let context = crate::audit::AuditContext::new(client);
+    let response = crate::audit::scope(Arc::clone(&context), next.run(request)).await;
+    let status = response.status();
+    let recorded = (path.starts_with("/api/") || path.starts_with("/auth/"))
+        && status.is_client_error()
+        && status != StatusCode::TOO_MANY_REQUESTS;
+    if recorded {
+        let reason = response
+            .extensions()
+            .get::<crate::error::ErrorSummary>()
+            .map(|summary| format!("{}: {}", summary.code.as_str(), summary.detail))
+            .unwrap_or_else(|| status.to_string());
+        let actor = context.actor();
+        // A refusal about an agent concerns its owner too, who may read it.
+        let agent = match path
+            .strip_prefix("/api/agents/")
+            .and_then(|rest| rest.split('/').next())
+        {
+            Some(id) if !id.is_empty() && id != "publish" => {
+                let id = percent_decoded(id);
+                layer.registry.find(&id).await.ok().flatten()
+            }
+            _ => None,
+        };
+        let entry = crate::store::AuditEntry {
+            seq: 0,
+            at: crate::timestamp::Timestamp::now(),
+            actor: actor
+                .as_ref()
+                .map_or_else(|| "anonymous".to_owned(), |actor| actor.owner.clone()),
+            actor_kind: actor
+                .as_ref()
+                .map_or("anonymous", |actor| actor.kind)
+                .to_owned(),
+            token_id: actor.as_ref().and_then(|actor| actor.token_id.clone()),
+            session_id: actor.as_ref().and_then(|actor| actor.session_id.clone()),
+            client: context.client.clone(),
+            action: format!("{method} {path}"),
+            target: Some(crate::domain::truncate(&path, 300).to_owned()),
+            agent_id: agent.as_ref().map(|agent| agent.id.clone()),
+            package_name: agent.as_ref().map(|agent| agent.package_name().to_owned()),
+            owner: agent.as_ref().map(|agent| agent.owner.clone()),
+            version: None,
+            outcome: "refused".to_owned(),
+            reason: Some(reason),
+        };
+        if let Err(err) = layer.store.insert_audit(&entry).await {
+            tracing::warn!(error = %err, "cannot record a refused write in the audit log");
+        }
+    }
+    response
+}
+
+/// A path segment with its percent-escapes decoded (invalid UTF-8 replaced).
+fn percent_decoded(segment: &str) -> String {
+    url::form_urlencoded::parse(format!("x={}", segment.replace('+', "%2B")).as_bytes())
+        .next()
+        .map(|(_, value)| value.into_owned())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa_swagger_ui::SwaggerUi;
 
 use crate::api::ard as ard_api;
+use crate::api::audit as audit_api;
 use crate::api::{
     agents, bazaar, bindings, changes, identity, mcp_registry, mirrors, namespaces, ops, orgs,
     public, signin, tokens,
@@ -48,7 +49,7 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
         bindings::create_binding, bindings::list_bindings, bindings::delete_binding,
         orgs::create_org, orgs::list_orgs, orgs::get_org, orgs::set_member, orgs::remove_member,
         orgs::transfer_agent, orgs::list_transfers, orgs::accept_transfer,
-        orgs::decline_transfer,
+        orgs::decline_transfer, audit_api::list_audit,
         tokens::create_token, tokens::list_tokens, tokens::revoke_token,
         identity::me, identity::exchange,
         signin::providers, signin::login, signin::callback, signin::logout,
@@ -141,6 +142,11 @@ fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Spa
 /// The whole HTTP surface.
 pub fn router(state: AppState) -> Router {
     let rate_limit = Arc::new(RateLimit::from_config(&state.config));
+    let audit = Arc::new(middleware::AuditLayer {
+        store: Arc::clone(&state.store),
+        registry: Arc::clone(&state.registry),
+        proxy_hops: state.config.proxy_hops(),
+    });
     RateLimit::prune_periodically(&rate_limit);
     let timeout = Duration::from_secs(state.config.request_timeout_secs.max(1));
 
@@ -188,6 +194,10 @@ pub fn router(state: AppState) -> Router {
                 .delete(mcp::http::delete)
                 .with_state(mcp_endpoint(&state)),
         )
+        .route_layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&audit),
+            middleware::audit,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&rate_limit),
             middleware::rate_limit,
@@ -278,7 +288,12 @@ pub fn router(state: AppState) -> Router {
         .route("/a2a/discover", post(a2a::legacy::discover))
         .route("/a2a/utility/{name}", post(a2a::utility::invoke))
         .route("/a2a/utility/{name}/v1", post(a2a::utility::handle))
-        .route("/a2a/utility/{name}/v1/", post(a2a::utility::handle));
+        .route("/a2a/utility/{name}/v1/", post(a2a::utility::handle))
+        .route("/api/audit", get(audit_api::list_audit))
+        .route_layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&audit),
+            middleware::audit,
+        ));
 
     // The web interface (src/web): pages for people, not REST paths, so not in `ApiDoc`.
     let pages = Router::new()
@@ -305,7 +320,11 @@ pub fn router(state: AppState) -> Router {
             middleware::rate_limit,
         ))
         .route("/api/auth/providers", get(signin::providers))
-        .route("/auth/logout", post(signin::logout));
+        .route("/auth/logout", post(signin::logout))
+        .route_layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&audit),
+            middleware::audit,
+        ));
 
     let operations = Router::new()
         .route("/healthz", get(ops::healthz))

@@ -64,6 +64,8 @@ pub struct Shared {
     /// The liveness prober, stopped when the last copy of the state is dropped; `None` when
     /// probing is off.
     pub _prober: Option<Arc<crate::task::AbortOnDrop>>,
+    /// Deletes audit rows past their retention, hourly; `None` when they are kept forever.
+    pub _audit_purge: Option<Arc<crate::task::AbortOnDrop>>,
     /// The mirrors' background passes, stopped with the state; `None` without sources.
     pub _mirroring: Option<Arc<crate::task::AbortOnDrop>>,
     /// Who this process is for its leases; holds the data directory's lock while it lives.

@@ -13,7 +13,7 @@
 //!                       └─ store, search   persistence; the index and the one search function
 //!                            └─ embed      the embedders (text → vector), beside search: names
 //!                                          none of it
-//!                                 └─ timestamp, task, domain, config, models    the base
+//!                                 └─ timestamp, task, audit, domain, config, models    the base
 //! ```
 //!
 //! Inside `search`, a search is a one-way pipeline (analyse → retrieve → fusion → page): a
@@ -30,13 +30,15 @@ use std::path::{Path, PathBuf};
 const RULES: &[(&str, &[&str])] = &[
     ("timestamp", &[]),
     ("task", &[]),
+    // The audit log's request context (who writes, from where): the store reads it.
+    ("audit", &[]),
     // Model files from a package index: names nothing of the registry.
     ("models", &[]),
     ("domain", &["timestamp"]),
     ("config", &["domain", "models"]),
     // The embedders: search embeds with them, and they name nothing of search.
     ("embed", &["config", "models"]),
-    ("store", &["timestamp", "task", "domain", "config"]),
+    ("store", &["timestamp", "task", "domain", "config", "audit"]),
     (
         "search",
         &[

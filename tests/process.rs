@@ -171,6 +171,44 @@ async fn a_killed_server_loses_no_acknowledged_publish() {
             .status();
         assert_eq!(status, 200, "acknowledged publish of {package} was lost");
     }
+    // Each write and its audit row were one transaction: after the crash, the agents stored and
+    // the `agent.created` rows name exactly the same packages.
+    let stored: std::collections::BTreeSet<String> = agents_of(&client, &server.base, "crash")
+        .await
+        .into_iter()
+        .collect();
+    let mut audited = std::collections::BTreeSet::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut url = format!("{}/api/audit?actor=crash&limit=500", server.base);
+        if let Some(cursor) = &cursor {
+            url.push_str(&format!("&cursor={cursor}"));
+        }
+        let page: Value = client
+            .get(url)
+            .bearer_auth(MASTER_KEY)
+            .send()
+            .await
+            .expect("audit")
+            .json()
+            .await
+            .expect("JSON");
+        for entry in page["entries"].as_array().expect("entries") {
+            if entry["action"] == "agent.created" {
+                assert_eq!(entry["outcome"], "ok");
+                audited.insert(entry["package_name"].as_str().expect("package").to_owned());
+            }
+        }
+        match page["next_cursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => break,
+        }
+    }
+    assert!(stored.len() >= acknowledged.len());
+    assert_eq!(
+        stored, audited,
+        "a write without its audit row, or a row without its write"
+    );
 }
 
 #[tokio::test]

@@ -2,6 +2,7 @@
 
 pub mod agents;
 pub mod ard;
+pub mod audit;
 pub mod bazaar;
 pub mod bindings;
 pub mod catalog;

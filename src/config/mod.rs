@@ -89,6 +89,11 @@ pub struct Config {
     #[command(flatten)]
     pub signin: SigninConfig,
 
+    /// How many days the audit log keeps its rows (0: forever). Older rows are deleted once an
+    /// hour.
+    #[arg(long, env = "REGISTRY_AUDIT_RETENTION_DAYS", default_value_t = 365)]
+    pub audit_retention_days: u32,
+
     /// A bearer secret accepted with every scope, for operators. Unset: only CLI-made tokens exist.
     #[arg(long, env = "REGISTRY_MASTER_KEY", hide_env_values = true)]
     pub master_key: Option<String>,

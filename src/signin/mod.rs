@@ -450,6 +450,13 @@ impl SignIn {
             created_at: now,
             expires_at,
         };
+        // The sign-in is the person's own act in the audit log.
+        crate::audit::set_actor(crate::audit::AuditActor {
+            owner: person.owner.clone(),
+            kind: "session",
+            token_id: None,
+            session_id: Some(record.id.clone()),
+        });
         self.store.insert_web_session(&record).await?;
         tracing::info!(session.id = %record.id, owner = %person.owner,
             identity = %person.identity, "signed in");

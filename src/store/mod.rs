@@ -26,10 +26,11 @@ mod conformance;
 mod pg_schema;
 
 pub use model::{
-    Agent, AgentState, AgentVersion, BindingRecord, Change, ChangeKind, MemberRecord, MirrorPage,
-    MirrorRecord, MirrorSkip, MirrorUpdate, MirrorWritten, NamespaceRecord, OrgRecord,
-    PlaygroundSession, Provenance, SessionStep, StepKind, StoredEmbedding, TokenGrant, TokenRecord,
-    TransferRecord, TransferStatus, VerificationLevel, VersionSnapshot, WebSessionRecord,
+    Agent, AgentState, AgentVersion, AuditEntry, AuditQuery, BindingRecord, Change, ChangeKind,
+    MemberRecord, MirrorPage, MirrorRecord, MirrorSkip, MirrorUpdate, MirrorWritten,
+    NamespaceRecord, OrgRecord, PlaygroundSession, Provenance, SessionStep, StepKind,
+    StoredEmbedding, TokenGrant, TokenRecord, TransferRecord, TransferStatus, VerificationLevel,
+    VersionSnapshot, WebSessionRecord,
 };
 
 /// What can go wrong in storage, as the caller needs to tell it apart.
@@ -295,6 +296,17 @@ pub trait Store: Send + Sync + 'static {
 
     /// The grant stored with token `id`; `None` for a token without one (or an unknown one).
     async fn find_token_grant(&self, id: &str) -> StoreResult<Option<TokenGrant>>;
+
+    // ---- the audit log ----
+
+    /// Append `entry` on its own (a refused write, which changed nothing).
+    async fn insert_audit(&self, entry: &AuditEntry) -> StoreResult<()>;
+
+    /// The rows `query` selects, newest first.
+    async fn audit_page(&self, query: &AuditQuery) -> StoreResult<Vec<AuditEntry>>;
+
+    /// Delete the rows older than `before`; how many.
+    async fn purge_audit(&self, before: Timestamp) -> StoreResult<u64>;
 
     // ---- organisations and transfers ----
 

@@ -583,3 +583,50 @@ pub struct TransferRecord {
     pub created_at: Timestamp,
     pub resolved_at: Option<Timestamp>,
 }
+
+/// One row of the audit log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuditEntry {
+    /// Its place in the log (0 before it is stored).
+    pub seq: i64,
+    pub at: Timestamp,
+    /// The owner the actor acted as (`admin` for the master key, `anonymous` without one).
+    pub actor: String,
+    /// `master`, `token`, `session` or `anonymous`.
+    pub actor_kind: String,
+    pub token_id: Option<String>,
+    pub session_id: Option<String>,
+    /// The client's address.
+    pub client: Option<String>,
+    /// What was done (`agent.published`, `token.created`, …), or for a refused write the
+    /// request (`POST /api/agents/publish`).
+    pub action: String,
+    /// What it was done to (an agent, token, organisation or transfer id; a path).
+    pub target: Option<String>,
+    pub agent_id: Option<String>,
+    pub package_name: Option<String>,
+    /// Whose thing it concerns (the agent's owner, the organisation `org:<name>`): who may read
+    /// the row besides the master key and the actor.
+    pub owner: Option<String>,
+    pub version: Option<String>,
+    /// `ok` or `refused`.
+    pub outcome: String,
+    /// Why it was refused (the error's code and detail), or what changed hands.
+    pub reason: Option<String>,
+}
+
+/// Which audit rows to read: newest first, before `before` (a `seq`), at most `limit`.
+#[derive(Debug, Clone, Default)]
+pub struct AuditQuery {
+    /// Rows of this agent (its id).
+    pub agent_id: Option<String>,
+    pub actor: Option<String>,
+    /// Rows concerning this owner (`org:<name>` for an organisation).
+    pub owner: Option<String>,
+    pub since: Option<Timestamp>,
+    pub before: Option<i64>,
+    pub limit: u32,
+    /// Only rows whose `owner` is one of these or whose `actor` is `viewer`: what a caller
+    /// other than the master key may read. `None`: every row.
+    pub visible_to: Option<(String, Vec<String>)>,
+}

@@ -601,3 +601,49 @@ impl TryFrom<TransferRow> for super::TransferRecord {
         })
     }
 }
+
+/// The columns of `audit_log`.
+#[derive(Debug, sqlx::FromRow)]
+pub struct AuditRow {
+    pub seq: i64,
+    pub at: i64,
+    pub actor: String,
+    pub actor_kind: String,
+    pub token_id: Option<String>,
+    pub session_id: Option<String>,
+    pub client: Option<String>,
+    pub action: String,
+    pub target: Option<String>,
+    pub agent_id: Option<String>,
+    pub package_name: Option<String>,
+    pub owner: Option<String>,
+    pub version: Option<String>,
+    pub outcome: String,
+    pub reason: Option<String>,
+}
+
+/// `audit_log`'s columns but `seq`, in `AuditRow`'s order.
+pub const AUDIT_COLUMNS: &str = "at, actor, actor_kind, token_id, session_id, client, action, \
+    target, agent_id, package_name, owner, version, outcome, reason";
+
+impl From<AuditRow> for super::AuditEntry {
+    fn from(row: AuditRow) -> Self {
+        Self {
+            seq: row.seq,
+            at: Timestamp::from_micros(row.at),
+            actor: row.actor,
+            actor_kind: row.actor_kind,
+            token_id: row.token_id,
+            session_id: row.session_id,
+            client: row.client,
+            action: row.action,
+            target: row.target,
+            agent_id: row.agent_id,
+            package_name: row.package_name,
+            owner: row.owner,
+            version: row.version,
+            outcome: row.outcome,
+            reason: row.reason,
+        }
+    }
+}

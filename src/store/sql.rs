@@ -31,16 +31,17 @@ use crate::domain::{AgentDraft, DEFAULT_VERSION, Health, HealthStatus};
 use crate::timestamp::Timestamp;
 
 use super::row::{
-    AgentRow, BINDING_COLUMNS, BindingRow, ChangeRow, DRAFT_COLUMNS, DraftRow, EmbeddingRow,
-    MEMBER_COLUMNS, MemberRow, MirrorRow, NAMESPACE_COLUMNS, NamespaceRow, ORG_COLUMNS, OrgRow,
-    SessionRow, SnapshotRow, StepRow, TRANSFER_COLUMNS, TokenRow, TransferRow, VersionRow,
-    from_json, recent_skips, scopes_column, to_json,
+    AUDIT_COLUMNS, AgentRow, AuditRow, BINDING_COLUMNS, BindingRow, ChangeRow, DRAFT_COLUMNS,
+    DraftRow, EmbeddingRow, MEMBER_COLUMNS, MemberRow, MirrorRow, NAMESPACE_COLUMNS, NamespaceRow,
+    ORG_COLUMNS, OrgRow, SessionRow, SnapshotRow, StepRow, TRANSFER_COLUMNS, TokenRow, TransferRow,
+    VersionRow, from_json, recent_skips, scopes_column, to_json,
 };
 use super::{
-    Agent, AgentState, AgentVersion, BindingRecord, Change, ChangeKind, MemberRecord, MirrorPage,
-    MirrorRecord, MirrorSkip, MirrorWritten, NamespaceRecord, OrgRecord, PlaygroundSession,
-    SessionStep, Store, StoreError, StoreResult, StoredEmbedding, TokenGrant, TokenRecord,
-    TransferRecord, TransferStatus, VerificationLevel, VersionSnapshot, WebSessionRecord,
+    Agent, AgentState, AgentVersion, AuditEntry, AuditQuery, BindingRecord, Change, ChangeKind,
+    MemberRecord, MirrorPage, MirrorRecord, MirrorSkip, MirrorWritten, NamespaceRecord, OrgRecord,
+    PlaygroundSession, SessionStep, Store, StoreError, StoreResult, StoredEmbedding, TokenGrant,
+    TokenRecord, TransferRecord, TransferStatus, VerificationLevel, VersionSnapshot,
+    WebSessionRecord,
 };
 
 /// What one backend does differently from the shared SQL.
@@ -369,6 +370,7 @@ where
     for (kind, public) in changes.into_iter().flatten() {
         let change = change_insert(agent, kind, at, public);
         DB::log_change(feed, &mut **tx, change).await?;
+        audit_write::<DB>(&mut **tx, kind_action(kind), agent, at, None).await?;
     }
     Ok(())
 }
@@ -385,6 +387,8 @@ where
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
     for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> String: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<String>: Encode<'q, DB>,
     for<'q> i64: Encode<'q, DB> + Type<DB>,
     for<'q> bool: Encode<'q, DB> + Type<DB>,
     for<'r> AgentRow: FromRow<'r, DB::Row>,
@@ -407,6 +411,7 @@ where
     let public = Change::is_public(Some(deleted.state), None);
     let change = change_insert(&deleted, ChangeKind::Deleted, at, public);
     DB::log_change(feed, &mut **tx, change).await?;
+    audit_write::<DB>(&mut **tx, "agent.deleted", &deleted, at, None).await?;
     Ok(Some(deleted))
 }
 
@@ -454,6 +459,133 @@ fn taken_is_conflict<T>(inserted: Result<T, sqlx::Error>, conflict: &str) -> Sto
 /// such a key finds nothing without asking (PostgreSQL would answer with an error).
 fn holds_nul(key: &str) -> bool {
     key.contains('\0')
+}
+
+/// The audit action of a change to an agent.
+fn kind_action(kind: ChangeKind) -> &'static str {
+    match kind {
+        ChangeKind::Created => "agent.created",
+        ChangeKind::Updated => "agent.updated",
+        ChangeKind::Published => "agent.published",
+        ChangeKind::Unpublished => "agent.unpublished",
+        ChangeKind::Verified => "agent.verified",
+        ChangeKind::Deleted => "agent.deleted",
+        ChangeKind::Health => "agent.health",
+    }
+}
+
+/// An audit row of `action` at `at` by the current request's actor; `None` outside a request.
+pub(super) fn request_entry(action: &str, at: Timestamp) -> Option<AuditEntry> {
+    let context = crate::audit::current()?;
+    let actor = context.actor();
+    Some(AuditEntry {
+        seq: 0,
+        at,
+        actor: actor
+            .as_ref()
+            .map_or_else(|| "anonymous".to_owned(), |actor| actor.owner.clone()),
+        actor_kind: actor
+            .as_ref()
+            .map_or("anonymous", |actor| actor.kind)
+            .to_owned(),
+        token_id: actor.as_ref().and_then(|actor| actor.token_id.clone()),
+        session_id: actor.as_ref().and_then(|actor| actor.session_id.clone()),
+        client: context.client.clone(),
+        action: action.to_owned(),
+        target: None,
+        agent_id: None,
+        package_name: None,
+        owner: None,
+        version: None,
+        outcome: "ok".to_owned(),
+        reason: None,
+    })
+}
+
+/// The insert of `entry`.
+fn audit_insert<'q, DB: Dialect>(entry: AuditEntry) -> Query<'q, DB, DB::Arguments<'q>>
+where
+    String: Encode<'q, DB> + Type<DB>,
+    Option<String>: Encode<'q, DB>,
+    i64: Encode<'q, DB> + Type<DB>,
+{
+    static INSERT: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "INSERT INTO audit_log ({AUDIT_COLUMNS}) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
+        )
+    });
+    sqlx::query(&INSERT)
+        .bind(entry.at.micros())
+        .bind(entry.actor)
+        .bind(entry.actor_kind)
+        .bind(entry.token_id)
+        .bind(entry.session_id)
+        .bind(entry.client)
+        .bind(entry.action)
+        .bind(entry.target)
+        .bind(entry.agent_id)
+        .bind(entry.package_name)
+        .bind(entry.owner)
+        .bind(entry.version)
+        .bind(entry.outcome)
+        .bind(entry.reason)
+}
+
+/// In a write's transaction: its audit row, when the write runs inside a request (a mirror's
+/// or the prober's writes have none).
+async fn audit_write<DB: Dialect>(
+    conn: &mut DB::Connection,
+    action: &str,
+    agent: &Agent,
+    at: Timestamp,
+    reason: Option<String>,
+) -> StoreResult<()>
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> String: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<String>: Encode<'q, DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+{
+    let Some(mut entry) = request_entry(action, at) else {
+        return Ok(());
+    };
+    entry.target = Some(agent.id.clone());
+    entry.agent_id = Some(agent.id.clone());
+    entry.package_name = Some(agent.package_name().to_owned());
+    entry.owner = Some(agent.owner.clone());
+    entry.version = Some(agent.version().to_owned());
+    entry.reason = reason;
+    audit_insert::<DB>(entry).execute(conn).await?;
+    Ok(())
+}
+
+/// In a transaction: the audit row of a write that is not an agent's (a token, an organisation,
+/// a transfer), when it runs inside a request.
+async fn audit_other<DB: Dialect>(
+    conn: &mut DB::Connection,
+    action: &str,
+    target: &str,
+    owner: Option<&str>,
+    reason: Option<String>,
+    at: Timestamp,
+) -> StoreResult<()>
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
+    for<'q> String: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<String>: Encode<'q, DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+{
+    let Some(mut entry) = request_entry(action, at) else {
+        return Ok(());
+    };
+    entry.target = Some(target.to_owned());
+    entry.owner = owner.map(str::to_owned);
+    entry.reason = reason;
+    audit_insert::<DB>(entry).execute(conn).await?;
+    Ok(())
 }
 
 /// Hold organisation `org`'s row for the rest of `tx`, so concurrent changes to its members
@@ -557,6 +689,8 @@ where
     let public = Change::is_public(Some(moved.state), Some(moved.state));
     let change = change_insert(&moved, ChangeKind::Updated, at, public);
     DB::log_change(feed, &mut **tx, change).await?;
+    let reason = format!("from {} to {}", transfer.from_owner, transfer.to_owner);
+    audit_write::<DB>(&mut **tx, "agent.transferred", &moved, at, Some(reason)).await?;
     Ok(Some(moved))
 }
 
@@ -625,6 +759,7 @@ where
     for<'r> OrgRow: FromRow<'r, DB::Row>,
     for<'r> MemberRow: FromRow<'r, DB::Row>,
     for<'r> TransferRow: FromRow<'r, DB::Row>,
+    for<'r> AuditRow: FromRow<'r, DB::Row>,
 {
     async fn ping(&self) -> StoreResult<()> {
         sqlx::query("SELECT 1").execute(&self.reader).await?;
@@ -804,6 +939,7 @@ where
         let public = Change::is_public(Some(from), Some(to));
         let change = change_insert(&updated, kind, at, public);
         DB::log_change(&self.feed, &mut tx, change).await?;
+        audit_write::<DB>(&mut tx, kind_action(kind), &updated, at, None).await?;
         tx.commit().await?;
         Ok(updated)
     }
@@ -833,6 +969,7 @@ where
         let public = Change::is_public(Some(updated.state), Some(updated.state));
         let change = change_insert(&updated, ChangeKind::Verified, at, public);
         DB::log_change(&self.feed, &mut tx, change).await?;
+        audit_write::<DB>(&mut tx, "agent.verified", &updated, at, None).await?;
         tx.commit().await?;
         Ok(updated)
     }
@@ -1474,6 +1611,7 @@ where
     async fn insert_token(&self, token: &TokenRecord) -> StoreResult<()> {
         let sql =
             format!("INSERT INTO tokens ({TOKEN_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)");
+        let mut tx = self.writer.begin().await?;
         let inserted = sqlx::query(&sql)
             .bind(&token.id)
             .bind(&token.owner)
@@ -1482,9 +1620,21 @@ where
             .bind(token.created_at.micros())
             .bind(token.expires_at.map(Timestamp::micros))
             .bind(token.revoked_at.map(Timestamp::micros))
-            .execute(&self.writer)
+            .execute(&mut *tx)
             .await;
-        taken_is_conflict(inserted, "token already exists")
+        taken_is_conflict(inserted, "token already exists")?;
+        let scopes = Some(scopes_column(&token.scopes));
+        audit_other::<DB>(
+            &mut tx,
+            "token.created",
+            &token.id,
+            Some(&token.owner),
+            scopes,
+            token.created_at,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     async fn find_token_by_hash(&self, secret_hash: &str) -> StoreResult<Option<TokenRecord>> {
@@ -1515,13 +1665,22 @@ where
         if holds_nul(id) {
             return Ok(false);
         }
-        let result =
-            sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
-                .bind(at.micros())
-                .bind(id)
-                .execute(&self.writer)
-                .await?;
-        Ok(DB::rows_affected(&result) > 0)
+        let mut tx = self.writer.begin().await?;
+        let owner: Option<(String,)> = sqlx::query_as(
+            "UPDATE tokens SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL \
+             RETURNING owner",
+        )
+        .bind(at.micros())
+        .bind(id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some((owner,)) = owner else {
+            tx.rollback().await?;
+            return Ok(false);
+        };
+        audit_other::<DB>(&mut tx, "token.revoked", id, Some(&owner), None, at).await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
     async fn insert_granted_token(
@@ -1533,6 +1692,7 @@ where
             "INSERT INTO tokens ({TOKEN_COLUMNS}, namespaces, issuer, restricted) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
         );
+        let mut tx = self.writer.begin().await?;
         let inserted = sqlx::query(&sql)
             .bind(&token.id)
             .bind(&token.owner)
@@ -1544,9 +1704,26 @@ where
             .bind(to_json(&grant.namespaces)?)
             .bind(to_json(&grant.issuer)?)
             .bind(grant.restricted)
-            .execute(&self.writer)
+            .execute(&mut *tx)
             .await;
-        taken_is_conflict(inserted, "token already exists")
+        taken_is_conflict(inserted, "token already exists")?;
+        let action = if grant.restricted {
+            "token.minted"
+        } else {
+            "token.created"
+        };
+        let namespaces = Some(grant.namespaces.join(", "));
+        audit_other::<DB>(
+            &mut tx,
+            action,
+            &token.id,
+            Some(&token.owner),
+            namespaces,
+            token.created_at,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     async fn purge_expired_minted_tokens(&self, before: Timestamp) -> StoreResult<u64> {
@@ -1582,6 +1759,79 @@ where
         }))
     }
 
+    async fn insert_audit(&self, entry: &AuditEntry) -> StoreResult<()> {
+        audit_insert::<DB>(entry.clone())
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn audit_page(&self, query: &AuditQuery) -> StoreResult<Vec<AuditEntry>> {
+        let mut conditions: Vec<String> = Vec::new();
+        let mut texts: Vec<&str> = Vec::new();
+        let mut numbers: Vec<i64> = Vec::new();
+        // Text parameters come first ($1…), then the numbers, then the limit.
+        for (column, value) in [
+            ("agent_id", query.agent_id.as_deref()),
+            ("actor", query.actor.as_deref()),
+            ("owner", query.owner.as_deref()),
+        ] {
+            if let Some(value) = value {
+                if holds_nul(value) {
+                    return Ok(Vec::new());
+                }
+                conditions.push(format!("{column} = ${}", texts.len() + 1));
+                texts.push(value);
+            }
+        }
+        if let Some((viewer, owners)) = &query.visible_to {
+            let mut alternatives = vec![format!("actor = ${}", texts.len() + 1)];
+            texts.push(viewer.as_str());
+            for owner in owners.iter().filter(|owner| !holds_nul(owner)) {
+                alternatives.push(format!("owner = ${}", texts.len() + 1));
+                texts.push(owner.as_str());
+            }
+            conditions.push(format!("({})", alternatives.join(" OR ")));
+        }
+        if let Some(since) = query.since {
+            numbers.push(since.micros());
+            conditions.push(format!("at >= ${}", texts.len() + numbers.len()));
+        }
+        if let Some(before) = query.before {
+            numbers.push(before);
+            conditions.push(format!("seq < ${}", texts.len() + numbers.len()));
+        }
+        let filter = if conditions.is_empty() {
+            String::new()
+        } else {
+            format!("WHERE {}", conditions.join(" AND "))
+        };
+        let sql = format!(
+            "SELECT seq, {AUDIT_COLUMNS} FROM audit_log {filter} ORDER BY seq DESC LIMIT ${}",
+            texts.len() + numbers.len() + 1
+        );
+        let mut select = sqlx::query_as::<_, AuditRow>(&sql);
+        for value in &texts {
+            select = select.bind(*value);
+        }
+        for value in &numbers {
+            select = select.bind(*value);
+        }
+        let rows = select
+            .bind(i64::from(query.limit.max(1)))
+            .fetch_all(&self.reader)
+            .await?;
+        Ok(rows.into_iter().map(AuditEntry::from).collect())
+    }
+
+    async fn purge_audit(&self, before: Timestamp) -> StoreResult<u64> {
+        let purged = sqlx::query("DELETE FROM audit_log WHERE at < $1")
+            .bind(before.micros())
+            .execute(&self.writer)
+            .await?;
+        Ok(DB::rows_affected(&purged))
+    }
+
     async fn create_org(&self, org: &OrgRecord) -> StoreResult<()> {
         let mut tx = self.writer.begin().await?;
         let inserted = sqlx::query(
@@ -1601,6 +1851,17 @@ where
         .bind(&org.created_by)
         .bind(org.created_at.micros())
         .execute(&mut *tx)
+        .await?;
+        let owner = crate::domain::org::org_owner(&org.name);
+        let admin = Some(format!("first admin: {}", org.created_by));
+        audit_other::<DB>(
+            &mut tx,
+            "org.created",
+            &owner,
+            Some(&owner),
+            admin,
+            org.created_at,
+        )
         .await?;
         tx.commit().await?;
         Ok(())
@@ -1658,6 +1919,17 @@ where
         .bind(member.added_at.micros())
         .execute(&mut *tx)
         .await?;
+        let owner = crate::domain::org::org_owner(&member.org);
+        let role = Some(format!("{} is {}", member.owner, member.role.as_str()));
+        audit_other::<DB>(
+            &mut tx,
+            "org.member_set",
+            &owner,
+            Some(&owner),
+            role,
+            member.added_at,
+        )
+        .await?;
         keep_an_admin::<DB>(tx, &member.org).await
     }
 
@@ -1673,13 +1945,42 @@ where
             .execute(&mut *tx)
             .await?;
         let removed = DB::rows_affected(&removed) > 0;
+        if removed {
+            let org_owner = crate::domain::org::org_owner(org);
+            let who = Some(format!("{owner} left"));
+            audit_other::<DB>(
+                &mut tx,
+                "org.member_removed",
+                &org_owner,
+                Some(&org_owner),
+                who,
+                Timestamp::now(),
+            )
+            .await?;
+        }
         keep_an_admin::<DB>(tx, org).await?;
         Ok(removed)
     }
 
     async fn insert_transfer(&self, transfer: &TransferRecord) -> StoreResult<()> {
-        let inserted = transfer_insert::<DB>(transfer).execute(&self.writer).await;
-        taken_is_conflict(inserted, "this agent has a transfer pending already")
+        let mut tx = self.writer.begin().await?;
+        let inserted = transfer_insert::<DB>(transfer).execute(&mut *tx).await;
+        taken_is_conflict(inserted, "this agent has a transfer pending already")?;
+        let reason = Some(format!(
+            "{} to {}",
+            transfer.package_name, transfer.to_owner
+        ));
+        audit_other::<DB>(
+            &mut tx,
+            "transfer.requested",
+            &transfer.id,
+            Some(&transfer.from_owner),
+            reason,
+            transfer.created_at,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     async fn find_transfer(&self, id: &str) -> StoreResult<Option<TransferRecord>> {
@@ -1739,6 +2040,19 @@ where
         };
         let transfer = TransferRecord::try_from(row)?;
         if status != TransferStatus::Accepted {
+            let reason = Some(format!(
+                "{} to {}",
+                transfer.package_name, transfer.to_owner
+            ));
+            audit_other::<DB>(
+                &mut tx,
+                "transfer.declined",
+                &transfer.id,
+                Some(&transfer.from_owner),
+                reason,
+                at,
+            )
+            .await?;
             tx.commit().await?;
             return Ok((transfer, None));
         }
@@ -1813,6 +2127,7 @@ where
             .bind(session.created_at.micros())
             .execute(&self.writer)
             .await?;
+        let mut tx = self.writer.begin().await?;
         let inserted = sqlx::query(
             "INSERT INTO web_sessions (id, secret_hash, owner, data, created_at, expires_at) \
              VALUES ($1, $2, $3, $4, $5, $6)",
@@ -1823,9 +2138,20 @@ where
         .bind(&session.data)
         .bind(session.created_at.micros())
         .bind(session.expires_at.micros())
-        .execute(&self.writer)
+        .execute(&mut *tx)
         .await;
-        taken_is_conflict(inserted, "session already exists")
+        taken_is_conflict(inserted, "session already exists")?;
+        audit_other::<DB>(
+            &mut tx,
+            "signin",
+            &session.id,
+            Some(&session.owner),
+            None,
+            session.created_at,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     async fn find_web_session(
@@ -1860,7 +2186,19 @@ where
         if holds_nul(id) {
             return Ok(false);
         }
-        self.delete_owned("web_sessions", "id", id, None).await
+        let mut tx = self.writer.begin().await?;
+        let owner: Option<(String,)> =
+            sqlx::query_as("DELETE FROM web_sessions WHERE id = $1 RETURNING owner")
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let Some((owner,)) = owner else {
+            tx.rollback().await?;
+            return Ok(false);
+        };
+        audit_other::<DB>(&mut tx, "signout", id, Some(&owner), None, Timestamp::now()).await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
     async fn person_owner(

@@ -9,6 +9,7 @@ mod pg_schema;
 
 mod a2a_conformance;
 mod ard;
+mod audit;
 mod bazaar;
 mod card_fetch;
 pub mod cards;

@@ -475,10 +475,17 @@ fn publish_request() -> Value {
             "description": "Publish only: the agent's own discovery identifier, `urn:air:<publisher-domain>:<name>[:<name>…]`, whose publisher must be the package's domain (the one domain verification proves; `com.example.weather` → `example.com`) or a host under it that the package name's leading labels name (`ai.lifie.hub.tasks` may carry `urn:air:hub.lifie.ai:tasks`). Absent, the registry derives it from the package name. It cannot change afterwards: an update may repeat it. Unique ignoring case (409 `conflict` when taken).",
         }),
     );
+    properties.insert(
+        "visibility".to_owned(),
+        lenient_enum(
+            &["public", "unlisted"],
+            true,
+            "`public` (the default on publish): listed in every search, list, facet, feed, manifest and catalogue. `unlisted`: resolvable by whoever knows its id, package name or identifier (the record, its card, its versions), and listed nowhere. An update without it keeps the agent's. (`private` is not available yet: 422.)",
+        ),
+    );
     properties.insert("org".to_owned(), {
         let mut org = org_name();
         org["type"] = json!(["string", "null"]);
-        org["maxLength"] = json!(39);
         org["description"] = json!("Publish only: the organisation the agent belongs to (owner `org:<name>`); the caller must be its admin or publisher (else 403), and it must exist (else 404 `org_not_found`). Its members then manage the agent together. An update ignores it: ownership changes by transfer.");
         org
     });
@@ -772,24 +779,26 @@ fn oidc_exchange_request() -> Value {
     })
 }
 
-/// An organisation's name, trimmed: lowercase letters, digits and single inner hyphens.
+/// The pattern of an organisation's name: 1 to 39 lowercase letters, digits and hyphens, not
+/// starting or ending with one.
+const ORG_NAME: &str = "[a-z0-9](?:[a-z0-9-]{0,37}[a-z0-9])?";
+
+/// An organisation's name, trimmed.
 fn org_name() -> Value {
     json!({
         "type": "string",
-        "pattern": format!("^[{WS}]*[a-z0-9]+(-[a-z0-9]+)*[{WS}]*$"),
-        "description": "1 to 39 lowercase letters, digits and single hyphens, not at either end (trimmed).",
+        "pattern": format!("^[{WS}]*{ORG_NAME}[{WS}]*$"),
+        "description": "1 to 39 lowercase letters, digits and hyphens, not starting or ending with a hyphen (surrounding whitespace is trimmed).",
         "examples": ["acme"],
     })
 }
 
 fn create_org_request() -> Value {
-    let mut name = org_name();
-    name["maxLength"] = json!(39);
     json!({
         "type": "object",
         "required": ["name"],
         "properties": {
-            "name": name,
+            "name": org_name(),
             "display_name": {"type": ["string", "null"], "maxLength": 200, "pattern": "^[^\\u0000]*$"},
             "admin": {
                 "type": ["string", "null"],
@@ -821,7 +830,8 @@ fn transfer_request() -> Value {
         "properties": {
             "to": {
                 "type": "string",
-                "pattern": format!("^[{WS}]*(org:[a-z0-9]+(-[a-z0-9]+)*|[A-Za-z0-9._@-]{{1,64}})[{WS}]*$"),
+                "pattern": format!("^[{WS}]*(org:{ORG_NAME}|[A-Za-z0-9._@-]{{1,64}})[{WS}]*$"),
+                "not": {"pattern": format!("^[{WS}]*(?:admin|registry)[{WS}]*$")},
                 "description": "The receiver: a person's owner name, or `org:<name>` for an organisation.",
             },
         },

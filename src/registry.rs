@@ -441,7 +441,7 @@ impl Registry {
             .find_agents_by_id(&wanted)
             .await?
             .into_iter()
-            .filter(|agent| agent.state == AgentState::Active)
+            .filter(Agent::is_listed)
             .map(|agent| (agent.id.clone(), agent))
             .collect();
         Ok(changes
@@ -771,7 +771,9 @@ impl Registry {
             None => crate::domain::access::parse_owner(to).map_err(|message| invalid(&message))?,
         };
         if to == agent.owner {
-            return Err(invalid("already owns this agent"));
+            return Err(RegistryError::Store(StoreError::Conflict(format!(
+                "'{to}' owns this agent already"
+            ))));
         }
         let now = Timestamp::now();
         let mut transfer = TransferRecord {

@@ -266,7 +266,7 @@ fn last_admin(err: StoreError) -> ApiError {
            ("owner" = String, Path, description = "The member's owner name")),
     request_body(content = crate::wire::schema::SetMemberRequest, description = "`{\"role\": \"admin\" | \"publisher\" | \"viewer\"}`"),
     responses((status = 200, body = OrgView, description = "The organisation with its members"),
-              (status = 404, body = crate::error::Problem, description = "`org_not_found`"),
+              (status = 404, body = crate::error::Problem, description = "`org_not_found`, or `not_found`: no owner can have that name"),
               (status = 409, body = crate::error::Problem, description = "`conflict`: that would leave it without an admin")),
     security(("bearer" = [])))]
 pub async fn set_member(
@@ -276,10 +276,17 @@ pub async fn set_member(
     JsonBody(body): JsonBody,
 ) -> ApiResult<Json<OrgView>> {
     let (org, _) = administered(&state, &caller, &name).await?;
+    // The path names the member: a name no owner can have names nobody (404).
+    let owner = crate::auth::parse_owner(&owner).map_err(|message| {
+        ApiError::new(
+            ErrorCode::NotFound,
+            format!(
+                "'{}' cannot be a member: {message}",
+                crate::domain::truncate(&owner, 64)
+            ),
+        )
+    })?;
     let mut errors = Vec::new();
-    let owner = crate::auth::parse_owner(&owner)
-        .map_err(|message| errors.push(FieldError::new("owner", message)))
-        .ok();
     let new_role = match field(&body, "role")? {
         Some(text) => OrgRole::parse(text.trim()).or_else(|| {
             errors.push(FieldError::new(
@@ -293,7 +300,7 @@ pub async fn set_member(
             None
         }
     };
-    let (Some(owner), Some(new_role), true) = (owner, new_role, errors.is_empty()) else {
+    let (Some(new_role), true) = (new_role, errors.is_empty()) else {
         return Err(ApiError::validation(errors));
     };
     state
@@ -408,7 +415,7 @@ pub struct TransferList {
     responses((status = 201, body = TransferView, description = "Pending: the receiver accepts or declines it"),
               (status = 200, body = TransferView, description = "The master key's: done, with the agent as it now is"),
               (status = 404, body = crate::error::Problem, description = "`agent_not_found`, or `org_not_found` for the receiver"),
-              (status = 409, body = crate::error::Problem, description = "`conflict`: a transfer of this agent is pending already")),
+              (status = 409, body = crate::error::Problem, description = "`conflict`: a transfer of this agent is pending already, or the receiver owns it already")),
     security(("bearer" = [])))]
 pub async fn transfer_agent(
     State(state): State<AppState>,

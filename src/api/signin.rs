@@ -54,7 +54,7 @@ pub struct LoginQuery {
               (status = 429, body = crate::error::Problem, description = "`rate_limited`: too many sign-ins from this address"),
               (status = 502, body = crate::error::Problem, description = "`upstream_error`: the provider's discovery document cannot be read")))]
 pub async fn login(State(state): State<AppState>, Query(query): Query<LoginQuery>) -> Response {
-    let Some(provider) = query.provider.filter(|p| !p.is_empty()) else {
+    let Some(provider) = query.provider else {
         return ApiError::invalid_parameter("provider is required (see GET /api/auth/providers)")
             .into_response();
     };

@@ -94,6 +94,38 @@ pub struct AgentDraft {
     /// The discovery identifier the publisher chose (`urn:air:…`), when they chose one; the
     /// registry otherwise derives it from the package name at publish (`domain::urn`).
     pub identifier: Option<super::AirUrn>,
+    /// Who finds the agent in lists; `None` when the body does not say (a publish is then
+    /// public, an update keeps what the agent had).
+    pub visibility: Option<Visibility>,
+}
+
+/// Who finds an ACTIVE agent without knowing it already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Visibility {
+    /// Listed everywhere: every list, search, facet, feed, manifest and catalogue.
+    #[default]
+    Public,
+    /// Resolvable by whoever knows its id, package name or identifier (the record, its card,
+    /// its versions), and listed nowhere.
+    Unlisted,
+}
+
+impl Visibility {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Public => "public",
+            Self::Unlisted => "unlisted",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "public" => Some(Self::Public),
+            "unlisted" => Some(Self::Unlisted),
+            _ => None,
+        }
+    }
 }
 
 impl AgentDraft {
@@ -182,6 +214,30 @@ impl Sources<'_> {
                 .map_err(|payment_errors| errors.extend(payment_errors))
                 .ok()
         });
+        let visibility = match present(self.body, "visibility") {
+            None => None,
+            Some(Value::String(text)) => {
+                let text = text.trim().to_ascii_lowercase();
+                match Visibility::parse(&text) {
+                    Some(visibility) => Some(visibility),
+                    None if text == "private" => {
+                        errors.push(FieldError::new(
+                            "visibility",
+                            "private agents are not available on this registry yet: public or unlisted",
+                        ));
+                        None
+                    }
+                    None => {
+                        errors.push(FieldError::new("visibility", "must be public or unlisted"));
+                        None
+                    }
+                }
+            }
+            Some(_) => {
+                errors.push(FieldError::new("visibility", "must be a string"));
+                None
+            }
+        };
         let representative_queries = self.representative_queries(errors);
         let identifier = parse_identifier(
             either(self.body, "identifier", "identifier"),
@@ -206,6 +262,7 @@ impl Sources<'_> {
             probe_message,
             representative_queries,
             identifier,
+            visibility,
         })
     }
 

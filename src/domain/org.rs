@@ -43,8 +43,8 @@ impl OrgRole {
     }
 }
 
-/// An organisation's name: 1 to 39 lowercase letters, digits and single hyphens, not starting
-/// or ending with one (GitHub's rule, so a GitHub organisation's name always fits).
+/// An organisation's name: 1 to 39 lowercase letters, digits and hyphens, not starting or
+/// ending with one (so a GitHub organisation's name always fits).
 pub fn parse_org_name(text: &str) -> Result<String, String> {
     let name = text.trim();
     let valid = !name.is_empty()
@@ -53,12 +53,11 @@ pub fn parse_org_name(text: &str) -> Result<String, String> {
             .chars()
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && !name.starts_with('-')
-        && !name.ends_with('-')
-        && !name.contains("--");
+        && !name.ends_with('-');
     if valid {
         Ok(name.to_owned())
     } else {
-        Err("an organisation's name is 1 to 39 lowercase letters, digits and single hyphens, not at either end".to_owned())
+        Err("an organisation's name is 1 to 39 lowercase letters, digits and hyphens, not starting or ending with a hyphen".to_owned())
     }
 }
 

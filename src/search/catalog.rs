@@ -12,7 +12,7 @@ use super::text::DocText;
 use super::vectors::VectorStore;
 use super::{Filters, Listing, duplicates};
 use crate::domain::{Health, HealthStatus, health};
-use crate::store::{Agent, AgentState};
+use crate::store::Agent;
 
 /// An ACTIVE agent as the index keeps it.
 pub(super) struct Doc {
@@ -114,10 +114,11 @@ impl ContentHash {
 /// An agent as the index keeps it, with the text it is being indexed by.
 pub(super) type Read = (Arc<Doc>, DocText);
 
-/// The ACTIVE ones of `agents`, read for the index.
+/// The listed ones of `agents` (ACTIVE and public), read for the index: an unlisted agent is
+/// in no list, search or count, so the index does not hold it.
 pub(super) fn read_active<'a>(agents: impl Iterator<Item = &'a Agent>) -> Vec<Read> {
     agents
-        .filter(|agent| agent.state == AgentState::Active)
+        .filter(|agent| agent.is_listed())
         .map(|agent| {
             let (doc, text) = Doc::of(agent);
             (Arc::new(doc), text)

@@ -9,7 +9,7 @@ use super::catalog::read_active;
 use super::text::DocText;
 use super::vectors::VectorStore;
 use crate::domain::{Health, HealthStatus};
-use crate::store::{Agent, AgentState};
+use crate::store::Agent;
 
 impl SearchIndex {
     /// Make the index reflect `agent` as just written: indexed when ACTIVE, absent otherwise.
@@ -56,7 +56,7 @@ impl SearchIndex {
             }
             let gone = agents
                 .iter()
-                .filter(|agent| agent.state != AgentState::Active)
+                .filter(|agent| !agent.is_listed())
                 .map(|agent| (agent.id.as_str(), agent.revision))
                 .chain(deleted.iter().map(|id| (id.as_str(), i64::MAX)));
             for (id, revision) in gone {
@@ -87,7 +87,7 @@ impl SearchIndex {
     /// change nothing: the change follower skips the writes this process already applied.
     pub fn holds(&self, agent: &Agent) -> bool {
         let catalog = self.read_catalog();
-        agent.state == AgentState::Active
+        agent.is_listed()
             && catalog
                 .slots
                 .get(agent.id.as_str())

@@ -86,6 +86,13 @@ pub struct Agent {
 }
 
 impl Agent {
+    /// Whether lists show it: ACTIVE and public. An unlisted agent is resolvable by whoever
+    /// knows it, and listed nowhere (search, facets, feeds, manifests, catalogues).
+    pub fn is_listed(&self) -> bool {
+        self.state == AgentState::Active
+            && self.draft.visibility.unwrap_or_default() == crate::domain::agent::Visibility::Public
+    }
+
     /// A new STAGE agent owned by `owner`, at version `1.0.0` when the draft names none.
     pub fn new(mut draft: AgentDraft, owner: &str, at: Timestamp) -> Self {
         draft

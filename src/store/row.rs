@@ -127,6 +127,7 @@ impl DraftRow {
             .unwrap_or_default(),
             // The agent's identifier is its own column (`Agent::urn`), not a draft field.
             identifier: None,
+            visibility: None,
         })
     }
 }
@@ -149,6 +150,7 @@ pub struct AgentRow {
     pub health: Option<String>,
     pub urn: Option<String>,
     pub provenance: Option<String>,
+    pub visibility: String,
     #[sqlx(flatten)]
     pub draft: DraftRow,
 }
@@ -189,9 +191,13 @@ impl TryFrom<AgentRow> for Agent {
     type Error = StoreError;
 
     fn try_from(row: AgentRow) -> Result<Self, StoreError> {
-        let draft = row
+        let mut draft = row
             .draft
             .into_draft(&row.package_name, row.version, row.probe_message)?;
+        draft.visibility = Some(
+            crate::domain::agent::Visibility::parse(&row.visibility)
+                .ok_or_else(|| corrupt("visibility", &row.visibility))?,
+        );
         let stored = optional_json("health", row.health)?;
         let health = Health::shown(&draft, stored);
         // A row an older program wrote has no identifier yet: the one it will be given.

@@ -139,7 +139,7 @@ impl std::fmt::Display for Columns<'_> {
 /// order `agent_insert` binds them: every one but `health`, which only the prober writes.
 const AGENT_OWN: &str = "id, package_name, owner, state, verification_level, \
     verification_token, revision, version, probe_message, created_at, updated_at, published_at, \
-    urn, provenance";
+    urn, provenance, visibility";
 
 const AGENT_COLUMNS: Columns = Columns("", &[AGENT_OWN, "health", DRAFT_COLUMNS]);
 
@@ -285,7 +285,8 @@ where
         .bind(agent.updated_at.micros())
         .bind(agent.published_at.map(Timestamp::micros))
         .bind(agent.urn.as_str())
-        .bind(provenance);
+        .bind(provenance)
+        .bind(agent.draft.visibility.unwrap_or_default().as_str());
     columns.bind(insert)
 }
 
@@ -295,9 +296,11 @@ where
 static AGENT_UPDATE: LazyLock<String> = LazyLock::new(|| {
     format!(
         "UPDATE agents SET version = $1, probe_message = $2, updated_at = $3, \
-         revision = revision + 1, provenance = COALESCE($4, provenance), {} \
+         revision = revision + 1, provenance = COALESCE($4, provenance), \
+         visibility = COALESCE(CAST(${} AS TEXT), visibility), {} \
          WHERE id = $5 AND (CAST($6 AS BIGINT) IS NULL OR revision = $6) \
          RETURNING {AGENT_COLUMNS}",
+        7 + DRAFT_COLUMNS.split(',').count(),
         Columns("", &[DRAFT_COLUMNS]).set_from(7)
     )
 });
@@ -326,7 +329,9 @@ where
         .bind(provenance)
         .bind(id)
         .bind(expected_revision);
-    columns.bind(update)
+    columns
+        .bind(update)
+        .bind(draft.visibility.map(|visibility| visibility.as_str()))
 }
 
 /// After `agent`'s row is written in `tx` at `at`: its draft as its current version (a new row
@@ -339,6 +344,7 @@ async fn log_write<DB: Dialect>(
     columns: &DraftRow,
     at: Timestamp,
     inserted: bool,
+    was_listed: Option<bool>,
 ) -> StoreResult<()>
 where
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
@@ -353,24 +359,33 @@ where
     version_row(&VERSION_UPSERT, id, version, agent.revision, at, columns)
         .execute(&mut **tx)
         .await?;
+    // Public changes are those of a listed agent (ACTIVE and public), before or after.
+    let listed = agent.is_listed();
     let changes = if inserted {
-        let created = (
-            ChangeKind::Created,
-            Change::is_public(None, Some(agent.state)),
-        );
         let published = agent.state == AgentState::Active;
         [
-            Some(created),
-            published.then_some((ChangeKind::Published, true)),
+            Some((ChangeKind::Created, listed)),
+            published.then_some((ChangeKind::Published, listed)),
         ]
     } else {
-        let public = Change::is_public(Some(agent.state), Some(agent.state));
-        [Some((ChangeKind::Updated, public)), None]
+        // Unless told otherwise, an update keeps the agent's visibility.
+        let was_listed = was_listed.unwrap_or(listed);
+        let kind = match (was_listed, listed) {
+            // Hidden (made unlisted): the feed's readers drop it, as for an unpublish.
+            (true, false) => ChangeKind::Unpublished,
+            (false, true) => ChangeKind::Published,
+            _ => ChangeKind::Updated,
+        };
+        [Some((kind, was_listed || listed)), None]
     };
     for (kind, public) in changes.into_iter().flatten() {
         let change = change_insert(agent, kind, at, public);
         DB::log_change(feed, &mut **tx, change).await?;
-        audit_write::<DB>(&mut **tx, kind_action(kind), agent, at, None).await?;
+        let action = match (inserted, kind) {
+            (false, ChangeKind::Unpublished | ChangeKind::Published) => "agent.updated",
+            _ => kind_action(kind),
+        };
+        audit_write::<DB>(&mut **tx, action, agent, at, None).await?;
     }
     Ok(())
 }
@@ -408,8 +423,7 @@ where
             .execute(&mut **tx)
             .await?;
     }
-    let public = Change::is_public(Some(deleted.state), None);
-    let change = change_insert(&deleted, ChangeKind::Deleted, at, public);
+    let change = change_insert(&deleted, ChangeKind::Deleted, at, deleted.is_listed());
     DB::log_change(feed, &mut **tx, change).await?;
     audit_write::<DB>(&mut **tx, "agent.deleted", &deleted, at, None).await?;
     Ok(Some(deleted))
@@ -686,8 +700,7 @@ where
         return Ok(None);
     };
     let moved = Agent::try_from(row)?;
-    let public = Change::is_public(Some(moved.state), Some(moved.state));
-    let change = change_insert(&moved, ChangeKind::Updated, at, public);
+    let change = change_insert(&moved, ChangeKind::Updated, at, moved.is_listed());
     DB::log_change(feed, &mut **tx, change).await?;
     let reason = format!("from {} to {}", transfer.from_owner, transfer.to_owner);
     audit_write::<DB>(&mut **tx, "agent.transferred", &moved, at, Some(reason)).await?;
@@ -795,7 +808,16 @@ where
             }
             other => other?,
         };
-        log_write::<DB>(&self.feed, &mut tx, agent, &columns, agent.created_at, true).await?;
+        log_write::<DB>(
+            &self.feed,
+            &mut tx,
+            agent,
+            &columns,
+            agent.created_at,
+            true,
+            None,
+        )
+        .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -880,6 +902,16 @@ where
     ) -> StoreResult<Agent> {
         let columns = DraftRow::of(draft)?;
         let mut tx = self.writer.begin().await?;
+        // Whether it was listed before: an update that changes its visibility is, for the
+        // feed, a publish or an unpublish.
+        let before: Option<(String, String)> =
+            sqlx::query_as("SELECT state, visibility FROM agents WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let was_listed = before.map(|(state, visibility)| {
+            state == AgentState::Active.as_str() && visibility == "public"
+        });
         let row = agent_update(id, draft, &columns, expected_revision, None, at)
             .try_map(|row| AgentRow::from_row(&row))
             .fetch_optional(&mut *tx)
@@ -891,7 +923,10 @@ where
             });
         };
         let updated = Agent::try_from(row)?;
-        log_write::<DB>(&self.feed, &mut tx, &updated, &columns, at, false).await?;
+        log_write::<DB>(
+            &self.feed, &mut tx, &updated, &columns, at, false, was_listed,
+        )
+        .await?;
         tx.commit().await?;
         Ok(updated)
     }
@@ -936,7 +971,10 @@ where
             AgentState::Active => ChangeKind::Published,
             AgentState::Stage => ChangeKind::Unpublished,
         };
-        let public = Change::is_public(Some(from), Some(to));
+        // Listed before or after: the visibility is the same, the state changed.
+        let public_visibility = updated.draft.visibility.unwrap_or_default()
+            == crate::domain::agent::Visibility::Public;
+        let public = public_visibility && Change::is_public(Some(from), Some(to));
         let change = change_insert(&updated, kind, at, public);
         DB::log_change(&self.feed, &mut tx, change).await?;
         audit_write::<DB>(&mut tx, kind_action(kind), &updated, at, None).await?;
@@ -966,8 +1004,7 @@ where
             return Err(StoreError::NotFound);
         };
         let updated = Agent::try_from(row)?;
-        let public = Change::is_public(Some(updated.state), Some(updated.state));
-        let change = change_insert(&updated, ChangeKind::Verified, at, public);
+        let change = change_insert(&updated, ChangeKind::Verified, at, updated.is_listed());
         DB::log_change(&self.feed, &mut tx, change).await?;
         audit_write::<DB>(&mut tx, "agent.verified", &updated, at, None).await?;
         tx.commit().await?;
@@ -1525,7 +1562,16 @@ where
                 tx.rollback().await?;
                 return Err(taken(err));
             }
-            log_write::<DB>(&self.feed, &mut tx, agent, &columns, agent.created_at, true).await?;
+            log_write::<DB>(
+                &self.feed,
+                &mut tx,
+                agent,
+                &columns,
+                agent.created_at,
+                true,
+                None,
+            )
+            .await?;
             written.written.push(agent.clone());
         }
         for update in &page.updates {
@@ -1557,7 +1603,7 @@ where
                 }
             };
             let updated = Agent::try_from(row)?;
-            log_write::<DB>(&self.feed, &mut tx, &updated, &columns, at, false).await?;
+            log_write::<DB>(&self.feed, &mut tx, &updated, &columns, at, false, None).await?;
             written.written.push(updated);
         }
         for (agent_id, draft, published_at) in &page.history {

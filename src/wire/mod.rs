@@ -108,6 +108,9 @@ pub struct AgentRecord {
     /// input schemas, card skills): hidden instructions, invisible characters, pasted
     /// credentials. `status` is `clean` or `flagged`; see docs/security.md.
     pub security: crate::domain::scan::Report,
+    /// `public` (listed everywhere) or `unlisted` (resolvable by whoever knows it, listed
+    /// nowhere).
+    pub visibility: crate::domain::agent::Visibility,
     /// Owner's view only: whether the owner published a full A2A card with the record.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub has_card: Option<bool>,
@@ -149,6 +152,7 @@ impl AgentRecord {
             health: agent.health.clone().unwrap_or_else(Health::unknown),
             provenance: agent.provenance.clone(),
             security: crate::domain::scan::scan(draft),
+            visibility: draft.visibility.unwrap_or_default(),
             verification_token: None,
             has_card: None,
             probe_message: None,

@@ -42,10 +42,10 @@ async fn catalogue(app: &TestApp) {
 }
 
 /// A query and filters, expressed once, sent five ways.
-struct Case {
-    query: &'static str,
-    filters: Value,
-    limit: u64,
+pub struct Case {
+    pub query: &'static str,
+    pub filters: Value,
+    pub limit: u64,
 }
 
 fn cases() -> Vec<Case> {
@@ -119,7 +119,7 @@ fn query_string(case: &Case) -> String {
     pairs.finish()
 }
 
-async fn through_every_path(app: &TestApp, case: &Case) -> Vec<(&'static str, Vec<String>)> {
+pub async fn through_every_path(app: &TestApp, case: &Case) -> Vec<(&'static str, Vec<String>)> {
     let token = MASTER_KEY;
     let get = app
         .get(&format!("/public/agents?{}", query_string(case)))

@@ -558,6 +558,9 @@ async fn return_to_never_leaves_the_site_and_unknown_providers_are_refused() {
     unknown.assert_problem(404, "not_found");
     let none = app.get("/auth/login").await;
     none.assert_problem(400, "invalid_parameter");
+    app.get("/auth/login?provider=")
+        .await
+        .assert_problem(404, "not_found");
     let providers = app.get("/api/auth/providers").await;
     assert_eq!(providers.status, StatusCode::OK);
     assert_eq!(providers.body["providers"][0]["name"], "github");

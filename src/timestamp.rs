@@ -83,15 +83,6 @@ impl Timestamp {
     }
 
     /// Parse an IMF-fixdate (`If-Modified-Since`); `None` for anything else.
-    /// An RFC 3339 time (`2026-11-29T00:00:00Z`, any offset), to the microsecond.
-    pub fn parse_rfc3339(text: &str) -> Option<Self> {
-        let at =
-            OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
-        i64::try_from(at.unix_timestamp_nanos() / 1000)
-            .ok()
-            .map(Self::from_micros)
-    }
-
     pub fn from_http_date(text: &str) -> Option<Self> {
         let parsed = time::PrimitiveDateTime::parse(text.trim(), HTTP_DATE).ok()?;
         Self::from_unix_secs(parsed.assume_utc().unix_timestamp())

@@ -2,13 +2,14 @@
 //! the rows of their own writes and those concerning what they own or administer.
 
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::auth::Caller;
 use crate::domain::org::{OrgRole, org_owner};
 use crate::error::{ApiError, ApiResult};
+use crate::extract::Query;
 use crate::state::AppState;
 use crate::store::{AuditEntry, AuditQuery};
 use crate::timestamp::Timestamp;
@@ -98,6 +99,7 @@ pub struct AuditParams {
     /// Rows concerning this organisation's agents and members.
     org: Option<String>,
     /// Rows at or after this time (RFC 3339).
+    #[param(format = DateTime)]
     since: Option<String>,
     /// 1 to 500 (default 50).
     limit: Option<i64>,
@@ -126,7 +128,7 @@ pub async fn list_audit(
         .since
         .as_deref()
         .map(|text| {
-            Timestamp::parse_rfc3339(text.trim()).ok_or_else(|| {
+            serde_json::from_value::<Timestamp>(serde_json::json!(text.trim())).map_err(|_| {
                 ApiError::invalid_parameter("since: an RFC 3339 time, such as 2026-11-29T00:00:00Z")
             })
         })

@@ -4,7 +4,7 @@
 //! (`POST /api/auth/github`). See `crate::signin` for the rules.
 
 use axum::Json;
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::http::header::{CACHE_CONTROL, LOCATION, SET_COOKIE};
 use axum::response::{IntoResponse, Response};
@@ -16,7 +16,7 @@ use utoipa::ToSchema;
 use crate::auth::{self, Caller, SESSION_COOKIE, Scope};
 use crate::domain::FieldError;
 use crate::error::{ApiError, ApiResult};
-use crate::extract::JsonBody;
+use crate::extract::{JsonBody, Query};
 use crate::signin::{ProviderView, SIGNIN_COOKIE, SIGNIN_SECS};
 use crate::state::AppState;
 use crate::timestamp::Timestamp;

@@ -11,7 +11,7 @@ The document says each of these in words; the generator cannot read words:
 - an update keeps the agent's own `package_name` (the server knows it, the schema cannot);
 - an `identifier` names the package's own domain as its publisher, and an update cannot change
   it (valid cases send none);
-- a search `cursor` (also of the AI Catalog and the MCP server list) and an ARD `pageToken` are
+- a search `cursor` (also of the AI Catalog, the MCP server list and the audit log) and an ARD `pageToken` are
   opaque tokens from a previous page, not any string; the ARD listing's `filter` and `orderBy`
   are expressions of a small grammar (valid cases use a few real ones);
 - an agent's versions exist only for agents that exist: half the valid cases of the version
@@ -36,7 +36,7 @@ MASTER_KEY = os.environ["FUZZ_MASTER_KEY"]
 WHITESPACE = "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 PROTOCOL_ALIASES = {"lsat": "l402", "bolt11": "lightning-invoice"}
 SEARCH_PATHS = {"/public/agents", "/public/agents/search", "/a2a/discover", "/api/playground/session/{id}/discover", "/discovery/search",
-                "/.well-known/ai-catalog.json", "/.well-known/ard.json", "/v0.1/servers"}
+                "/.well-known/ai-catalog.json", "/.well-known/ard.json", "/v0.1/servers", "/api/audit"}
 # The ARD paths: `pageToken` is an opaque token from a previous page, and the listing's `filter`
 # and `orderBy` are expressions in a grammar (docs/discovery.md) that JSON Schema does not spell.
 ARD_TOKEN_PATHS = {"/ard/search", "/ard/agents"}

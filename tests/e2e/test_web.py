@@ -495,3 +495,39 @@ def test_signing_in_through_the_openid_provider_minting_a_token_and_publishing(b
     assert status == 200, "a minted token outlives the session"
     context.close()
     assert not errors, f"uncaught errors in the page: {errors}"
+
+
+def test_publishing_an_unlisted_agent_for_an_organisation_and_reading_its_history(page: Page, registry: str) -> None:
+    status, body = api(registry, "POST", "/api/tokens", {"owner": "olga", "expires_in_days": 1})
+    assert status == 201, body
+    olga = body["token"]
+    status, body = api(registry, "POST", "/api/orgs", {"name": "harbour", "display_name": "Harbour Co"}, token=olga)
+    assert status == 201, body
+
+    page.goto("/console")
+    save_token(page, olga)
+    page.get_by_role("tab", name="Fill in a form").click()
+    form = page.get_by_role("tabpanel", name="Fill in a form")
+    form.get_by_role("textbox", name="Package name", exact=True).fill("com.harbour.tides")
+    form.get_by_role("textbox", name="Name", exact=True).fill("Harbour Tides")
+    form.get_by_role("textbox", name="Description", exact=True).fill("Tide tables for the harbour's own boats.")
+    form.get_by_label("Visibility").select_option("unlisted")
+    form.get_by_label("Owner").select_option("harbour")
+    form.get_by_role("button", name="Publish", exact=True).click()
+
+    row = page.locator('tr[data-package="com.harbour.tides"]')
+    expect(row).to_contain_text("Unlisted")
+    expect(row).to_contain_text("harbour")
+    row.get_by_role("button", name="Go live").click()
+    expect(row).to_contain_text("ACTIVE")
+    # Live, but listed nowhere: a search does not find it; its record resolves.
+    status, found = api(registry, "GET", "/public/agents?q=harbour%20tides")
+    assert status == 200 and "com.harbour.tides" not in [a["package_name"] for a in found["agents"]]
+    status, record = api(registry, "GET", "/public/agents/com.harbour.tides")
+    assert status == 200 and record["owner"] == "org:harbour" and record["visibility"] == "unlisted", record
+
+    row.get_by_role("button", name="History").click()
+    history = page.locator("#history-entries")
+    expect(history).to_contain_text("agent.created by olga")
+    expect(history).to_contain_text("agent.published by olga")
+    screenshot(page, "console-history")

@@ -8,7 +8,7 @@ const status = $("console-status");
 const rows = $("agents");
 const more = $("agents-more");
 
-const token = bindTokenPanel(() => loadAgents());
+const token = bindTokenPanel(() => { loadOrgs(); loadAgents(); });
 let cursor = null;
 // Who is signed in to this browser (GET /api/me with the session cookie), or null.
 let session = null;
@@ -34,14 +34,36 @@ function row(agent) {
     el("td", {},
       live ? el("a", { href: `/agents/${encodeURIComponent(agent.package_name)}` }, agent.name) : el("strong", {}, agent.name),
       el("br"), el("code", { text: agent.package_name })),
-    el("td", {}, el("span", { class: `badge state-${agent.state.toLowerCase()}` }, agent.state)),
+    el("td", {}, el("span", { class: `badge state-${agent.state.toLowerCase()}` }, agent.state),
+      agent.visibility === "unlisted" ? [" ", el("span", { class: "badge" }, "Unlisted")] : null,
+      agent.owner && agent.owner.startsWith("org:") ? [el("br"), el("small", { class: "muted" }, agent.owner.slice(4))] : null),
     el("td", {}, agent.verification_level === "domain_verified" ? el("span", { class: "badge verified" }, "✓ Verified") : "Unverified"),
     el("td", {}, when(agent.updated_at)),
     el("td", { class: "actions" },
       live
         ? action("Unpublish", "ghost", () => transition(agent, `/api/agents/${id}/unpublish`, "unpublished (now STAGE)"))
         : action("Go live", "secondary", () => transition(agent, `/api/agents/${id}/go-live`, "is live")),
+      action("History", "ghost", () => showHistory(agent)),
       action("Delete", "ghost danger", () => remove(agent))));
+}
+
+/** The agent's audit trail: who did what, when, and what was refused. */
+async function showHistory(agent) {
+  hideError(errorBox);
+  try {
+    const page = await api("GET", `/api/audit?agent=${encodeURIComponent(agent.id)}&limit=50`, { token: token() });
+    $("history-agent").textContent = agent.package_name;
+    $("history-entries").replaceChildren(...page.entries.map((entry) =>
+      el("li", { class: entry.outcome === "refused" ? "refused" : "" },
+        el("time", { datetime: entry.at }, when(entry.at)), " ",
+        el("code", { text: entry.action }), ` by ${entry.actor}`,
+        entry.version ? ` (version ${entry.version})` : "",
+        entry.reason ? ` — ${entry.reason}` : "")));
+    $("history").hidden = false;
+    $("history-heading").scrollIntoView({ block: "nearest" });
+  } catch (err) {
+    showError(errorBox, explain(err), `Cannot read the history of ${agent.package_name}`);
+  }
 }
 
 async function loadAgents({ append = false } = {}) {
@@ -100,7 +122,7 @@ const list = (text) => text.split(",").map((t) => t.trim()).filter(Boolean);
 function formBody(form) {
   const value = (name) => form.elements.namedItem(name).value.trim();
   const body = {};
-  for (const name of ["package_name", "name", "description", "url", "version", "category", "target"]) {
+  for (const name of ["package_name", "name", "description", "url", "version", "category", "target", "visibility", "org"]) {
     if (value(name)) body[name] = value(name);
   }
   if (value("tags")) body.tags = list(value("tags"));
@@ -214,11 +236,27 @@ async function loadSignin() {
   $("signin-buttons").replaceChildren(...providers.map((provider) =>
     el("a", { class: "button secondary", href: `${provider.login_url}&return_to=${back}` },
       `Sign in with ${provider.kind === "github" ? "GitHub" : provider.name}`)));
+  await loadOrgs();
   if (session) {
     $("signin-owner").textContent = session.owner;
     const namespaces = session.granted_namespaces.concat(session.owned_namespaces);
     $("signin-namespaces").textContent = namespaces.length ? ` — publishes under ${[...new Set(namespaces)].join(", ")}` : "";
     await loadTokens();
+  }
+}
+
+/** The organisations the caller publishes for, as owners to choose in the publish form. */
+async function loadOrgs() {
+  const select = $("p-org");
+  select.replaceChildren(el("option", { value: "" }, "You"));
+  if (!token() && !session) return;
+  try {
+    const { orgs } = await api("GET", "/api/orgs", { token: token() });
+    for (const org of orgs.filter((o) => o.role === "admin" || o.role === "publisher")) {
+      select.append(el("option", { value: org.name }, org.display_name ? `${org.display_name} (${org.name})` : org.name));
+    }
+  } catch {
+    // Without organisations the agent is the caller's: nothing to choose.
   }
 }
 

@@ -32,6 +32,17 @@ pub struct TokenView {
     pub expires_at: Option<Timestamp>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub revoked_at: Option<Timestamp>,
+    /// The namespaces the token carries: those trusted publishing restricts it to (when
+    /// `restricted`), or those a signed-in person's identity grants. Absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespaces: Option<Vec<String>>,
+    /// Whether the token writes only in `namespaces` (minted by trusted publishing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restricted: Option<bool>,
+    /// The identity it came from (a CI job's claims, or who signed in).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub identity: Option<Value>,
 }
 
 impl From<&TokenRecord> for TokenView {
@@ -43,6 +54,9 @@ impl From<&TokenRecord> for TokenView {
             created_at: record.created_at,
             expires_at: record.expires_at,
             revoked_at: record.revoked_at,
+            namespaces: None,
+            restricted: None,
+            identity: None,
         }
     }
 }
@@ -234,13 +248,20 @@ pub async fn list_tokens(
 ) -> ApiResult<Json<TokenList>> {
     let owner = (!caller.is_master).then_some(caller.owner.as_str());
     let tokens = state.store.list_tokens(owner).await?;
-    Ok(Json(TokenList {
-        tokens: tokens
-            .iter()
-            .filter(|token| caller.manages_token(&token.id))
-            .map(TokenView::from)
-            .collect(),
-    }))
+    let mut views = Vec::new();
+    for token in tokens
+        .iter()
+        .filter(|token| caller.manages_token(&token.id))
+    {
+        let mut view = TokenView::from(token);
+        if let Some(grant) = state.store.find_token_grant(&token.id).await? {
+            view.namespaces = Some(grant.namespaces);
+            view.restricted = Some(grant.restricted);
+            view.identity = Some(grant.issuer).filter(|issuer| !issuer.is_null());
+        }
+        views.push(view);
+    }
+    Ok(Json(TokenList { tokens: views }))
 }
 
 /// Revoke a token, effective immediately.

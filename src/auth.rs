@@ -141,15 +141,9 @@ impl Caller {
     /// The master key: every scope, every agent.
     pub fn master() -> Self {
         Self {
-            owner: MASTER_OWNER.to_owned(),
             scopes: Scope::ALL.to_vec(),
             is_master: true,
-            token_id: None,
-            expires_at: None,
-            namespaces: None,
-            issuer: None,
-            granted: Vec::new(),
-            session: None,
+            ..Self::person(MASTER_OWNER)
         }
     }
 

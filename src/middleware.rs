@@ -322,26 +322,18 @@ pub async fn audit(State(layer): State<Arc<AuditLayer>>, request: Request, next:
             _ => None,
         };
         let entry = crate::store::AuditEntry {
-            seq: 0,
-            at: crate::timestamp::Timestamp::now(),
-            actor: actor
-                .as_ref()
-                .map_or_else(|| "anonymous".to_owned(), |actor| actor.owner.clone()),
-            actor_kind: actor
-                .as_ref()
-                .map_or("anonymous", |actor| actor.kind)
-                .to_owned(),
-            token_id: actor.as_ref().and_then(|actor| actor.token_id.clone()),
-            session_id: actor.as_ref().and_then(|actor| actor.session_id.clone()),
-            client: context.client.clone(),
-            action: format!("{method} {path}"),
             target: Some(crate::domain::truncate(&path, 300).to_owned()),
             agent_id: agent.as_ref().map(|agent| agent.id.clone()),
             package_name: agent.as_ref().map(|agent| agent.package_name().to_owned()),
             owner: agent.as_ref().map(|agent| agent.owner.clone()),
-            version: None,
             outcome: "refused".to_owned(),
             reason: Some(reason),
+            ..crate::store::AuditEntry::by(
+                actor.as_ref(),
+                context.client.clone(),
+                &format!("{method} {path}"),
+                crate::timestamp::Timestamp::now(),
+            )
         };
         if let Err(err) = layer.store.insert_audit(&entry).await {
             tracing::warn!(error = %err, "cannot record a refused write in the audit log");

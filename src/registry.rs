@@ -398,19 +398,26 @@ impl Registry {
         }
         // The actor's own agents, those of the namespaces its identity grants (a GitHub
         // organisation's, which every member manages), and its organisations'.
-        let orgs: Vec<String> = self
-            .store
-            .memberships(&actor.owner)
-            .await?
-            .into_iter()
-            .map(|member| crate::domain::org::org_owner(&member.org))
-            .collect();
-        let mut owners: Vec<&str> = vec![actor.owner.as_str()];
-        owners.extend(actor.granted.iter().map(String::as_str));
-        owners.extend(orgs.iter().map(String::as_str));
+        let owners = self.owners_of(actor).await?;
+        let owners: Vec<&str> = owners.iter().map(String::as_str).collect();
+        Ok(self.store.list_agents(Some(&owners), after, limit).await?)
+    }
+
+    /// Every owner whose agents `actor` sees as its own: itself, the namespaces its identity
+    /// grants, and the organisations it is a member of (`org:<name>`), sorted.
+    async fn owners_of(&self, actor: &Actor) -> RegistryResult<Vec<String>> {
+        let mut owners = vec![actor.owner.clone()];
+        owners.extend(actor.granted.iter().cloned());
+        owners.extend(
+            self.store
+                .memberships(&actor.owner)
+                .await?
+                .into_iter()
+                .map(|member| crate::domain::org::org_owner(&member.org)),
+        );
         owners.sort_unstable();
         owners.dedup();
-        Ok(self.store.list_agents(Some(&owners), after, limit).await?)
+        Ok(owners)
     }
 
     /// Every agent, in any state (export).
@@ -801,16 +808,8 @@ impl Registry {
     /// The pending transfers `actor` is a party to: from or to it, its granted namespaces and
     /// its organisations (every one for the master key is not listed: it acts, it does not wait).
     pub async fn pending_transfers(&self, actor: &Actor) -> RegistryResult<Vec<TransferRecord>> {
-        let orgs: Vec<String> = self
-            .store
-            .memberships(&actor.owner)
-            .await?
-            .into_iter()
-            .map(|member| crate::domain::org::org_owner(&member.org))
-            .collect();
-        let mut owners: Vec<&str> = vec![actor.owner.as_str()];
-        owners.extend(actor.granted.iter().map(String::as_str));
-        owners.extend(orgs.iter().map(String::as_str));
+        let owners = self.owners_of(actor).await?;
+        let owners: Vec<&str> = owners.iter().map(String::as_str).collect();
         Ok(self.store.pending_transfers(&owners).await?)
     }
 

@@ -622,6 +622,35 @@ pub struct AuditEntry {
     pub reason: Option<String>,
 }
 
+impl AuditEntry {
+    /// A row of `action` at `at` by `actor` (anonymous without one) from `client`, about
+    /// nothing yet: the caller names the target.
+    pub fn by(
+        actor: Option<&crate::audit::AuditActor>,
+        client: Option<String>,
+        action: &str,
+        at: Timestamp,
+    ) -> Self {
+        Self {
+            seq: 0,
+            at,
+            actor: actor.map_or_else(|| "anonymous".to_owned(), |actor| actor.owner.clone()),
+            actor_kind: actor.map_or("anonymous", |actor| actor.kind).to_owned(),
+            token_id: actor.and_then(|actor| actor.token_id.clone()),
+            session_id: actor.and_then(|actor| actor.session_id.clone()),
+            client,
+            action: action.to_owned(),
+            target: None,
+            agent_id: None,
+            package_name: None,
+            owner: None,
+            version: None,
+            outcome: "ok".to_owned(),
+            reason: None,
+        }
+    }
+}
+
 /// Which audit rows to read: newest first, before `before` (a `seq`), at most `limit`.
 #[derive(Debug, Clone, Default)]
 pub struct AuditQuery {

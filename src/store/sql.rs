@@ -491,29 +491,12 @@ fn kind_action(kind: ChangeKind) -> &'static str {
 /// An audit row of `action` at `at` by the current request's actor; `None` outside a request.
 pub(super) fn request_entry(action: &str, at: Timestamp) -> Option<AuditEntry> {
     let context = crate::audit::current()?;
-    let actor = context.actor();
-    Some(AuditEntry {
-        seq: 0,
+    Some(AuditEntry::by(
+        context.actor().as_ref(),
+        context.client.clone(),
+        action,
         at,
-        actor: actor
-            .as_ref()
-            .map_or_else(|| "anonymous".to_owned(), |actor| actor.owner.clone()),
-        actor_kind: actor
-            .as_ref()
-            .map_or("anonymous", |actor| actor.kind)
-            .to_owned(),
-        token_id: actor.as_ref().and_then(|actor| actor.token_id.clone()),
-        session_id: actor.as_ref().and_then(|actor| actor.session_id.clone()),
-        client: context.client.clone(),
-        action: action.to_owned(),
-        target: None,
-        agent_id: None,
-        package_name: None,
-        owner: None,
-        version: None,
-        outcome: "ok".to_owned(),
-        reason: None,
-    })
+    ))
 }
 
 /// The insert of `entry`.

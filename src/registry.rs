@@ -495,8 +495,11 @@ impl Registry {
                 version: version.to_owned(),
             });
         };
+        // A version is the agent's content then; who finds the agent is how it is listed now.
+        let mut draft = snapshot.draft;
+        draft.visibility = agent.draft.visibility;
         let earlier = Agent {
-            draft: snapshot.draft,
+            draft,
             revision: snapshot.version.revision,
             updated_at: snapshot.version.published_at,
             ..agent
@@ -694,6 +697,8 @@ impl Registry {
         }
         let named = draft.version.take();
         draft.version = current.draft.version.clone();
+        // An update that does not say keeps the agent's visibility.
+        draft.visibility = draft.visibility.or(current.draft.visibility);
         if draft == current.draft && named.as_deref().is_none_or(|v| v == current.version()) {
             return Ok(None);
         }
@@ -1055,6 +1060,9 @@ impl Registry {
             }
             found => found,
         };
+        // The registry's own agents are public: the stored record says so explicitly.
+        let mut draft = draft;
+        draft.visibility.get_or_insert_default();
         let mut agent = match found {
             Some(existing) if existing.draft == draft => existing,
             Some(existing) => store.update_agent(&existing.id, &draft, None, now).await?,

@@ -79,12 +79,12 @@ mod tests {
     fn organisation_names_follow_githubs_rule() {
         assert_eq!(parse_org_name(" acme-labs ").as_deref(), Ok("acme-labs"));
         assert_eq!(parse_org_name("a1").as_deref(), Ok("a1"));
+        assert_eq!(parse_org_name("ac--me").as_deref(), Ok("ac--me"));
         for bad in [
             "",
             "Acme",
             "-acme",
             "acme-",
-            "ac--me",
             "ac me",
             "org:acme",
             &"a".repeat(40),

@@ -219,6 +219,8 @@ pub fn plan(
                 if draft.version.is_none() {
                     draft.version = agent.draft.version.clone();
                 }
+                // A source says nothing of visibility: the copy keeps its own.
+                draft.visibility = draft.visibility.or(agent.draft.visibility);
                 let same_status =
                     agent.provenance.as_ref().map(|p| &p.status) == Some(&provenance.status);
                 if draft == agent.draft && same_status {

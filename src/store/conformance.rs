@@ -949,14 +949,27 @@ pub async fn every_version_is_kept_with_its_fields(store: &dyn Store) {
         .await
         .expect("find")
         .expect("the first version");
-    assert_eq!(first.draft, agent.draft);
+    // A version keeps the agent's content; its visibility is the agent's, not a version's.
+    assert_eq!(
+        first.draft,
+        AgentDraft {
+            visibility: None,
+            ..agent.draft.clone()
+        }
+    );
     assert_eq!(first.version, history[1]);
     let current = store
         .find_agent_version(&agent.id, "1.1.0")
         .await
         .expect("find")
         .expect("the current version");
-    assert_eq!(current.draft, again);
+    assert_eq!(
+        current.draft,
+        AgentDraft {
+            visibility: None,
+            ..again.clone()
+        }
+    );
     for (id, version) in [
         (agent.id.as_str(), "9.9.9"),
         (agent.id.as_str(), "1.0.0\0"),

@@ -98,6 +98,8 @@ impl Agent {
         draft
             .version
             .get_or_insert_with(|| DEFAULT_VERSION.to_owned());
+        // A stored agent always has a visibility: public unless the draft said otherwise.
+        draft.visibility.get_or_insert_default();
         // The identifier lives on the agent, not in its versions.
         let urn = draft
             .identifier

@@ -48,11 +48,12 @@ pub async fn scope<F: std::future::Future>(context: Arc<AuditContext>, future: F
     CONTEXT.scope(context, future).await
 }
 
-/// Name the request's actor (authentication calls this); nothing outside a request.
-pub fn set_actor(actor: AuditActor) {
+/// Name the request's actor (authentication calls this); outside a write request (every read)
+/// `actor` is not even made.
+pub fn set_actor(actor: impl FnOnce() -> AuditActor) {
     let _ = CONTEXT.try_with(|context| {
         if let Ok(mut slot) = context.actor.lock() {
-            *slot = Some(actor);
+            *slot = Some(actor());
         }
     });
 }
@@ -69,7 +70,7 @@ mod tests {
     #[tokio::test]
     async fn the_actor_is_seen_inside_the_request_and_nowhere_else() {
         assert!(current().is_none());
-        set_actor(AuditActor {
+        set_actor(|| AuditActor {
             owner: "nobody".to_owned(),
             kind: "token",
             token_id: None,
@@ -78,7 +79,7 @@ mod tests {
         let context = AuditContext::new(Some("192.0.2.1".to_owned()));
         let seen = scope(Arc::clone(&context), async {
             assert!(current().is_some_and(|c| c.actor().is_none()));
-            set_actor(AuditActor {
+            set_actor(|| AuditActor {
                 owner: "alice".to_owned(),
                 kind: "token",
                 token_id: Some("tok_1".to_owned()),

@@ -410,7 +410,7 @@ where
             authenticator.authenticate(&secret).await?
         };
         // The audit log names whoever this request writes as.
-        crate::audit::set_actor(crate::audit::AuditActor {
+        crate::audit::set_actor(|| crate::audit::AuditActor {
             owner: caller.owner.clone(),
             kind: if caller.is_master {
                 "master"

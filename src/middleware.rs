@@ -276,9 +276,10 @@ pub struct AuditLayer {
     pub proxy_hops: usize,
 }
 
-/// Around every write request (any method but GET, HEAD and OPTIONS): an audit context the
-/// store writes its rows from, in the transaction of each change; and, for a write to the API
-/// that was refused (a 4xx other than 429), a row saying who tried what and why.
+/// Around every write request to the API and sign-in (`/api/…`, `/auth/…`, any method but
+/// GET, HEAD and OPTIONS): an audit context the store writes its rows from, in the transaction
+/// of each change; and, for one that was refused (a 4xx other than 429), a row saying who
+/// tried what and why.
 pub async fn audit(State(layer): State<Arc<AuditLayer>>, request: Request, next: Next) -> Response {
     use axum::http::Method;
     if matches!(
@@ -300,9 +301,7 @@ pub async fn audit(State(layer): State<Arc<AuditLayer>>, request: Request, next:
     let context = crate::audit::AuditContext::new(client);
     let response = crate::audit::scope(Arc::clone(&context), next.run(request)).await;
     let status = response.status();
-    let recorded = (path.starts_with("/api/") || path.starts_with("/auth/"))
-        && status.is_client_error()
-        && status != StatusCode::TOO_MANY_REQUESTS;
+    let recorded = status.is_client_error() && status != StatusCode::TOO_MANY_REQUESTS;
     if recorded {
         let reason = response
             .extensions()

@@ -178,31 +178,18 @@ async fn a_killed_server_loses_no_acknowledged_publish() {
         .into_iter()
         .collect();
     let mut audited = std::collections::BTreeSet::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let mut url = format!("{}/api/audit?actor=crash&limit=500", server.base);
-        if let Some(cursor) = &cursor {
-            url.push_str(&format!("&cursor={cursor}"));
-        }
-        let page: Value = client
-            .get(url)
-            .bearer_auth(MASTER_KEY)
-            .send()
-            .await
-            .expect("audit")
-            .json()
-            .await
-            .expect("JSON");
-        for entry in page["entries"].as_array().expect("entries") {
-            if entry["action"] == "agent.created" {
-                assert_eq!(entry["outcome"], "ok");
-                audited.insert(entry["package_name"].as_str().expect("package").to_owned());
-            }
-        }
-        match page["next_cursor"].as_str() {
-            Some(next) => cursor = Some(next.to_owned()),
-            None => break,
-        }
+    let rows = every_item(
+        &client,
+        &format!("{}/api/audit?actor=crash&limit=500", server.base),
+        "entries",
+    )
+    .await;
+    for entry in rows
+        .iter()
+        .filter(|entry| entry["action"] == "agent.created")
+    {
+        assert_eq!(entry["outcome"], "ok");
+        audited.insert(entry["package_name"].as_str().expect("package").to_owned());
     }
     assert!(stored.len() >= acknowledged.len());
     assert_eq!(
@@ -1443,13 +1430,28 @@ fn spawn_mirroring(dir: &Path, origin: &str, args: &[&str]) -> (Child, u16) {
 
 /// Agents owned by `owner` on the server at `base`, as the master key lists them.
 async fn agents_of(client: &reqwest::Client, base: &str, owner: &str) -> Vec<String> {
-    let mut names = Vec::new();
+    every_item(client, &format!("{base}/api/agents?limit=100"), "agents")
+        .await
+        .into_iter()
+        .filter(|agent| agent["owner"] == owner)
+        .map(|agent| {
+            agent["package_name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// Every item of the list `key` of a paged answer (`next_cursor`), read with the master key.
+async fn every_item(client: &reqwest::Client, first: &str, key: &str) -> Vec<Value> {
+    let mut items = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
-        let mut url = format!("{base}/api/agents?limit=100");
-        if let Some(cursor) = &cursor {
-            url.push_str(&format!("&cursor={cursor}"));
-        }
+        let url = match &cursor {
+            Some(cursor) => format!("{first}&cursor={cursor}"),
+            None => first.to_owned(),
+        };
         let page: Value = client
             .get(url)
             .bearer_auth(MASTER_KEY)
@@ -1459,19 +1461,10 @@ async fn agents_of(client: &reqwest::Client, base: &str, owner: &str) -> Vec<Str
             .json()
             .await
             .expect("json");
-        for agent in page["agents"].as_array().expect("agents") {
-            if agent["owner"] == owner {
-                names.push(
-                    agent["package_name"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_owned(),
-                );
-            }
-        }
+        items.extend(page[key].as_array().cloned().unwrap_or_default());
         match page["next_cursor"].as_str() {
             Some(next) => cursor = Some(next.to_owned()),
-            None => return names,
+            None => return items,
         }
     }
 }

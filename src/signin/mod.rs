@@ -94,7 +94,6 @@ pub struct NewSession {
     pub secret: String,
     pub expires_at: Timestamp,
     pub return_to: String,
-    pub owner: String,
 }
 
 /// A provider as the console and the CLI see it (`GET /api/auth/providers`).
@@ -234,19 +233,9 @@ impl SignIn {
         })
     }
 
-    /// Whether any provider is configured.
-    pub fn is_enabled(&self) -> bool {
-        !self.providers.is_empty() || self.github.is_some()
-    }
-
     /// Whether cookies are marked Secure (the public URL is https).
     pub fn secure_cookies(&self) -> bool {
         self.secure_cookies
-    }
-
-    /// How long a session lasts.
-    pub fn session_secs(&self) -> u64 {
-        self.session_secs
     }
 
     /// The providers, for the console's buttons and the CLI.
@@ -296,9 +285,10 @@ impl SignIn {
         let state = random_secret("");
         let nonce = random_secret("");
         let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
-        let (authorization, scopes): (Url, &[&str]) = if provider == GITHUB {
+        let (client_id, authorization, scopes): (&str, Url, &[&str]) = if provider == GITHUB {
             let github = self.github.as_ref().ok_or_else(|| unknown(provider))?;
             (
+                &github.client_id,
                 github
                     .web
                     .join("login/oauth/authorize")
@@ -308,16 +298,12 @@ impl SignIn {
         } else {
             let oidc = self.oidc(provider)?;
             (
+                &oidc.client_id,
                 self.endpoints(oidc).await?.authorization,
                 &["openid", "profile", "email"],
             )
         };
-        let client_id = match provider {
-            GITHUB => self.github.as_ref().map(|g| g.client_id.clone()),
-            _ => self.oidc(provider).ok().map(|p| p.client_id.clone()),
-        }
-        .unwrap_or_default();
-        let client = oauth2::basic::BasicClient::new(ClientId::new(client_id))
+        let client = oauth2::basic::BasicClient::new(ClientId::new(client_id.to_owned()))
             .set_auth_uri(AuthUrl::from_url(authorization))
             .set_redirect_uri(self.redirect_url()?);
         let state_for_url = state.clone();
@@ -451,7 +437,7 @@ impl SignIn {
             expires_at,
         };
         // The sign-in is the person's own act in the audit log.
-        crate::audit::set_actor(crate::audit::AuditActor {
+        crate::audit::set_actor(|| crate::audit::AuditActor {
             owner: person.owner.clone(),
             kind: "session",
             token_id: None,
@@ -464,7 +450,6 @@ impl SignIn {
             secret,
             expires_at,
             return_to: "/console".to_owned(),
-            owner: person.owner.clone(),
         })
     }
 

@@ -1776,9 +1776,18 @@ pub async fn expired_minted_tokens_are_purged_and_others_kept(store: &dyn Store)
         .insert_granted_token(&expiring("tok_new", "h2", 100), &grant)
         .await
         .expect("insert");
-    // An operator's token that expired long ago stays: the operator may want to see it.
+    // An operator's token that expired long ago stays: the operator may want to see it; so
+    // does a signed-in person's, which carries namespaces without being restricted to them.
     store
         .insert_token(&expiring("tok_operator", "h3", 10))
+        .await
+        .expect("insert");
+    let person = TokenGrant {
+        restricted: false,
+        ..store_grant()
+    };
+    store
+        .insert_granted_token(&expiring("tok_person", "h4", 10), &person)
         .await
         .expect("insert");
     assert_eq!(
@@ -1798,6 +1807,7 @@ pub async fn expired_minted_tokens_are_purged_and_others_kept(store: &dyn Store)
     assert!(!left.contains(&"tok_old".to_owned()), "{left:?}");
     assert!(left.contains(&"tok_new".to_owned()), "{left:?}");
     assert!(left.contains(&"tok_operator".to_owned()), "{left:?}");
+    assert!(left.contains(&"tok_person".to_owned()), "{left:?}");
     assert_eq!(
         store
             .purge_expired_minted_tokens(at(50))

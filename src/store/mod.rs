@@ -290,8 +290,9 @@ pub trait Store: Send + Sync + 'static {
         grant: &TokenGrant,
     ) -> StoreResult<()>;
 
-    /// Delete the tokens minted by trusted publishing (those with a grant) that expired before
-    /// `before`; how many. Tokens made by the operator are kept, expired or not.
+    /// Delete the tokens minted by trusted publishing (restricted to their grant's namespaces)
+    /// that expired before `before`; how many. Tokens made by the operator or a signed-in
+    /// person are kept, expired or not.
     async fn purge_expired_minted_tokens(&self, before: Timestamp) -> StoreResult<u64>;
 
     /// The grant stored with token `id`; `None` for a token without one (or an unknown one).

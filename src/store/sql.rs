@@ -697,6 +697,59 @@ where
     for<'q> &'q str: Encode<'q, DB> + Type<DB>,
     for<'q> Option<&'q str>: Encode<'q, DB>,
 {
+    /// Store `token` with its grant, if any, and its audit row, in one transaction.
+    async fn insert_token_with(
+        &self,
+        token: &TokenRecord,
+        grant: Option<&TokenGrant>,
+    ) -> StoreResult<()>
+    where
+        for<'q> String: Encode<'q, DB> + Type<DB>,
+        for<'q> Option<String>: Encode<'q, DB>,
+        for<'q> i64: Encode<'q, DB> + Type<DB>,
+        for<'q> Option<i64>: Encode<'q, DB>,
+        for<'q> bool: Encode<'q, DB> + Type<DB>,
+    {
+        let sql = format!(
+            "INSERT INTO tokens ({TOKEN_COLUMNS}, namespaces, issuer, restricted) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+        );
+        let namespaces = grant.map(|grant| to_json(&grant.namespaces)).transpose()?;
+        let issuer = grant.map(|grant| to_json(&grant.issuer)).transpose()?;
+        let mut tx = self.writer.begin().await?;
+        let inserted = sqlx::query(&sql)
+            .bind(token.id.clone())
+            .bind(token.owner.clone())
+            .bind(scopes_column(&token.scopes))
+            .bind(token.secret_hash.clone())
+            .bind(token.created_at.micros())
+            .bind(token.expires_at.map(Timestamp::micros))
+            .bind(token.revoked_at.map(Timestamp::micros))
+            .bind(namespaces)
+            .bind(issuer)
+            // Without a grant the flag restricts nothing: there are no namespaces.
+            .bind(grant.is_none_or(|grant| grant.restricted))
+            .execute(&mut *tx)
+            .await;
+        taken_is_conflict(inserted, "token already exists")?;
+        let (action, reason) = match grant {
+            Some(grant) if grant.restricted => ("token.minted", grant.namespaces.join(", ")),
+            Some(grant) => ("token.created", grant.namespaces.join(", ")),
+            None => ("token.created", scopes_column(&token.scopes)),
+        };
+        audit_other::<DB>(
+            &mut tx,
+            action,
+            &token.id,
+            Some(&token.owner),
+            Some(reason),
+            token.created_at,
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// Delete the row of `table` whose `key` column is `value`, only `owner`'s unless `None`
     /// (the callers' NUL checks come first); whether there was one.
     async fn delete_owned(
@@ -1638,32 +1691,7 @@ where
     }
 
     async fn insert_token(&self, token: &TokenRecord) -> StoreResult<()> {
-        let sql =
-            format!("INSERT INTO tokens ({TOKEN_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)");
-        let mut tx = self.writer.begin().await?;
-        let inserted = sqlx::query(&sql)
-            .bind(&token.id)
-            .bind(&token.owner)
-            .bind(scopes_column(&token.scopes))
-            .bind(&token.secret_hash)
-            .bind(token.created_at.micros())
-            .bind(token.expires_at.map(Timestamp::micros))
-            .bind(token.revoked_at.map(Timestamp::micros))
-            .execute(&mut *tx)
-            .await;
-        taken_is_conflict(inserted, "token already exists")?;
-        let scopes = Some(scopes_column(&token.scopes));
-        audit_other::<DB>(
-            &mut tx,
-            "token.created",
-            &token.id,
-            Some(&token.owner),
-            scopes,
-            token.created_at,
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(())
+        self.insert_token_with(token, None).await
     }
 
     async fn find_token_by_hash(&self, secret_hash: &str) -> StoreResult<Option<TokenRecord>> {
@@ -1717,48 +1745,13 @@ where
         token: &TokenRecord,
         grant: &TokenGrant,
     ) -> StoreResult<()> {
-        let sql = format!(
-            "INSERT INTO tokens ({TOKEN_COLUMNS}, namespaces, issuer, restricted) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
-        );
-        let mut tx = self.writer.begin().await?;
-        let inserted = sqlx::query(&sql)
-            .bind(&token.id)
-            .bind(&token.owner)
-            .bind(scopes_column(&token.scopes))
-            .bind(&token.secret_hash)
-            .bind(token.created_at.micros())
-            .bind(token.expires_at.map(Timestamp::micros))
-            .bind(token.revoked_at.map(Timestamp::micros))
-            .bind(to_json(&grant.namespaces)?)
-            .bind(to_json(&grant.issuer)?)
-            .bind(grant.restricted)
-            .execute(&mut *tx)
-            .await;
-        taken_is_conflict(inserted, "token already exists")?;
-        let action = if grant.restricted {
-            "token.minted"
-        } else {
-            "token.created"
-        };
-        let namespaces = Some(grant.namespaces.join(", "));
-        audit_other::<DB>(
-            &mut tx,
-            action,
-            &token.id,
-            Some(&token.owner),
-            namespaces,
-            token.created_at,
-        )
-        .await?;
-        tx.commit().await?;
-        Ok(())
+        self.insert_token_with(token, Some(grant)).await
     }
 
     async fn purge_expired_minted_tokens(&self, before: Timestamp) -> StoreResult<u64> {
         let purged = sqlx::query(
-            "DELETE FROM tokens WHERE namespaces IS NOT NULL AND expires_at IS NOT NULL \
-             AND expires_at < $1",
+            "DELETE FROM tokens WHERE namespaces IS NOT NULL AND restricted = TRUE \
+             AND expires_at IS NOT NULL AND expires_at < $1",
         )
         .bind(before.micros())
         .execute(&self.writer)

@@ -90,6 +90,24 @@ impl Browser {
         self.send(request, &host).await
     }
 
+    /// `GET path` on `app`, with the browser's cookies.
+    async fn read(&mut self, app: &TestApp, path: &str) -> (StatusCode, Value) {
+        self.api(reqwest::Method::GET, &on_app(app, path), None, None)
+            .await
+    }
+
+    /// `method path` on `app`, with the cookies, the CSRF token when given, and a JSON body.
+    async fn call(
+        &mut self,
+        app: &TestApp,
+        method: reqwest::Method,
+        path: &str,
+        csrf: Option<&str>,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        self.api(method, &on_app(app, path), csrf, body).await
+    }
+
     /// A JSON call to the registry with its cookies, and the CSRF token when given.
     async fn api(
         &mut self,
@@ -195,9 +213,7 @@ async fn signed_in(app: &TestApp, github: &FakeGithub, account: Account) -> Brow
 }
 
 async fn whoami(app: &TestApp, browser: &mut Browser) -> (StatusCode, Value) {
-    browser
-        .api(reqwest::Method::GET, &on_app(app, "/api/me"), None, None)
-        .await
+    browser.read(app, "/api/me").await
 }
 
 fn octocat() -> Account {
@@ -243,10 +259,16 @@ async fn a_github_sign_in_grants_the_login_and_active_organisations_and_the_sess
     let csrf = me["csrf_token"].as_str().expect("a CSRF token").to_owned();
 
     // A write without the CSRF token is refused; with it, the session publishes.
-    let publish = on_app(&app, "/api/agents/publish");
+    let publish = "/api/agents/publish";
     let body = agent_body("io.github.acme.weather");
     let (status, refused) = browser
-        .api(reqwest::Method::POST, &publish, None, Some(body.clone()))
+        .call(
+            &app,
+            reqwest::Method::POST,
+            publish,
+            None,
+            Some(body.clone()),
+        )
         .await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{refused}");
     assert!(
@@ -257,24 +279,32 @@ async fn a_github_sign_in_grants_the_login_and_active_organisations_and_the_sess
         "{refused}"
     );
     let (status, wrong) = browser
-        .api(
+        .call(
+            &app,
             reqwest::Method::POST,
-            &publish,
+            publish,
             Some("not-the-token"),
             Some(body.clone()),
         )
         .await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{wrong}");
     let (status, agent) = browser
-        .api(reqwest::Method::POST, &publish, Some(&csrf), Some(body))
+        .call(
+            &app,
+            reqwest::Method::POST,
+            publish,
+            Some(&csrf),
+            Some(body),
+        )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{agent}");
     // An organisation's agent belongs to the organisation's namespace.
     assert_eq!(agent["owner"], "io.github.acme");
     let (status, own) = browser
-        .api(
+        .call(
+            &app,
             reqwest::Method::POST,
-            &publish,
+            publish,
             Some(&csrf),
             Some(agent_body("io.github.octocat.notes")),
         )
@@ -282,14 +312,7 @@ async fn a_github_sign_in_grants_the_login_and_active_organisations_and_the_sess
     assert_eq!(status, StatusCode::CREATED, "{own}");
     assert_eq!(own["owner"], "io.github.octocat");
     // The console's list holds both: the person's and the organisation's.
-    let (status, mine) = browser
-        .api(
-            reqwest::Method::GET,
-            &on_app(&app, "/api/agents"),
-            None,
-            None,
-        )
-        .await;
+    let (status, mine) = browser.read(&app, "/api/agents").await;
     assert_eq!(status, StatusCode::OK, "{mine}");
     let mut listed: Vec<&str> = mine["agents"]
         .as_array()
@@ -305,9 +328,10 @@ async fn a_github_sign_in_grants_the_login_and_active_organisations_and_the_sess
     // A pending membership grants nothing, and neither does a domain not proven.
     for package in ["io.github.pending-org.x", "com.example.x"] {
         let (status, refused) = browser
-            .api(
+            .call(
+                &app,
                 reqwest::Method::POST,
-                &publish,
+                publish,
                 Some(&csrf),
                 Some(agent_body(package)),
             )
@@ -318,9 +342,10 @@ async fn a_github_sign_in_grants_the_login_and_active_organisations_and_the_sess
     // The session manages the organisation's agent (go live), reads without CSRF.
     let id = agent["id"].as_str().expect("id");
     let (status, live) = browser
-        .api(
+        .call(
+            &app,
             reqwest::Method::POST,
-            &on_app(&app, &format!("/api/agents/{id}/go-live")),
+            &format!("/api/agents/{id}/go-live"),
             Some(&csrf),
             None,
         )
@@ -329,9 +354,10 @@ async fn a_github_sign_in_grants_the_login_and_active_organisations_and_the_sess
 
     // A token minted by the session is the person's, carries the grants, and publishes.
     let (status, minted) = browser
-        .api(
+        .call(
+            &app,
             reqwest::Method::POST,
-            &on_app(&app, "/api/tokens"),
+            "/api/tokens",
             Some(&csrf),
             Some(json!({"expires_in_days": 7})),
         )
@@ -356,9 +382,10 @@ async fn a_github_sign_in_grants_the_login_and_active_organisations_and_the_sess
         json!({"scopes": ["mirrors:read"]}),
     ] {
         let (status, refused) = browser
-            .api(
+            .call(
+                &app,
                 reqwest::Method::POST,
-                &on_app(&app, "/api/tokens"),
+                "/api/tokens",
                 Some(&csrf),
                 Some(body.clone()),
             )
@@ -369,14 +396,7 @@ async fn a_github_sign_in_grants_the_login_and_active_organisations_and_the_sess
             "{body}: {refused}"
         );
     }
-    let (status, listed) = browser
-        .api(
-            reqwest::Method::GET,
-            &on_app(&app, "/api/tokens"),
-            None,
-            None,
-        )
-        .await;
+    let (status, listed) = browser.read(&app, "/api/tokens").await;
     assert_eq!(status, StatusCode::OK, "{listed}");
     assert_eq!(
         listed["tokens"].as_array().map(Vec::len),
@@ -385,13 +405,13 @@ async fn a_github_sign_in_grants_the_login_and_active_organisations_and_the_sess
     );
 
     // Signing out needs the CSRF token, ends the session and clears the cookie.
-    let logout = on_app(&app, "/auth/logout");
+    let logout = "/auth/logout";
     let (status, _) = browser
-        .api(reqwest::Method::POST, &logout, None, None)
+        .call(&app, reqwest::Method::POST, logout, None, None)
         .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     let (status, _) = browser
-        .api(reqwest::Method::POST, &logout, Some(&csrf), None)
+        .call(&app, reqwest::Method::POST, logout, Some(&csrf), None)
         .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
     let (status, after) = whoami(&app, &mut browser).await;
@@ -409,9 +429,10 @@ async fn a_session_cookie_that_was_signed_out_or_made_up_is_refused() {
     let (_, me_before) = whoami(&app, &mut browser).await;
     let csrf = me_before["csrf_token"].as_str().expect("csrf").to_owned();
     let (status, _) = browser
-        .api(
+        .call(
+            &app,
             reqwest::Method::POST,
-            &on_app(&app, "/auth/logout"),
+            "/auth/logout",
             Some(&csrf),
             None,
         )
@@ -829,9 +850,10 @@ async fn a_person_signs_in_through_a_real_openid_provider_with_the_code_flow() {
     assert_eq!(me["issuer"]["email"], "Alice@corp.example");
     let csrf = me["csrf_token"].as_str().expect("csrf").to_owned();
     let (status, agent) = browser
-        .api(
+        .call(
+            &app,
             reqwest::Method::POST,
-            &on_app(&app, "/api/agents/publish"),
+            "/api/agents/publish",
             Some(&csrf),
             Some(agent_body("com.example.corp-agent")),
         )

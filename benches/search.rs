@@ -22,6 +22,10 @@
 //! small set has the copies-per-agent of a large one.
 //! `REGISTRY_BENCH_WRITES=n` changes one agent's description before every n-th query (the
 //! write itself is not timed), to measure searching while agents are published and updated.
+//! `REGISTRY_BENCH_PRIVATE=10` makes every tenth agent private, owned by one of 20
+//! organisations; the searches are anonymous unless `REGISTRY_BENCH_VIEWER=member`, which
+//! searches as a member of one of them (who sees its private agents beside the public ones) or
+//! `master` (every agent).
 //!
 //! Queries: at least 1,000 distinct ones (the labelled set plus phrases cut from the data with a
 //! fixed seed), each run once per measurement, so no cache can make repeats the common case.
@@ -34,6 +38,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use agent_registry::domain::access::Viewer;
+use agent_registry::domain::agent::Visibility;
 use agent_registry::embed;
 use agent_registry::embed::{EmbedderConfig, EmbedderKind};
 use agent_registry::search::filters::RawFilters;
@@ -167,7 +173,40 @@ fn request(query: &str, index: usize, facets: bool) -> SearchRequest {
         cursor: None,
         offset: 0,
         facets,
+        viewer: viewer().clone(),
     }
+}
+
+/// Who the timed searches run as (`REGISTRY_BENCH_VIEWER`): anonymous by default.
+fn viewer() -> &'static Viewer {
+    static VIEWER: std::sync::OnceLock<Viewer> = std::sync::OnceLock::new();
+    VIEWER.get_or_init(|| match std::env::var("REGISTRY_BENCH_VIEWER").as_deref() {
+        Ok("member") => Viewer::Owners(vec!["bench".to_owned(), "org:team0".to_owned()].into()),
+        Ok("master") => Viewer::Everyone,
+        _ => Viewer::Anonymous,
+    })
+}
+
+/// `REGISTRY_BENCH_PRIVATE=p`: every (100/p)-th agent private, owned by one of 20 organisations.
+fn make_private(agents: &mut [Agent]) {
+    let Some(percent) = std::env::var("REGISTRY_BENCH_PRIVATE")
+        .ok()
+        .and_then(|p| p.parse::<usize>().ok())
+        .filter(|p| (1..=100).contains(p))
+    else {
+        return;
+    };
+    let every = 100 / percent;
+    for (i, agent) in agents.iter_mut().enumerate() {
+        if i % every == 0 {
+            agent.draft.visibility = Some(Visibility::Private);
+            agent.owner = format!("org:team{}", (i / every) % 20);
+        }
+    }
+    eprintln!(
+        "every {every}th agent is private; searching as {:?}",
+        viewer()
+    );
 }
 
 pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -433,6 +472,7 @@ fn main() {
         let copies = largest.div_ceil(originals).max(1);
         let mut all = corpus::agents_from_jsonl(&path, "bench", copies).expect("corpus");
         distinguish_copies(&mut all);
+        make_private(&mut all);
         let queries = queries(&all[..real], if benching { QUERIES } else { 50 });
         // `REGISTRY_BENCH_ORIGINALS=n`: only the first n real agents and their copies, so that a
         // small set has the cluster structure of a large one (as many copies per agent).

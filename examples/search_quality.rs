@@ -247,6 +247,7 @@ impl Run<'_> {
                 cursor: None,
                 offset: 0,
                 facets: false,
+                viewer: Default::default(),
             };
             if self.args.repeat {
                 index.search(&request).await?;

@@ -8,7 +8,7 @@ use axum::http::request::Parts;
 use subtle::ConstantTimeEq;
 
 pub use crate::domain::access::{
-    Actor, MASTER_OWNER, SYSTEM_OWNER, Scope, hash_secret, parse_owner, random_secret,
+    Actor, MASTER_OWNER, SYSTEM_OWNER, Scope, Viewer, hash_secret, parse_owner, random_secret,
 };
 use crate::error::{ApiError, ApiResult};
 use crate::store::{Store, StoreResult, TokenGrant, TokenRecord};
@@ -330,6 +330,83 @@ impl Authenticator {
     }
 }
 
+impl Authenticator {
+    /// Whose private agents `caller` reads: its own, the namespaces its identity grants and
+    /// its organisations'; every agent for the master key.
+    pub async fn viewer_of(&self, caller: &Caller) -> ApiResult<Viewer> {
+        if caller.is_master {
+            return Ok(Viewer::Everyone);
+        }
+        let orgs = self.store.memberships(&caller.owner).await?;
+        let owners = caller
+            .actor()
+            .owners_with(orgs.into_iter().map(|member| member.org));
+        Ok(Viewer::Owners(owners.into()))
+    }
+
+    /// The viewer a read path serves, and the caller of a bearer token: anonymous without
+    /// credentials; with a bearer token, its caller (an invalid token is 401, as on every other
+    /// path); with a session cookie, the signed-in person, or anonymous when the session has
+    /// ended (a stale cookie must not break public pages).
+    pub async fn viewer(&self, parts: &Parts) -> ApiResult<(Viewer, Option<Caller>)> {
+        if parts.headers.get(AUTHORIZATION).is_some() {
+            let caller = self.authenticate(bearer_secret(parts)?).await?;
+            return Ok((self.viewer_of(&caller).await?, Some(caller)));
+        }
+        let Some(secret) = session_secret(parts) else {
+            return Ok((Viewer::Anonymous, None));
+        };
+        // Reads only: a session's CSRF token guards writes, and what a read shows goes only to
+        // the page that asked (the cookie is SameSite=Lax, so no other site's POST carries it).
+        // The session's caller is not kept: a write still checks its CSRF token.
+        match self
+            .authenticate_session(&secret, &axum::http::Method::GET, None)
+            .await
+        {
+            Ok(caller) => Ok((self.viewer_of(&caller).await?, None)),
+            Err(err) if err.code == crate::error::ErrorCode::RateLimited => Err(err),
+            Err(_) => Ok((Viewer::Anonymous, None)),
+        }
+    }
+}
+
+/// Resolve who a read request comes from (`Authenticator::viewer`) once, before its handler:
+/// the `Viewer` extractor then reads it. A bearer token that is not valid is refused here.
+pub async fn resolve_viewer(
+    axum::extract::State(auth): axum::extract::State<Arc<Authenticator>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let (mut parts, body) = request.into_parts();
+    match auth.viewer(&parts).await {
+        Ok((viewer, caller)) => {
+            parts.extensions.insert(viewer);
+            // A handler that needs the caller too finds it here, so its token is counted once
+            // by the rate limit.
+            if let Some(caller) = caller {
+                parts.extensions.insert(caller);
+            }
+            next.run(axum::extract::Request::from_parts(parts, body))
+                .await
+        }
+        Err(err) => err.into_response(),
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Viewer {
+    type Rejection = std::convert::Infallible;
+
+    /// The viewer `resolve_viewer` found; anonymous on a path it does not guard.
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        Ok(parts
+            .extensions
+            .get::<Viewer>()
+            .cloned()
+            .unwrap_or_default())
+    }
+}
+
 /// The header a signed-in browser's writes carry the session's CSRF token in.
 pub const CSRF_HEADER: &str = "x-csrf-token";
 
@@ -395,7 +472,10 @@ where
     /// browser's session cookie.
     async fn from_request_parts(parts: &mut Parts, state: &S) -> ApiResult<Self> {
         let authenticator = Arc::<Authenticator>::from_ref(state);
-        let caller = if parts.headers.get(AUTHORIZATION).is_none()
+        let caller = if let Some(caller) = parts.extensions.get::<Caller>() {
+            // Already authenticated by `resolve_viewer` (a bearer token).
+            caller.clone()
+        } else if parts.headers.get(AUTHORIZATION).is_none()
             && let Some(secret) = session_secret(parts)
         {
             let csrf = parts

@@ -6,6 +6,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::domain::access::Viewer;
 use crate::signing::CardSigner;
 use crate::timestamp::Timestamp;
 
@@ -67,6 +68,23 @@ pub fn card_response(
     }
     if let Ok(value) = HeaderValue::from_str(&cache_control) {
         headers.insert(header::CACHE_CONTROL, value);
+    }
+    response
+}
+
+/// A response whose content depends on who asks (private agents are shown to their viewers):
+/// shared caches keep one copy per set of credentials, and none of an authenticated answer.
+pub fn per_viewer(mut response: Response, viewer: &Viewer) -> Response {
+    let headers = response.headers_mut();
+    headers.append(
+        header::VARY,
+        HeaderValue::from_static("Authorization, Cookie"),
+    );
+    if *viewer != Viewer::Anonymous {
+        headers.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("private, no-cache"),
+        );
     }
     response
 }

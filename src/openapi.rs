@@ -478,9 +478,9 @@ fn publish_request() -> Value {
     properties.insert(
         "visibility".to_owned(),
         lenient_enum(
-            &["public", "unlisted"],
+            &["public", "unlisted", "private"],
             true,
-            "`public` (the default on publish): listed in every search, list, facet, feed, manifest and catalogue. `unlisted`: resolvable by whoever knows its id, package name or identifier (the record, its card, its versions), and listed nowhere. An update without it keeps the agent's. (`private` is not available yet: 422.)",
+            "`public` (the default on publish): listed in every search, list, facet, feed, manifest and catalogue. `unlisted`: resolvable by whoever knows its id, package name or identifier (the record, its card, its versions), and listed nowhere. `private`: seen only by its owner, the members of its organisation and the master key, on every path (listed to them as a public agent is); to anyone else it does not exist (404). An update without it keeps the agent's.",
         ),
     );
     properties.insert("org".to_owned(), {

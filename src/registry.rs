@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::config::{NamespacePolicy, ScanPolicy};
-use crate::domain::access::{Actor, MIRROR_PREFIX, SYSTEM_OWNER, is_mirror_owner};
+use crate::domain::access::{Actor, MIRROR_PREFIX, SYSTEM_OWNER, Viewer, is_mirror_owner};
 use crate::domain::health::{ProbeOutcome, ProbeTarget};
 use crate::domain::namespace::{Namespace, covers};
 use crate::domain::scan::{self, Finding, Severity};
@@ -314,12 +314,28 @@ impl Registry {
         Ok(self.store.find_agent(identifier.trim()).await?)
     }
 
-    /// An ACTIVE agent by id or package name; `NotFound` for unknown and STAGE agents alike.
-    pub async fn find_active(&self, identifier: &str) -> RegistryResult<Agent> {
+    /// An ACTIVE agent `viewer` may see, by id or package name; `NotFound` for unknown and
+    /// STAGE agents alike, and for a private agent the viewer does not see.
+    pub async fn find_active(&self, identifier: &str, viewer: &Viewer) -> RegistryResult<Agent> {
         match self.find(identifier).await? {
-            Some(agent) if agent.state == AgentState::Active => Ok(agent),
+            Some(agent) if agent.state == AgentState::Active && agent.is_visible_to(viewer) => {
+                Ok(agent)
+            }
             _ => Err(RegistryError::NotFound(identifier.to_owned())),
         }
+    }
+
+    /// `NotOwner` for an agent `actor` may see but not manage; `NotFound` for a private agent
+    /// it does not see at all (to it, that agent does not exist).
+    async fn refuse(&self, agent: &Agent, identifier: &str, actor: &Actor) -> RegistryError {
+        if agent.visibility() == crate::domain::agent::Visibility::Private {
+            match self.viewer(Some(actor)).await {
+                Ok(viewer) if agent.is_visible_to(&viewer) => {}
+                Ok(_) => return RegistryError::NotFound(identifier.to_owned()),
+                Err(err) => return err,
+            }
+        }
+        RegistryError::NotOwner
     }
 
     /// An agent `actor` may manage: `NotFound` when unknown, `NotOwner` when another owner's.
@@ -335,7 +351,7 @@ impl Registry {
             });
         }
         if !self.manages(actor, &agent.owner).await? {
-            return Err(RegistryError::NotOwner);
+            return Err(self.refuse(&agent, identifier, actor).await);
         }
         check_granted(agent.package_name(), actor)?;
         self.check_bound(agent.package_name(), actor).await?;
@@ -406,18 +422,19 @@ impl Registry {
     /// Every owner whose agents `actor` sees as its own: itself, the namespaces its identity
     /// grants, and the organisations it is a member of (`org:<name>`), sorted.
     async fn owners_of(&self, actor: &Actor) -> RegistryResult<Vec<String>> {
-        let mut owners = vec![actor.owner.clone()];
-        owners.extend(actor.granted.iter().cloned());
-        owners.extend(
-            self.store
-                .memberships(&actor.owner)
-                .await?
-                .into_iter()
-                .map(|member| crate::domain::org::org_owner(&member.org)),
-        );
-        owners.sort_unstable();
-        owners.dedup();
-        Ok(owners)
+        let orgs = self.store.memberships(&actor.owner).await?;
+        Ok(actor.owners_with(orgs.into_iter().map(|member| member.org)))
+    }
+
+    /// Whose private agents `actor` reads (`None`: anonymous, public agents only): its own,
+    /// those of the namespaces its identity grants and of its organisations; every agent for
+    /// the master key.
+    pub async fn viewer(&self, actor: Option<&Actor>) -> RegistryResult<Viewer> {
+        match actor {
+            None => Ok(Viewer::Anonymous),
+            Some(actor) if actor.is_master => Ok(Viewer::Everyone),
+            Some(actor) => Ok(Viewer::Owners(self.owners_of(actor).await?.into())),
+        }
     }
 
     /// Every agent, in any state (export).
@@ -425,20 +442,23 @@ impl Registry {
         Ok(self.store.all_agents(None).await?)
     }
 
-    /// Public changes after change `since`, oldest first, at most `limit`, each with the agent
-    /// as it is now when the change is not a tombstone and the agent is still ACTIVE (a later
-    /// tombstone follows otherwise). The page's agents are read in one query.
+    /// Public changes after change `since`, and those of the private agents `viewer` sees,
+    /// oldest first, at most `limit`, each with the agent as it is now when the change is not a
+    /// tombstone and the agent is still listed to the viewer (a later tombstone follows
+    /// otherwise). The page's agents are read in one query.
     pub async fn public_changes(
         &self,
         since: i64,
         limit: u32,
+        viewer: &Viewer,
     ) -> RegistryResult<Vec<(Change, Option<Agent>)>> {
-        let changes = self.store.public_changes_since(since, limit).await?;
-        let is_tombstone =
-            |change: &Change| matches!(change.kind, ChangeKind::Unpublished | ChangeKind::Deleted);
+        let changes = self
+            .store
+            .public_changes_since(since, limit, viewer)
+            .await?;
         let mut wanted: Vec<String> = changes
             .iter()
-            .filter(|change| !is_tombstone(change))
+            .filter(|change| change.kind != ChangeKind::Deleted)
             .map(|change| change.agent_id.clone())
             .collect();
         wanted.sort_unstable();
@@ -448,15 +468,23 @@ impl Registry {
             .find_agents_by_id(&wanted)
             .await?
             .into_iter()
-            .filter(Agent::is_listed)
+            .filter(|agent| agent.is_listed_to(viewer))
             .map(|agent| (agent.id.clone(), agent))
             .collect();
         Ok(changes
             .into_iter()
-            .map(|change| {
-                let agent = (!is_tombstone(&change))
-                    .then(|| current.get(&change.agent_id).cloned())
-                    .flatten();
+            .map(|mut change| {
+                let agent = current.get(&change.agent_id);
+                if change.kind == ChangeKind::Unpublished
+                    && agent.is_some_and(|agent| !agent.is_listed())
+                {
+                    // A public agent made private left the public lists: to a viewer who
+                    // sees it, it changed.
+                    change.kind = ChangeKind::Updated;
+                }
+                let tombstone =
+                    matches!(change.kind, ChangeKind::Unpublished | ChangeKind::Deleted);
+                let agent = (!tombstone).then(|| agent.cloned()).flatten();
                 (change, agent)
             })
             .collect())
@@ -464,8 +492,12 @@ impl Registry {
 
     /// The versions of an ACTIVE agent, the current (latest) first, then the earlier ones, most
     /// recent first; with the agent.
-    pub async fn versions(&self, identifier: &str) -> RegistryResult<(Agent, Vec<AgentVersion>)> {
-        let agent = self.find_active(identifier).await?;
+    pub async fn versions(
+        &self,
+        identifier: &str,
+        viewer: &Viewer,
+    ) -> RegistryResult<(Agent, Vec<AgentVersion>)> {
+        let agent = self.find_active(identifier, viewer).await?;
         let mut history = self.store.agent_versions(&agent.id).await?;
         // The agent row is the truth about its current version: a program that keeps no
         // history (an older release on the same database) may have written it without a row.
@@ -484,8 +516,13 @@ impl Registry {
     /// An ACTIVE agent as it was at `version`, and whether that is its current version. The
     /// current version is the agent itself; an earlier one is the agent with that version's
     /// fields, the revision it was written at, and when it was written as `updated_at`.
-    pub async fn version(&self, identifier: &str, version: &str) -> RegistryResult<(Agent, bool)> {
-        let agent = self.find_active(identifier).await?;
+    pub async fn version(
+        &self,
+        identifier: &str,
+        version: &str,
+        viewer: &Viewer,
+    ) -> RegistryResult<(Agent, bool)> {
+        let agent = self.find_active(identifier, viewer).await?;
         if agent.version() == version {
             return Ok((agent, true));
         }
@@ -1482,6 +1519,7 @@ mod tests {
             cursor: None,
             offset: 0,
             facets: false,
+            viewer: Default::default(),
         }
     }
 
@@ -1652,20 +1690,22 @@ mod tests {
         assert_eq!(version().await, "1.2.1");
 
         let (agent, history) = registry
-            .versions("com.example.sea")
+            .versions("com.example.sea", &Viewer::Anonymous)
             .await
             .expect("versions");
         assert_eq!(agent.version(), "1.2.1");
         let listed: Vec<&str> = history.iter().map(|v| v.version.as_str()).collect();
         assert_eq!(listed, ["1.2.1", "1.2.0"]);
         let (old, latest) = registry
-            .version("com.example.sea", "1.2.0")
+            .version("com.example.sea", "1.2.0", &Viewer::Anonymous)
             .await
             .expect("earlier version");
         assert!(!latest);
         assert_eq!(old.draft.description, "Tides");
         assert!(matches!(
-            registry.version("com.example.sea", "3.0.0").await,
+            registry
+                .version("com.example.sea", "3.0.0", &Viewer::Anonymous)
+                .await,
             Err(RegistryError::VersionNotFound { .. })
         ));
     }

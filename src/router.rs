@@ -187,6 +187,12 @@ pub fn router(state: AppState) -> Router {
             "/a2a/utility/{name}/.well-known/agent-card.json",
             get(a2a::utility_card),
         )
+        // Who is reading: anonymous, or the private agents a token or sign-in may see.
+        .route_layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state.auth),
+            crate::auth::resolve_viewer,
+        ))
+        // The MCP server authenticates its own sessions, and answers in JSON-RPC's shape.
         .route(
             "/mcp",
             post(mcp::http::post)
@@ -211,6 +217,10 @@ pub fn router(state: AppState) -> Router {
         .route("/ard/explore", post(ard_api::explore))
         .route("/ard/agents", get(ard_api::list))
         .route("/ard/agents/{identifier}", get(ard_api::lookup))
+        .route_layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state.auth),
+            crate::auth::resolve_viewer,
+        ))
         .with_state(Arc::clone(&state.ard))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&rate_limit),
@@ -302,6 +312,10 @@ pub fn router(state: AppState) -> Router {
         .route("/playground", get(web::playground_page))
         .route("/console", get(web::console_page))
         .route("/assets/{file}", get(web::asset))
+        .route_layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state.auth),
+            crate::auth::resolve_viewer,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&rate_limit),
             middleware::rate_limit,

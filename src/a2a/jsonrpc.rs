@@ -12,7 +12,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
 
-use crate::auth::{self, Scope};
+use crate::auth::{self, Scope, Viewer};
 use crate::domain::FieldError;
 use crate::error::{ApiError, ErrorCode};
 use crate::hosted::HostedAgent;
@@ -183,9 +183,10 @@ pub async fn serve(
     parts: &Parts,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    if let Err(response) = authorize(state, parts).await {
-        return response;
-    }
+    let viewer = match authorize(state, parts).await {
+        Ok(viewer) => viewer,
+        Err(response) => return response,
+    };
     if let Err(error) = json_content_type(&parts.headers) {
         return http_json(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -254,14 +255,14 @@ pub async fn serve(
                     }
                     continue;
                 }
-                if let Some(answer) = answer_call(state, target, call, &version).await {
+                if let Some(answer) = answer_call(state, target, call, &version, &viewer).await {
                     bytes += serde_json::to_vec(&answer).map_or(0, |b| b.len());
                     answers.push(answer);
                 }
             }
             (!answers.is_empty()).then_some(Value::Array(answers))
         }
-        call => answer_call(state, target, call, &version).await,
+        call => answer_call(state, target, call, &version, &viewer).await,
     };
     match answer {
         Some(body) => http_json(StatusCode::OK, &body),
@@ -297,8 +298,9 @@ fn batch_too_large() -> RpcError {
     )
 }
 
-/// Missing or invalid token → 401, missing scope → 403, both with a JSON-RPC error body.
-async fn authorize(state: &AppState, parts: &Parts) -> Result<(), Response> {
+/// Missing or invalid token → 401, missing scope → 403, both with a JSON-RPC error body;
+/// otherwise whose private agents the caller sees.
+async fn authorize(state: &AppState, parts: &Parts) -> Result<Viewer, Response> {
     let caller = match auth::bearer_secret(parts) {
         Ok(secret) => state.auth.authenticate(secret).await,
         Err(err) => Err(err),
@@ -318,9 +320,10 @@ async fn authorize(state: &AppState, parts: &Parts) -> Result<(), Response> {
         }
         response
     };
-    caller
-        .and_then(|caller| caller.require(Scope::A2a))
-        .map_err(denied)
+    let caller = caller
+        .and_then(|caller| caller.require(Scope::A2a).map(|()| caller))
+        .map_err(denied)?;
+    state.auth.viewer_of(&caller).await.map_err(denied)
 }
 
 /// One call of a request or batch; `None` for a notification (no `id`).
@@ -329,6 +332,7 @@ async fn answer_call(
     target: &Target,
     call: Value,
     version: &Result<(), RpcError>,
+    viewer: &Viewer,
 ) -> Option<Value> {
     let Value::Object(call) = call else {
         return Some(error_response(
@@ -353,7 +357,7 @@ async fn answer_call(
         )),
         (Some(Value::String(v)), Some(Value::String(method))) if v == "2.0" => match version {
             Err(err) => Err(err.clone()),
-            Ok(()) => dispatch(state, target, method, call.get("params")).await,
+            Ok(()) => dispatch(state, target, method, call.get("params"), viewer).await,
         },
         (Some(Value::String(v)), _) if v == "2.0" => Err(RpcError::new(
             ErrorCode::InvalidRequest,
@@ -377,11 +381,12 @@ async fn dispatch(
     target: &Target,
     method: &str,
     params: Option<&Value>,
+    viewer: &Viewer,
 ) -> Result<Value, RpcError> {
     match method {
         // v0.3 clients say `message/send`.
         "SendMessage" | "message/send" => match target {
-            Target::Registry => send_message(state, params).await,
+            Target::Registry => send_message(state, params, viewer).await,
             Target::Hosted(agent) => super::utility::send_message(agent.as_ref(), params).await,
         },
         // The registry and its hosted agents answer every message at once and keep no tasks.
@@ -685,7 +690,11 @@ fn check_output_modes(configuration: Option<&Value>) -> Result<(), RpcError> {
     }
 }
 
-async fn send_message(state: &AppState, params: Option<&Value>) -> Result<Value, RpcError> {
+async fn send_message(
+    state: &AppState,
+    params: Option<&Value>,
+    viewer: &Viewer,
+) -> Result<Value, RpcError> {
     let incoming = parse_send_message(params)?;
     let (data, text) = match incoming
         .skill_id
@@ -693,15 +702,16 @@ async fn send_message(state: &AppState, params: Option<&Value>) -> Result<Value,
         .unwrap_or(skills::SEARCH_AGENTS)
     {
         skills::SEARCH_AGENTS if skills::asks_for_ard(&incoming.data) => {
-            skills::ard_search(state, incoming.data.clone(), &incoming.text).await?
+            skills::ard_search(state, incoming.data.clone(), &incoming.text, viewer).await?
         }
         skills::SEARCH_AGENTS => {
             let mut body = incoming.data.clone();
             if !incoming.text.is_empty() {
                 body.insert("query".to_owned(), Value::String(incoming.text.clone()));
             }
-            let request = request::from_json(&Value::Object(body), SEARCH_LIMITS)
+            let mut request = request::from_json(&Value::Object(body), SEARCH_LIMITS)
                 .map_err(|err| RpcError::from(ApiError::from(err)))?;
+            request.viewer = viewer.clone();
             let page = skills::search(state, &request).await?;
             let summary = crate::wire::found_summary(page.agents.len(), page.total, &request.text);
             (crate::wire::page_json(&page), summary)
@@ -719,7 +729,7 @@ async fn send_message(state: &AppState, params: Option<&Value>) -> Result<Value,
                     "resolve_package needs a package name as text or data {\"package_name\"}",
                 ));
             }
-            let card = skills::resolve(state, &package).await?;
+            let card = skills::resolve(state, &package, viewer).await?;
             (json!({"card": card}), format!("Agent card of {package}"))
         }
         other => {

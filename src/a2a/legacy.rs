@@ -25,7 +25,8 @@ pub async fn discover(
     JsonBody(body): JsonBody,
 ) -> ApiResult<Json<Value>> {
     caller.require(Scope::A2a)?;
-    let request = request::from_json(&body, DISCOVER_LIMITS)?;
+    let mut request = request::from_json(&body, DISCOVER_LIMITS)?;
+    request.viewer = state.auth.viewer_of(&caller).await?;
     let page = skills::search(&state, &request).await?;
     let mut answer = crate::wire::page_json(&page);
     if let Value::Object(map) = &mut answer {
@@ -55,6 +56,7 @@ pub async fn discover(
     security((), ("bearer" = [])))]
 pub async fn message(
     State(state): State<AppState>,
+    viewer: auth::Viewer,
     parts: Parts,
     JsonBody(body): JsonBody,
 ) -> ApiResult<Json<Value>> {
@@ -86,11 +88,12 @@ pub async fn message(
             if params.as_object().is_some_and(skills::asks_for_ard) =>
         {
             let params = params.as_object().cloned().unwrap_or_default();
-            let (answer, _) = skills::ard_search(&state, params, "").await?;
+            let (answer, _) = skills::ard_search(&state, params, "", &viewer).await?;
             Ok(Json(answer))
         }
         "search" | skills::SEARCH_AGENTS => {
-            let request = request::from_json(&params, SEARCH_LIMITS)?;
+            let mut request = request::from_json(&params, SEARCH_LIMITS)?;
+            request.viewer = viewer;
             let page = skills::search(&state, &request).await?;
             Ok(Json(crate::wire::page_json(&page)))
         }
@@ -100,7 +103,7 @@ pub async fn message(
                 .and_then(Value::as_str)
                 .filter(|p| !p.trim().is_empty())
                 .ok_or_else(|| ApiError::invalid_parameter("params.package_name is required"))?;
-            let card = skills::resolve(&state, package).await?;
+            let card = skills::resolve(&state, package, &viewer).await?;
             Ok(Json(json!({"card": card})))
         }
         other => Err(ApiError::invalid_parameter(format!(
@@ -128,8 +131,12 @@ async fn message_to_agent(
             ),
         )
     })?;
-    let secret = auth::bearer_secret(parts)?;
-    state.auth.authenticate(secret).await?.require(Scope::A2a)?;
+    // A bearer token was authenticated before the handler (`auth::resolve_viewer`).
+    let caller = match parts.extensions.get::<auth::Caller>() {
+        Some(caller) => caller.clone(),
+        None => state.auth.authenticate(auth::bearer_secret(parts)?).await?,
+    };
+    caller.require(Scope::A2a)?;
     let invocation = Invocation {
         capability: action.map(str::to_owned),
         input: Invocation::input_from(params, hosted.about().text_field)?,

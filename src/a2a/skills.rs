@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use crate::auth::Viewer;
 use crate::error::{ApiError, ApiResult};
 use crate::search::SearchRequest;
 use crate::state::AppState;
@@ -29,6 +30,7 @@ pub async fn ard_search(
     state: &AppState,
     mut body: serde_json::Map<String, Value>,
     text: &str,
+    viewer: &Viewer,
 ) -> ApiResult<(Value, String)> {
     if let Some(query) = body.get_mut("query").and_then(Value::as_object_mut)
         && !text.trim().is_empty()
@@ -36,7 +38,7 @@ pub async fn ard_search(
     {
         query.insert("text".to_owned(), Value::String(text.to_owned()));
     }
-    let answer = crate::ard::search::run(&state.ard, &Value::Object(body), None)
+    let answer = crate::ard::search::run(&state.ard, &Value::Object(body), None, viewer)
         .await
         .map_err(ApiError::from)?;
     let answer: Value = answer
@@ -48,8 +50,9 @@ pub async fn ard_search(
     Ok((answer, format!("{count} ARD {noun}.")))
 }
 
-/// The card of an ACTIVE agent by package name (or id); 404 `agent_not_found` otherwise.
-pub async fn resolve(state: &AppState, package: &str) -> ApiResult<Value> {
-    let agent = state.registry.find_active(package).await?;
+/// The card of an ACTIVE agent `viewer` may see by package name (or id); 404
+/// `agent_not_found` otherwise.
+pub async fn resolve(state: &AppState, package: &str, viewer: &Viewer) -> ApiResult<Value> {
+    let agent = state.registry.find_active(package, viewer).await?;
     Ok(state.signer.sign(&crate::wire::card::card_of(&agent)))
 }

@@ -9,6 +9,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use crate::auth::Viewer;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonBody, PathParam, Query, QueryPairs};
 use crate::search::{Filters, Listing, SearchRequest, Sort};
@@ -36,10 +37,11 @@ pub struct ManifestQuery {
               (status = 400, body = crate::error::Problem, description = "`invalid_parameter`: a malformed cursor")))]
 pub async fn manifest(
     State(ard): State<Arc<Ard>>,
+    viewer: Viewer,
     Query(query): Query<ManifestQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    manifest_at(&ard, MANIFEST_PATH, query.cursor, &headers).await
+    manifest_at(&ard, MANIFEST_PATH, query.cursor, &headers, &viewer).await
 }
 
 /// The same manifest at the AI Catalog's path, for consumers of the predecessor format.
@@ -52,10 +54,11 @@ pub async fn manifest(
               (status = 400, body = crate::error::Problem, description = "`invalid_parameter`: a malformed cursor")))]
 pub async fn ai_catalog(
     State(ard): State<Arc<Ard>>,
+    viewer: Viewer,
     Query(query): Query<ManifestQuery>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    manifest_at(&ard, AI_CATALOG_PATH, query.cursor, &headers).await
+    manifest_at(&ard, AI_CATALOG_PATH, query.cursor, &headers, &viewer).await
 }
 
 async fn manifest_at(
@@ -63,6 +66,7 @@ async fn manifest_at(
     path: &str,
     cursor: Option<String>,
     headers: &HeaderMap,
+    viewer: &Viewer,
 ) -> ApiResult<Response> {
     let base = &ard.base_url;
     let page_size = ard.manifest_page_size;
@@ -86,6 +90,7 @@ async fn manifest_at(
             cursor: cursor.take(),
             offset: 0,
             facets: false,
+            viewer: viewer.clone(),
         };
         let page = ard.registry.search(&request).await?;
         agents += page.hits.len();
@@ -122,7 +127,8 @@ async fn manifest_at(
         },
         "entries": entries,
     });
-    Ok(crate::cached::card_response(None, headers, &document, None))
+    let response = crate::cached::card_response(None, headers, &document, None);
+    Ok(crate::cached::per_viewer(response, viewer))
 }
 
 /// The registry's federated search.
@@ -136,13 +142,14 @@ async fn manifest_at(
               (status = 429, body = ArdErrorBody, description = "`RATE_LIMIT_EXCEEDED`")))]
 pub async fn search(
     State(ard): State<Arc<Ard>>,
+    viewer: Viewer,
     headers: HeaderMap,
     JsonBody(body): JsonBody,
 ) -> Result<Response, ArdError> {
     let via = headers
         .get(FEDERATED_BY)
         .and_then(|value| value.to_str().ok());
-    let answer = crate::ard::search::run(&ard, &body, via).await?;
+    let answer = crate::ard::search::run(&ard, &body, via, &viewer).await?;
     let json = answer
         .to_json()
         .map_err(|err| ArdError::from(ApiError::internal(err)))?;
@@ -163,9 +170,12 @@ pub async fn search(
               (status = 429, body = ArdErrorBody, description = "`RATE_LIMIT_EXCEEDED`")))]
 pub async fn explore(
     State(ard): State<Arc<Ard>>,
+    viewer: Viewer,
     JsonBody(body): JsonBody,
 ) -> Result<Json<Value>, ArdError> {
-    Ok(Json(crate::ard::search::explore(&ard, &body).await?))
+    Ok(Json(
+        crate::ard::search::explore(&ard, &body, &viewer).await?,
+    ))
 }
 
 /// The deterministic listing.
@@ -179,6 +189,7 @@ pub async fn explore(
               (status = 429, body = ArdErrorBody, description = "`RATE_LIMIT_EXCEEDED`")))]
 pub async fn list(
     State(ard): State<Arc<Ard>>,
+    viewer: Viewer,
     QueryPairs(pairs): QueryPairs,
 ) -> Result<Json<Value>, ArdError> {
     let one = |name: &str| -> Result<Option<&str>, ArdError> {
@@ -199,7 +210,7 @@ pub async fn list(
         page_size,
         page_token: one("pageToken")?,
     };
-    Ok(Json(crate::ard::list::list(&ard, &params).await?))
+    Ok(Json(crate::ard::list::list(&ard, &params, &viewer).await?))
 }
 
 /// One entry by its identifier.
@@ -213,6 +224,7 @@ pub async fn list(
               (status = 404, body = ArdErrorBody, description = "`NOT_FOUND`: no ACTIVE agent has it")))]
 pub async fn lookup(
     State(ard): State<Arc<Ard>>,
+    viewer: Viewer,
     headers: HeaderMap,
     PathParam(identifier): PathParam,
 ) -> Result<Response, ArdError> {
@@ -225,7 +237,7 @@ pub async fn lookup(
         .map_err(|message| ArdError::invalid(format!("identifier: {message}")))?;
     let agent = ard
         .registry
-        .find_active(urn.as_str())
+        .find_active(urn.as_str(), &viewer)
         .await
         .map_err(|err| match err {
             crate::registry::RegistryError::NotFound(_) => {
@@ -235,8 +247,6 @@ pub async fn lookup(
         })?;
     let listing = Listing::of(&agent);
     let entry = entry::of_listing(&listing, &ard.base_url, Detail::Full);
-    Ok(
-        crate::cached::card_response(None, &headers, &entry, Some(agent.updated_at))
-            .into_response(),
-    )
+    let response = crate::cached::card_response(None, &headers, &entry, Some(agent.updated_at));
+    Ok(crate::cached::per_viewer(response, &viewer))
 }

@@ -7,6 +7,7 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use crate::auth::Viewer;
 use crate::domain::x402::{self, X402Filter, X402FilterInput};
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Query;
@@ -120,6 +121,7 @@ impl ResourceFilters {
 /// from `cursor` or `offset`; `None` when there are no filters: they rule out every agent.
 async fn search(
     state: &AppState,
+    viewer: Viewer,
     filters: Option<Filters>,
     text: String,
     sort: Sort,
@@ -136,6 +138,7 @@ async fn search(
         cursor,
         offset,
         facets: false,
+        viewer,
     };
     Ok(Some(state.registry.search(&request).await?))
 }
@@ -307,6 +310,7 @@ fn resources(page: Option<&SearchPage>, base_url: &str) -> Vec<DiscoveryResource
     responses((status = 200, body = DiscoveryResources)))]
 pub async fn list_resources(
     State(state): State<AppState>,
+    viewer: Viewer,
     Query(filters): Query<ResourceFilters>,
     Query(query): Query<ResourcesQuery>,
 ) -> ApiResult<Json<DiscoveryResources>> {
@@ -320,7 +324,7 @@ pub async fn list_resources(
     };
     let skipped = usize::try_from(offset).unwrap_or(usize::MAX);
     let paging = (limit, None, skipped);
-    let page = search(&state, filters, String::new(), Sort::Oldest, paging).await?;
+    let page = search(&state, viewer, filters, String::new(), Sort::Oldest, paging).await?;
     Ok(Json(DiscoveryResources {
         x402_version: X402_VERSION,
         items: resources(page.as_ref(), &state.base_url),
@@ -338,6 +342,7 @@ pub async fn list_resources(
     responses((status = 200, body = DiscoverySearch)))]
 pub async fn search_resources(
     State(state): State<AppState>,
+    viewer: Viewer,
     Query(query): Query<SearchQuery>,
     Query(filters): Query<ResourceFilters>,
 ) -> ApiResult<Json<DiscoverySearch>> {
@@ -351,7 +356,15 @@ pub async fn search_resources(
     let filters = filters.filters()?;
     let limit = clamp_limit(query.limit, DEFAULT_LIMIT, MAX_LIMIT);
     let cursor = query.cursor.clone().filter(|cursor| !cursor.is_empty());
-    let page = search(&state, filters, text, Sort::Relevance, (limit, cursor, 0)).await?;
+    let page = search(
+        &state,
+        viewer,
+        filters,
+        text,
+        Sort::Relevance,
+        (limit, cursor, 0),
+    )
+    .await?;
     let found = resources(page.as_ref(), &state.base_url);
     Ok(Json(DiscoverySearch {
         x402_version: X402_VERSION,

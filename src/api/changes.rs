@@ -6,6 +6,7 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
+use crate::auth::Viewer;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Query;
 use crate::registry::Registry;
@@ -58,12 +59,14 @@ pub struct ChangePage {
     pub limit: usize,
 }
 
-/// Changes to public agents after `since`, oldest first.
+/// Changes to public agents after `since`, oldest first; with credentials, also those of the
+/// private agents the caller may see.
 #[utoipa::path(get, path = "/public/changes", tag = "public",
     params(FeedQuery),
     responses((status = 200, body = ChangePage)))]
 pub async fn list_changes(
     State(state): State<AppState>,
+    viewer: Viewer,
     Query(query): Query<FeedQuery>,
 ) -> ApiResult<Json<ChangePage>> {
     let since = match query.since {
@@ -73,7 +76,9 @@ pub async fn list_changes(
         since => since.unwrap_or(0),
     };
     let limit = clamp_limit(query.limit, DEFAULT_LIMIT, MAX_LIMIT);
-    Ok(Json(feed_page(&state.registry, since, limit).await?))
+    Ok(Json(
+        feed_page(&state.registry, since, limit, &viewer).await?,
+    ))
 }
 
 /// The feed's query string.
@@ -92,10 +97,15 @@ pub struct FeedQuery {
 
 /// One page of the feed: public changes after `since`, each with the agent's current public
 /// record when it is still ACTIVE.
-pub async fn feed_page(registry: &Registry, since: i64, limit: usize) -> ApiResult<ChangePage> {
+pub async fn feed_page(
+    registry: &Registry,
+    since: i64,
+    limit: usize,
+    viewer: &Viewer,
+) -> ApiResult<ChangePage> {
     let page_size = u32::try_from(limit).unwrap_or(u32::MAX);
     let entries: Vec<ChangeEntry> = registry
-        .public_changes(since, page_size)
+        .public_changes(since, page_size, viewer)
         .await?
         .into_iter()
         .map(|(change, agent)| ChangeEntry {

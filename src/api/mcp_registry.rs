@@ -12,6 +12,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::IntoParams;
 
+use crate::auth::Viewer;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::Query;
 use crate::search::{Filters, McpFilter, SearchRequest, Sort};
@@ -52,6 +53,7 @@ pub struct ServersQuery {
               (status = 400, body = crate::error::Problem, description = "`invalid_parameter`: a malformed cursor, limit, updated_since or search")))]
 pub async fn list_servers(
     State(state): State<AppState>,
+    viewer: Viewer,
     Query(query): Query<ServersQuery>,
 ) -> ApiResult<Json<Value>> {
     let updated_since = match query.updated_since.as_deref() {
@@ -95,6 +97,7 @@ pub async fn list_servers(
         cursor: query.cursor.filter(|cursor| !cursor.is_empty()),
         offset: 0,
         facets: false,
+        viewer,
     };
     let page = state.registry.search(&request).await?;
     let mut servers = Vec::with_capacity(page.hits.len());
@@ -120,6 +123,7 @@ pub async fn list_servers(
               (status = 404, body = crate::error::Problem, description = "`agent_not_found`: no ACTIVE MCP server of that name, or it never had that version (or was no MCP server at it)")))]
 pub async fn get_server(
     State(state): State<AppState>,
+    viewer: Viewer,
     path: Result<axum::extract::Path<(String, String)>, axum::extract::rejection::PathRejection>,
 ) -> ApiResult<Json<Value>> {
     let axum::extract::Path((name, version)) =
@@ -130,7 +134,7 @@ pub async fn get_server(
         (
             state
                 .registry
-                .find_active(&package)
+                .find_active(&package, &viewer)
                 .await
                 .map_err(not_found)?,
             true,
@@ -138,7 +142,7 @@ pub async fn get_server(
     } else {
         state
             .registry
-            .version(&package, &version)
+            .version(&package, &version, &viewer)
             .await
             .map_err(not_found)?
     };
@@ -156,6 +160,7 @@ pub async fn get_server(
               (status = 404, body = crate::error::Problem, description = "`agent_not_found`: no ACTIVE MCP server of that name")))]
 pub async fn list_server_versions(
     State(state): State<AppState>,
+    viewer: Viewer,
     path: Result<axum::extract::Path<String>, axum::extract::rejection::PathRejection>,
 ) -> ApiResult<Json<Value>> {
     let axum::extract::Path(name) =
@@ -163,7 +168,7 @@ pub async fn list_server_versions(
     let package = package_of(&name).ok_or_else(|| ApiError::agent_not_found(&name))?;
     let (current, versions) = state
         .registry
-        .versions(&package)
+        .versions(&package, &viewer)
         .await
         .map_err(|_| ApiError::agent_not_found(&name))?;
     if !is_mcp(&current) {
@@ -173,7 +178,7 @@ pub async fn list_server_versions(
     for earlier in versions.iter().skip(1) {
         let (agent, _) = state
             .registry
-            .version(&package, &earlier.version)
+            .version(&package, &earlier.version, &viewer)
             .await
             .map_err(|_| ApiError::agent_not_found(&name))?;
         if is_mcp(&agent) {

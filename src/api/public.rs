@@ -1,10 +1,12 @@
-//! Public, unauthenticated reads: list and search, one agent, and its A2A card.
+//! Public reads: list and search, one agent, and its A2A card. Anyone may read them; a caller
+//! with credentials also finds the private agents it may see.
 
 use axum::Json;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::response::Response;
 
+use crate::auth::Viewer;
 use crate::error::{ApiError, ApiResult};
 use crate::extract::{JsonBody, PathParam, QueryPairs};
 use crate::search::request::{self, LIST_LIMITS, SEARCH_LIMITS};
@@ -34,9 +36,11 @@ use crate::wire::{AgentPage, AgentRecord, PageView, VersionList};
     responses((status = 200, body = AgentPage)))]
 pub async fn list_agents(
     State(state): State<AppState>,
+    viewer: Viewer,
     QueryPairs(pairs): QueryPairs,
 ) -> ApiResult<Response> {
-    let request = request::from_query_pairs(&pairs, LIST_LIMITS)?;
+    let mut request = request::from_query_pairs(&pairs, LIST_LIMITS)?;
+    request.viewer = viewer;
     let page = state.registry.search(&request).await?;
     PageView::of(&page, &state.base_url).response()
 }
@@ -47,9 +51,11 @@ pub async fn list_agents(
     responses((status = 200, body = AgentPage)))]
 pub async fn search_agents(
     State(state): State<AppState>,
+    viewer: Viewer,
     JsonBody(body): JsonBody,
 ) -> ApiResult<Response> {
-    let request = request::from_json(&body, SEARCH_LIMITS)?;
+    let mut request = request::from_json(&body, SEARCH_LIMITS)?;
+    request.viewer = viewer;
     let page = state.registry.search(&request).await?;
     PageView::of(&page, &state.base_url).response()
 }
@@ -60,9 +66,10 @@ pub async fn search_agents(
     responses((status = 200, body = AgentRecord), (status = 404, body = crate::error::Problem, description = "`agent_not_found`: unknown or not ACTIVE")))]
 pub async fn get_agent(
     State(state): State<AppState>,
+    viewer: Viewer,
     PathParam(identifier): PathParam,
 ) -> ApiResult<Json<AgentRecord>> {
-    let agent = state.registry.find_active(&identifier).await?;
+    let agent = state.registry.find_active(&identifier, &viewer).await?;
     let mut record = AgentRecord::public(&agent);
     record.duplicates = state.registry.duplicates_of(&agent.id);
     Ok(Json(record))
@@ -75,9 +82,10 @@ pub async fn get_agent(
               (status = 404, body = crate::error::Problem, description = "`agent_not_found`: unknown or not ACTIVE")))]
 pub async fn list_versions(
     State(state): State<AppState>,
+    viewer: Viewer,
     PathParam(identifier): PathParam,
 ) -> ApiResult<Json<VersionList>> {
-    let (_, history) = state.registry.versions(&identifier).await?;
+    let (_, history) = state.registry.versions(&identifier, &viewer).await?;
     Ok(Json(VersionList::of(&history)))
 }
 
@@ -91,11 +99,15 @@ pub async fn list_versions(
               (status = 404, body = crate::error::Problem, description = "`agent_not_found`: unknown or not ACTIVE; `version_not_found`: the agent never had this version")))]
 pub async fn get_version(
     State(state): State<AppState>,
+    viewer: Viewer,
     path: Result<axum::extract::Path<(String, String)>, axum::extract::rejection::PathRejection>,
 ) -> ApiResult<Json<AgentRecord>> {
     let axum::extract::Path((identifier, version)) =
         path.map_err(|rejection| ApiError::invalid_parameter(rejection.body_text()))?;
-    let (agent, latest) = state.registry.version(&identifier, &version).await?;
+    let (agent, latest) = state
+        .registry
+        .version(&identifier, &version, &viewer)
+        .await?;
     let mut record = AgentRecord::public(&agent);
     if latest {
         record.duplicates = state.registry.duplicates_of(&agent.id);
@@ -114,17 +126,19 @@ pub async fn get_version(
               (status = 404, body = crate::error::Problem, description = "`agent_not_found`: unknown or not ACTIVE")))]
 pub async fn resolve_card(
     State(state): State<AppState>,
+    viewer: Viewer,
     headers: HeaderMap,
     PathParam(package_name): PathParam,
 ) -> ApiResult<Response> {
-    let agent = state.registry.find_active(&package_name).await?;
+    let agent = state.registry.find_active(&package_name, &viewer).await?;
     // The card carries the agent's health, which changes without a new revision.
     let probed = agent.health.as_ref().and_then(|health| health.checked_at);
     let last_modified = probed.map_or(agent.updated_at, |at| at.max(agent.updated_at));
-    Ok(crate::cached::card_response(
+    let response = crate::cached::card_response(
         Some(&state.signer),
         &headers,
         &crate::wire::card::card_of(&agent),
         Some(last_modified),
-    ))
+    );
+    Ok(crate::cached::per_viewer(response, &viewer))
 }

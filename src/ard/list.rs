@@ -24,6 +24,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
+use crate::domain::access::Viewer;
 use crate::search::{Filters, Listing, ListingFilter, SearchRequest, Sort};
 use crate::timestamp::Timestamp;
 
@@ -319,7 +320,7 @@ pub struct ListParams<'a> {
 }
 
 /// Answer a listing request: `{items, total, pageToken?}`.
-pub async fn list(ard: &Ard, params: &ListParams<'_>) -> Result<Value, ArdError> {
+pub async fn list(ard: &Ard, params: &ListParams<'_>, viewer: &Viewer) -> Result<Value, ArdError> {
     let clauses = parse_filter(params.filter.unwrap_or_default())?;
     let order = parse_order(params.order_by)?;
     let size = super::search::page_size(params.page_size, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)?;
@@ -356,6 +357,7 @@ pub async fn list(ard: &Ard, params: &ListParams<'_>) -> Result<Value, ArdError>
         cursor: None,
         offset: 0,
         facets: false,
+        viewer: viewer.clone(),
     };
     let hits = ard.registry.all_matches(&request).await?;
     let total = hits.len();

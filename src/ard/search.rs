@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::domain::access::Viewer;
 use crate::search::{Filters, Listing, SearchRequest, Sort};
 
 use super::Ard;
@@ -201,8 +202,15 @@ impl Request {
 }
 
 /// The local search of an ARD query: the one search function, ranked by relevance.
-fn local_request(ard: &Ard, query: &Query, limit: usize, place: &Place) -> SearchRequest {
+fn local_request(
+    ard: &Ard,
+    query: &Query,
+    limit: usize,
+    place: &Place,
+    viewer: &Viewer,
+) -> SearchRequest {
     SearchRequest {
+        viewer: viewer.clone(),
         text: query.text.clone(),
         filters: Filters {
             listing: query.listing_filter(&ard.base_url),
@@ -320,7 +328,12 @@ struct Batch {
 
 /// Answer a search. `via`: the `ard-federated-by` header the request came with; a request that
 /// came through federation is answered from the local index only.
-pub async fn run(ard: &Ard, body: &Value, via: Option<&str>) -> Result<Answer, ArdError> {
+pub async fn run(
+    ard: &Ard,
+    body: &Value,
+    via: Option<&str>,
+    viewer: &Viewer,
+) -> Result<Answer, ArdError> {
     let request = Request::parse(body)?;
     let federated = via.is_some_and(|via| !via.trim().is_empty());
     let federation = if federated {
@@ -354,7 +367,7 @@ pub async fn run(ard: &Ard, body: &Value, via: Option<&str>) -> Result<Answer, A
         };
         let page = ard
             .registry
-            .search(&local_request(ard, &request.query, size, &place))
+            .search(&local_request(ard, &request.query, size, &place, viewer))
             .await?;
         Ok(Some((place, page)))
     };
@@ -460,7 +473,7 @@ pub async fn run(ard: &Ard, body: &Value, via: Option<&str>) -> Result<Answer, A
         for result in &batch.1.results {
             let identifier = result.identifier();
             if crate::domain::urn::is_urn(identifier)
-                && ard.registry.find_active(identifier).await.is_ok()
+                && ard.registry.find_active(identifier, viewer).await.is_ok()
             {
                 held_locally.insert(identifier.to_ascii_lowercase());
             }
@@ -566,7 +579,7 @@ const MAX_FACET_LIMIT: usize = 1000;
 
 /// Answer an explore: facet counts over every local match of the query (never one page, never
 /// federated), with the same relevance cut-off as a search.
-pub async fn explore(ard: &Ard, body: &Value) -> Result<Value, ArdError> {
+pub async fn explore(ard: &Ard, body: &Value, viewer: &Viewer) -> Result<Value, ArdError> {
     let body = object(body)?;
     refuse_unknown(body, &["query", "resultType"])?;
     let query = Query::parse(body.get("query"), false)?;
@@ -620,7 +633,7 @@ pub async fn explore(ard: &Ard, body: &Value) -> Result<Value, ArdError> {
             .map_or(1, |n| usize::try_from(n.max(1)).unwrap_or(usize::MAX));
         asked.push((field.to_owned(), path, limit, min_count));
     }
-    let request = local_request(ard, &query, 1, &Place::default());
+    let request = local_request(ard, &query, 1, &Place::default(), viewer);
     let hits = ard.registry.all_matches(&request).await?;
     let mut out = Map::new();
     for (field, path, limit, min_count) in asked {

@@ -155,12 +155,62 @@ impl Actor {
             .map_or(&self.owner, |namespace| namespace)
     }
 
+    /// Every owner whose agents this actor sees as its own: itself, the namespaces its identity
+    /// grants, and the organisations `orgs` it is a member of (`org:<name>`), sorted.
+    pub fn owners_with(&self, orgs: impl IntoIterator<Item = String>) -> Vec<String> {
+        let mut owners = vec![self.owner.clone()];
+        owners.extend(self.granted.iter().cloned());
+        owners.extend(orgs.into_iter().map(|org| super::org::org_owner(&org)));
+        owners.sort_unstable();
+        owners.dedup();
+        owners
+    }
+
     /// Whether this actor may write package `package`: always, unless it is restricted to
     /// namespaces that do not hold it.
     pub fn may_write(&self, package: &str) -> bool {
         self.namespaces
             .as_deref()
             .is_none_or(|namespaces| super::trusted_issuer::in_namespaces(package, namespaces))
+    }
+}
+
+/// Whose private agents a read may show: what every read path (lists, searches, lookups,
+/// feeds) asks of an agent that is not public. Unlisted agents are never listed, whoever asks.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Viewer {
+    /// No credentials: public agents only.
+    #[default]
+    Anonymous,
+    /// A person or token: the private agents of these owners too (the caller's own owner name,
+    /// the namespaces its identity grants, `org:<name>` for each of its organisations), sorted.
+    Owners(std::sync::Arc<[String]>),
+    /// The master key: every agent.
+    Everyone,
+}
+
+impl Viewer {
+    /// Whether this viewer may see an agent of `owner` with `visibility` at all.
+    pub fn sees(&self, owner: &str, visibility: super::agent::Visibility) -> bool {
+        visibility != super::agent::Visibility::Private || self.sees_private_of(owner)
+    }
+
+    /// Whether this viewer sees the private agents of `owner`.
+    pub fn sees_private_of(&self, owner: &str) -> bool {
+        match self {
+            Self::Anonymous => false,
+            Self::Owners(owners) => owners.binary_search_by(|o| o.as_str().cmp(owner)).is_ok(),
+            Self::Everyone => true,
+        }
+    }
+
+    /// The owners whose private agents this viewer sees (`None`: every owner's).
+    pub fn owners(&self) -> Option<&[String]> {
+        match self {
+            Self::Anonymous => Some(&[]),
+            Self::Owners(owners) => Some(owners),
+            Self::Everyone => None,
+        }
     }
 }
 

@@ -109,6 +109,9 @@ pub enum Visibility {
     /// Resolvable by whoever knows its id, package name or identifier (the record, its card,
     /// its versions), and listed nowhere.
     Unlisted,
+    /// Seen only by its owner, the members of its owning organisation and the master key, on
+    /// every path (lists and searches included); to anyone else it does not exist.
+    Private,
 }
 
 impl Visibility {
@@ -116,6 +119,7 @@ impl Visibility {
         match self {
             Self::Public => "public",
             Self::Unlisted => "unlisted",
+            Self::Private => "private",
         }
     }
 
@@ -123,6 +127,7 @@ impl Visibility {
         match text {
             "public" => Some(Self::Public),
             "unlisted" => Some(Self::Unlisted),
+            "private" => Some(Self::Private),
             _ => None,
         }
     }
@@ -220,15 +225,11 @@ impl Sources<'_> {
                 let text = text.trim().to_ascii_lowercase();
                 match Visibility::parse(&text) {
                     Some(visibility) => Some(visibility),
-                    None if text == "private" => {
+                    None => {
                         errors.push(FieldError::new(
                             "visibility",
-                            "private agents are not available on this registry yet: public or unlisted",
+                            "must be public, unlisted or private",
                         ));
-                        None
-                    }
-                    None => {
-                        errors.push(FieldError::new("visibility", "must be public or unlisted"));
                         None
                     }
                 }

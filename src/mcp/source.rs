@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use reqwest::StatusCode;
 use serde_json::Value;
 
+use crate::domain::access::Viewer;
 use crate::error::{ApiError, ErrorCode};
 use crate::registry::Registry;
 use crate::search::request::{self, SEARCH_LIMITS};
@@ -33,7 +34,8 @@ pub trait Source: Send + Sync {
     fn base_url(&self) -> &str;
 }
 
-/// This process's registry.
+/// This process's registry, read as an anonymous caller: the MCP server serves public agents
+/// only (its sessions do not carry a caller's view of private agents).
 pub struct Local {
     pub registry: Arc<Registry>,
     pub signer: Arc<CardSigner>,
@@ -49,19 +51,28 @@ impl Source for Local {
     }
 
     async fn record(&self, identifier: &str) -> Result<Value, ApiError> {
-        let agent = self.registry.find_active(identifier).await?;
+        let agent = self
+            .registry
+            .find_active(identifier, &Viewer::Anonymous)
+            .await?;
         let mut record = AgentRecord::public(&agent);
         record.duplicates = self.registry.duplicates_of(&agent.id);
         to_json(&record)
     }
 
     async fn card(&self, identifier: &str) -> Result<Value, ApiError> {
-        let agent = self.registry.find_active(identifier).await?;
+        let agent = self
+            .registry
+            .find_active(identifier, &Viewer::Anonymous)
+            .await?;
         Ok(self.signer.sign(&crate::wire::card::card_of(&agent)))
     }
 
     async fn server_json(&self, package_name: &str) -> Result<Value, ApiError> {
-        let agent = self.registry.find_active(package_name).await?;
+        let agent = self
+            .registry
+            .find_active(package_name, &Viewer::Anonymous)
+            .await?;
         if !server_json::is_mcp(&agent) {
             return Err(ApiError::agent_not_found(package_name));
         }

@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
 
 use crate::auth::SYSTEM_OWNER;
+use crate::auth::Viewer;
 use crate::domain::truncate;
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::hosted::{self, AgentError, HostedAgent, Invocation};
@@ -126,7 +127,7 @@ impl Execution {
 
 /// Check an execute body against the agent it names. 400 for a malformed body or an unknown
 /// capability, 404 for an agent that is not ACTIVE, 422 for input its schema refuses.
-pub async fn prepare(state: &AppState, body: &Value) -> ApiResult<Call> {
+pub async fn prepare(state: &AppState, body: &Value, viewer: &Viewer) -> ApiResult<Call> {
     let object = body.as_object().ok_or_else(|| {
         ApiError::invalid_parameter(
             "the body must be a JSON object such as {\"agent\", \"capability\", \"input\"}",
@@ -139,7 +140,7 @@ pub async fn prepare(state: &AppState, body: &Value) -> ApiResult<Call> {
         Some(Value::Object(input)) => input.clone(),
         Some(_) => return Err(ApiError::invalid_parameter("input must be a JSON object")),
     };
-    let agent = state.registry.find_active(agent_ref).await?;
+    let agent = state.registry.find_active(agent_ref, viewer).await?;
     let declared = &agent.draft.capabilities;
     let found = declared.iter().find(|c| c.name == capability);
     if found.is_none() && !declared.is_empty() {

@@ -85,7 +85,8 @@ pub async fn discover(
 ) -> ApiResult<Json<Value>> {
     caller.require(Scope::Playground)?;
     let session = playground::find_owned(&state, &caller, &id).await?;
-    let (page, step) = playground::discover(&state, &session, &body).await?;
+    let viewer = state.auth.viewer_of(&caller).await?;
+    let (page, step) = playground::discover(&state, &session, &body, viewer).await?;
     let mut answer = crate::wire::page_json(&page);
     if let Value::Object(map) = &mut answer {
         let query = step.data.get("query").and_then(Value::as_str).unwrap_or("");
@@ -116,6 +117,7 @@ pub async fn execute(
 ) -> ApiResult<Json<Value>> {
     caller.require(Scope::Playground)?;
     let session = playground::find_owned(&state, &caller, &id).await?;
-    let step = playground::execute(&state, &session, &body).await?;
+    let viewer = state.auth.viewer_of(&caller).await?;
+    let step = playground::execute(&state, &session, &body, &viewer).await?;
     Ok(Json(playground::wire::step_json(&step)))
 }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::auth::Caller;
+use crate::auth::{Caller, Viewer};
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::search::request::{self, DISCOVER_LIMITS};
 use crate::state::AppState;
@@ -166,9 +166,11 @@ pub async fn discover(
     state: &AppState,
     session: &PlaygroundSession,
     body: &Value,
+    viewer: Viewer,
 ) -> ApiResult<(AgentPage, SessionStep)> {
     ensure_room(session)?;
-    let search = request::from_json(body, DISCOVER_LIMITS)?;
+    let mut search = request::from_json(body, DISCOVER_LIMITS)?;
+    search.viewer = viewer;
     let started = Instant::now();
     let page = AgentPage::of(&state.registry.search(&search).await?, &state.base_url);
     let filters = body.get("filters").cloned().unwrap_or(Value::Null);
@@ -190,9 +192,10 @@ pub async fn execute(
     state: &AppState,
     session: &PlaygroundSession,
     body: &Value,
+    viewer: &Viewer,
 ) -> ApiResult<SessionStep> {
     ensure_room(session)?;
-    let call = execute::prepare(state, body).await?;
+    let call = execute::prepare(state, body, viewer).await?;
     let started = Instant::now();
     let execution = execute::run(state, &call, Settings::of(state).call_timeout).await;
     if let Err(error) = &execution.result {

@@ -580,6 +580,7 @@ async fn the_prober_records_health_politely_and_search_filters_on_it() {
             cursor: None,
             offset: 0,
             facets: true,
+            viewer: Default::default(),
         }
     };
     let page = registry.search(&search("down")).await.expect("search");

@@ -11,6 +11,7 @@ use super::facets::{FacetIndex, Facets, Facetted, SlotSet};
 use super::text::DocText;
 use super::vectors::VectorStore;
 use super::{Filters, Listing, duplicates};
+use crate::domain::access::Viewer;
 use crate::domain::{Health, HealthStatus, health};
 use crate::store::Agent;
 
@@ -33,6 +34,9 @@ pub(super) struct Doc {
     pub(super) rank: duplicates::Rank,
     /// The agent's health as read with it; the catalog keeps the newest it has seen.
     pub(super) health: Option<Arc<Health>>,
+    /// For a private agent, its owner: only viewers who see that owner's private agents find
+    /// it. `None` for a public one.
+    pub(super) private_to: Option<Arc<str>>,
 }
 
 impl Doc {
@@ -50,6 +54,7 @@ impl Doc {
         let draft = &agent.draft;
         let text = doc_text(agent);
         let id: Arc<str> = Arc::from(agent.id.as_str());
+        let private = agent.visibility() == crate::domain::agent::Visibility::Private;
         let doc = Doc {
             id: Arc::clone(&id),
             revision: agent.revision,
@@ -64,9 +69,12 @@ impl Doc {
             },
             content_hash: ContentHash::of(&embedding_text(&text)),
             text_hash: text_hash(&text),
-            group: duplicates::group_key(agent),
+            // A private agent is in no duplicate group: it would hide a public duplicate from
+            // everyone who cannot see it.
+            group: duplicates::group_key(agent).filter(|_| !private),
             rank: duplicates::Rank::of(agent, id),
             health: shown_health(agent),
+            private_to: private.then(|| Arc::from(agent.owner.as_str())),
         };
         (doc, text)
     }
@@ -114,11 +122,11 @@ impl ContentHash {
 /// An agent as the index keeps it, with the text it is being indexed by.
 pub(super) type Read = (Arc<Doc>, DocText);
 
-/// The listed ones of `agents` (ACTIVE and public), read for the index: an unlisted agent is
-/// in no list, search or count, so the index does not hold it.
+/// The indexed ones of `agents` (ACTIVE, public or private), read for the index: an unlisted
+/// agent is in no list, search or count, so the index does not hold it.
 pub(super) fn read_active<'a>(agents: impl Iterator<Item = &'a Agent>) -> Vec<Read> {
     agents
-        .filter(|agent| agent.is_listed())
+        .filter(|agent| agent.is_indexed())
         .map(|agent| {
             let (doc, text) = Doc::of(agent);
             (Arc::new(doc), text)
@@ -154,6 +162,29 @@ pub(super) struct Catalog {
     /// the match itself.
     pub(super) statuses: Vec<HealthStatus>,
     pub(super) live: usize,
+    /// The slots of public agents: what an anonymous search starts from.
+    pub(super) public: SlotSet,
+    /// The slots of private agents, by owner.
+    pub(super) private: HashMap<Arc<str>, SlotSet>,
+}
+
+/// The agents a viewer may find, as a search starts from them.
+pub(super) enum Visible<'c> {
+    /// The public agents (all of them when none is private).
+    Public(&'c SlotSet),
+    /// Every agent, private ones included (the master key).
+    All(&'c SlotSet),
+    /// The public agents and some owners' private ones.
+    Some(SlotSet),
+}
+
+impl Visible<'_> {
+    pub(super) fn set(&self) -> &SlotSet {
+        match self {
+            Self::Public(set) | Self::All(set) => set,
+            Self::Some(set) => set,
+        }
+    }
 }
 
 impl Catalog {
@@ -203,8 +234,17 @@ impl Catalog {
                 if let Some(key) = &old.group {
                     self.groups.remove(key, slot);
                 }
+                forget_audience(&mut self.public, &mut self.private, slot, old);
             }
             None => self.live += 1,
+        }
+        match &doc.private_to {
+            None => self.public.insert(slot),
+            Some(owner) => self
+                .private
+                .entry(Arc::clone(owner))
+                .or_default()
+                .insert(slot),
         }
         self.facets.insert(slot, doc.facetted());
         if let Some(key) = &doc.group {
@@ -229,6 +269,7 @@ impl Catalog {
         }
         let removed = self.docs[slot as usize].take();
         if let Some(old) = &removed {
+            forget_audience(&mut self.public, &mut self.private, slot, old);
             self.facets.remove(slot, old.facetted());
             if let Some(key) = &old.group {
                 self.groups.remove(key, slot);
@@ -281,17 +322,53 @@ impl Catalog {
             .unwrap_or(HealthStatus::Unknown)
     }
 
-    /// The slots `filters` let through, `None` when there is no filter (duplicate collapsing is
-    /// applied by `matches`, not here). Facet filters are set
+    /// The agents `viewer` may find: the public ones, and the private ones of the owners it
+    /// sees. A set is built only for a viewer that sees some private agent.
+    pub(super) fn visible(&self, viewer: &Viewer) -> Visible<'_> {
+        if self.private.is_empty() {
+            return Visible::Public(&self.public);
+        }
+        match viewer.owners() {
+            None => Visible::All(self.facets.live()),
+            Some(owners) => {
+                let mut own = owners
+                    .iter()
+                    .filter_map(|owner| self.private.get(owner.as_str()));
+                let Some(first) = own.next() else {
+                    return Visible::Public(&self.public);
+                };
+                let mut set = self.public.clone();
+                set.union_with(first);
+                for more in own {
+                    set.union_with(more);
+                }
+                Visible::Some(set)
+            }
+        }
+    }
+
+    /// Whether a viewer's set is the public one, the set keyword counting caches per segment
+    /// (with no private agent, every viewer's is).
+    pub(super) fn is_public(&self, visible: &Visible<'_>) -> bool {
+        matches!(visible, Visible::Public(_)) || self.private.is_empty()
+    }
+
+    /// The slots `filters` let through within `visible`, `None` when there is no filter
+    /// (duplicate collapsing is applied by `matches`, not here). Facet filters are set
     /// operations; payment and x402 filters are then tested on each agent that passed them.
-    pub(super) fn allowed(&self, filters: &Filters) -> Option<SlotSet> {
+    pub(super) fn allowed(&self, filters: &Filters, visible: &SlotSet) -> Option<SlotSet> {
         if filters.is_empty() {
             return None;
         }
-        let mut allowed = self
-            .facets
-            .matching(filters)
-            .unwrap_or_else(|| self.facets.live().clone());
+        let mut allowed = match self.facets.matching(filters) {
+            Some(mut matching) => {
+                if !self.private.is_empty() {
+                    matching.intersect_with(visible);
+                }
+                matching
+            }
+            None => visible.clone(),
+        };
         if filters.per_agent() || !filters.health.is_empty() {
             let refused: Vec<u32> = allowed
                 .iter()
@@ -308,6 +385,26 @@ impl Catalog {
             }
         }
         Some(allowed)
+    }
+}
+
+/// Take `slot` (holding `old`) out of the public set or its owner's private one.
+fn forget_audience(
+    public: &mut SlotSet,
+    private: &mut HashMap<Arc<str>, SlotSet>,
+    slot: u32,
+    old: &Doc,
+) {
+    match &old.private_to {
+        None => public.remove(slot),
+        Some(owner) => {
+            if let Some(set) = private.get_mut(owner) {
+                set.remove(slot);
+                if set.is_empty() {
+                    private.remove(owner);
+                }
+            }
+        }
     }
 }
 

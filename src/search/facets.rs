@@ -44,11 +44,24 @@ impl SlotSet {
         }
     }
 
-    fn intersect_with(&mut self, other: &SlotSet) {
+    pub fn intersect_with(&mut self, other: &SlotSet) {
         self.words.truncate(other.words.len());
         for (word, keep) in self.words.iter_mut().zip(&other.words) {
             *word &= keep;
         }
+    }
+
+    pub fn union_with(&mut self, other: &SlotSet) {
+        if self.words.len() < other.words.len() {
+            self.words.resize(other.words.len(), 0);
+        }
+        for (word, add) in self.words.iter_mut().zip(&other.words) {
+            *word |= add;
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.words.iter().all(|word| *word == 0)
     }
 
     /// The slots in the set, ascending.

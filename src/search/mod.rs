@@ -242,6 +242,7 @@ impl SearchIndex {
             cursor: None,
             offset: 0,
             facets: false,
+            viewer: Default::default(),
         };
         let Some(query) = self.query_vector(&request).await else {
             return Vec::new();
@@ -250,10 +251,10 @@ impl SearchIndex {
         let Some(vectors) = catalog.vectors.as_ref() else {
             return Vec::new();
         };
-        let live = catalog.facets.live();
+        let public = &catalog.public;
         vectors
             .nearest_within(&query, k, f32::NEG_INFINITY, None, |slot| {
-                live.contains(slot)
+                public.contains(slot)
             })
             .into_iter()
             .filter_map(|(slot, similarity)| {

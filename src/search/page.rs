@@ -77,8 +77,11 @@ impl SearchIndex {
         // Each match costs a bit test or two: the filters' set (the live agents when nothing is
         // filtered), and the duplicates hidden by collapsing. The document is read only for
         // hits that can reach the page.
-        let allowed = catalog.allowed(&request.filters);
-        let base = allowed.as_ref().unwrap_or(catalog.facets.live());
+        // Private agents the viewer may not see are outside the search from the start, as a
+        // filter is: no count, facet or page holds them.
+        let visible = catalog.visible(&request.viewer);
+        let allowed = catalog.allowed(&request.filters, visible.set());
+        let base = allowed.as_ref().unwrap_or(visible.set());
         let hidden = request
             .filters
             .collapse_duplicates
@@ -118,6 +121,7 @@ impl SearchIndex {
             // Without a filter or facets, a match's only effect below the page's floor is to
             // be counted, and the search counts those 64 documents at a time.
             let by_documents = allowed.is_none()
+                && catalog.is_public(&visible)
                 && tally.counter.is_none()
                 && self
                     .count_by_documents

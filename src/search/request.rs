@@ -62,6 +62,9 @@ pub struct SearchRequest {
     pub offset: usize,
     /// Also count the matches per category, tag, payment model and health (`counts`).
     pub facets: bool,
+    /// Whose private agents the search may find (anonymous: none). Part of the search, like a
+    /// filter: totals, facets and pages count only what the viewer may see.
+    pub viewer: crate::domain::access::Viewer,
 }
 
 impl SearchRequest {
@@ -200,6 +203,8 @@ pub fn from_query_pairs(
         cursor: joined("cursor"),
         offset: 0,
         facets,
+        // Anonymous until the transport says who is asking.
+        viewer: Default::default(),
     })
 }
 
@@ -293,6 +298,8 @@ pub fn from_json(body: &Value, limits: Limits) -> Result<SearchRequest, SearchEr
         cursor,
         offset: 0,
         facets,
+        // Anonymous until the transport says who is asking.
+        viewer: Default::default(),
     })
 }
 

@@ -174,6 +174,7 @@ fn ordered(sort: Sort, limit: usize, offset: usize, cursor: Option<String>) -> S
         cursor,
         offset,
         facets: false,
+        viewer: Default::default(),
     }
 }
 
@@ -1558,4 +1559,146 @@ async fn neighbours_match_by_themselves_only_above_the_floor_and_for_known_words
     // Words no agent holds: nothing matches, whatever the floor.
     let (total, names, _) = search(Some(-1.0), "zzzqqq").await;
     assert_eq!((total, names.len()), (0, 0));
+}
+
+/// Every page of a search for `viewer`, as (every id, sorted; the total and the category counts
+/// of the first page).
+async fn every_page(
+    index: &SearchIndex,
+    text: &str,
+    collapse: bool,
+    viewer: &crate::domain::access::Viewer,
+) -> (
+    Vec<String>,
+    usize,
+    Option<std::collections::BTreeMap<String, usize>>,
+) {
+    let request = |cursor| SearchRequest {
+        text: text.to_owned(),
+        filters: Filters {
+            collapse_duplicates: collapse,
+            ..Filters::default()
+        },
+        facets: true,
+        viewer: viewer.clone(),
+        ..ordered(Sort::Relevance, 7, 0, cursor)
+    };
+    let mut seen = Vec::new();
+    let mut cursor = None;
+    let mut first = None;
+    loop {
+        let page = index.search(&request(cursor)).await.expect("search");
+        seen.extend(ids(&page));
+        first.get_or_insert((page.total, page.facets.clone()));
+        cursor = page.next_cursor;
+        if cursor.is_none() {
+            break;
+        }
+    }
+    let (total, facets) = first.expect("a page");
+    seen.sort();
+    (seen, total, facets.map(|f| f.category))
+}
+
+/// Each viewer's searches of `index` (holding `agents`) against an index of the agents it may
+/// see, all public: the same ids, totals and facet counts.
+async fn viewers_find_what_they_may_see(
+    step: &str,
+    index: &SearchIndex,
+    store: &Arc<dyn Store>,
+    agents: &[Agent],
+) {
+    use crate::domain::access::Viewer;
+    use crate::domain::agent::Visibility;
+    let viewers = [
+        Viewer::Anonymous,
+        Viewer::Owners(vec!["alice".to_owned(), "org:a".to_owned()].into()),
+        Viewer::Everyone,
+    ];
+    for viewer in &viewers {
+        let visible: Vec<Agent> = agents
+            .iter()
+            .filter(|agent| agent.is_listed_to(viewer))
+            .cloned()
+            .map(|mut agent| {
+                agent.draft.visibility = Some(Visibility::Public);
+                agent
+            })
+            .collect();
+        let reference = SearchIndex::new(Arc::clone(store), None).expect("index");
+        reference.rebuild_keyword(&visible).await.expect("index");
+        // Collapsing groups public agents alone, so only an anonymous search collapses as the
+        // reference does.
+        let collapsing: &[bool] = if *viewer == Viewer::Anonymous {
+            &[true, false]
+        } else {
+            &[false]
+        };
+        for text in ["storms", "forecasts harbour", ""] {
+            for &collapse in collapsing {
+                let expected = every_page(&reference, text, collapse, &Viewer::Everyone).await;
+                for by_documents in [true, false] {
+                    index.set_count_by_documents(by_documents);
+                    let found = every_page(index, text, collapse, viewer).await;
+                    assert_eq!(
+                        found, expected,
+                        "{step}: {viewer:?} {text:?} collapse {collapse}"
+                    );
+                }
+            }
+        }
+    }
+    index.set_count_by_documents(true);
+}
+
+/// Private agents are part of the search, as a filter is: a viewer's pages, totals and facet
+/// counts are those of an index holding only the agents it may see (keyword ranking counted
+/// by documents or match by match, duplicates collapsed or not), and an agent made private,
+/// public again or moved to another owner moves between the viewers' searches.
+#[tokio::test]
+async fn a_viewer_finds_exactly_the_agents_it_may_see() {
+    use crate::domain::agent::Visibility;
+    let (_dir, store) = sqlite_store().await;
+    let agent = |i: usize| {
+        let mut agent = active_draft(serde_json::json!({
+            "package_name": format!("com.example.seen{i}"),
+            "name": format!("Agent {}", i % 17),
+            "description": format!("Forecasts {}for any harbour.", "storms ".repeat(i % 4)),
+            "category": if i.is_multiple_of(2) { "Weather" } else { "Sea" },
+            // Every fifth shares a repository with two others, private ones among them.
+            "manifest_url": if i.is_multiple_of(5) {
+                format!("https://github.com/acme/repo{}/blob/main/card.json", (i / 5) % 20)
+            } else {
+                format!("https://agent{i}.example.com/card.json")
+            },
+        }));
+        if i % 4 == 1 {
+            agent.draft.visibility = Some(Visibility::Private);
+            agent.owner = if i % 8 == 1 { "org:a" } else { "org:b" }.to_owned();
+        }
+        agent
+    };
+    let agents: Vec<Agent> = (0..300).map(agent).collect();
+    let index = SearchIndex::new(Arc::clone(&store), None).expect("index");
+    index.rebuild_keyword(&agents).await.expect("index");
+    viewers_find_what_they_may_see("built", &index, &store, &agents).await;
+    // Private agents made public, public ones made private, and private ones moved to the
+    // other organisation.
+    let mut changed = agents.clone();
+    for (i, agent) in changed.iter_mut().enumerate() {
+        if i % 12 == 1 {
+            agent.draft.visibility = Some(Visibility::Public);
+            agent.owner = "alice".to_owned();
+        } else if i % 12 == 2 {
+            agent.draft.visibility = Some(Visibility::Private);
+            agent.owner = "org:a".to_owned();
+        } else if i % 8 == 5 {
+            agent.owner = "org:a".to_owned();
+        } else {
+            continue;
+        }
+        agent.revision += 1;
+    }
+    index.apply_batch(&changed, &[]).await;
+    viewers_find_what_they_may_see("changed", &index, &store, &changed).await;
 }

@@ -56,7 +56,7 @@ impl SearchIndex {
             }
             let gone = agents
                 .iter()
-                .filter(|agent| !agent.is_listed())
+                .filter(|agent| !agent.is_indexed())
                 .map(|agent| (agent.id.as_str(), agent.revision))
                 .chain(deleted.iter().map(|id| (id.as_str(), i64::MAX)));
             for (id, revision) in gone {
@@ -87,7 +87,7 @@ impl SearchIndex {
     /// change nothing: the change follower skips the writes this process already applied.
     pub fn holds(&self, agent: &Agent) -> bool {
         let catalog = self.read_catalog();
-        agent.is_listed()
+        agent.is_indexed()
             && catalog
                 .slots
                 .get(agent.id.as_str())

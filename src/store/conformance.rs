@@ -367,6 +367,7 @@ async fn found(
         cursor: None,
         offset: 0,
         facets: false,
+        viewer: Default::default(),
     };
     let page = index.search(&request).await.expect("search");
     let hits = page
@@ -892,13 +893,13 @@ pub async fn only_changes_touching_active_agents_are_public(store: &dyn Store) {
         ]
     );
     let public = store
-        .public_changes_since(start, 100)
+        .public_changes_since(start, 100, &crate::domain::access::Viewer::Anonymous)
         .await
         .expect("public");
     let expected: Vec<_> = all.iter().filter(|c| c.public).cloned().collect();
     assert_eq!(public, expected);
     let page = store
-        .public_changes_since(public[1].seq, 2)
+        .public_changes_since(public[1].seq, 2, &crate::domain::access::Viewer::Anonymous)
         .await
         .expect("page");
     assert_eq!(page, public[2..4]);

@@ -155,9 +155,14 @@ pub trait Store: Send + Sync + 'static {
     /// Changes with a sequence number above `since`, oldest first, at most `limit`.
     async fn changes_since(&self, since: i64, limit: u32) -> StoreResult<Vec<Change>>;
 
-    /// Public changes (`Change::public`) above `since`, oldest first, at most `limit`: the
-    /// public change feed.
-    async fn public_changes_since(&self, since: i64, limit: u32) -> StoreResult<Vec<Change>>;
+    /// Public changes (`Change::public`) above `since`, oldest first, at most `limit`, and the
+    /// changes of the private agents `viewer` sees: the change feed.
+    async fn public_changes_since(
+        &self,
+        since: i64,
+        limit: u32,
+        viewer: &crate::domain::access::Viewer,
+    ) -> StoreResult<Vec<Change>>;
 
     /// The highest change sequence number, 0 when there is none.
     async fn latest_change(&self) -> StoreResult<i64>;

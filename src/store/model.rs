@@ -4,6 +4,8 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::domain::Scope;
+use crate::domain::access::Viewer;
+use crate::domain::agent::Visibility;
 use crate::domain::{AgentDraft, AirUrn, DEFAULT_VERSION, Health};
 use crate::timestamp::Timestamp;
 
@@ -89,8 +91,28 @@ impl Agent {
     /// Whether lists show it: ACTIVE and public. An unlisted agent is resolvable by whoever
     /// knows it, and listed nowhere (search, facets, feeds, manifests, catalogues).
     pub fn is_listed(&self) -> bool {
-        self.state == AgentState::Active
-            && self.draft.visibility.unwrap_or_default() == crate::domain::agent::Visibility::Public
+        self.state == AgentState::Active && self.visibility() == Visibility::Public
+    }
+
+    /// The agent's visibility (public when it never said).
+    pub fn visibility(&self) -> Visibility {
+        self.draft.visibility.unwrap_or_default()
+    }
+
+    /// Whether the search index holds it: ACTIVE and public or private (a private agent is
+    /// listed to those who may see it). Unlisted agents are in no list for anyone.
+    pub fn is_indexed(&self) -> bool {
+        self.state == AgentState::Active && self.visibility() != Visibility::Unlisted
+    }
+
+    /// Whether `viewer` finds it in lists: ACTIVE, and public or a private agent it sees.
+    pub fn is_listed_to(&self, viewer: &Viewer) -> bool {
+        self.is_indexed() && self.is_visible_to(viewer)
+    }
+
+    /// Whether `viewer` may see it at all (a private agent is seen by its owners only).
+    pub fn is_visible_to(&self, viewer: &Viewer) -> bool {
+        viewer.sees(&self.owner, self.visibility())
     }
 
     /// A new STAGE agent owned by `owner`, at version `1.0.0` when the draft names none.

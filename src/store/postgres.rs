@@ -101,8 +101,8 @@ impl Dialect for Postgres {
 
     /// Inserts the change and, on commit, tells every process its sequence number on `$7`.
     const LOG_CHANGE: &'static str = "WITH logged AS (INSERT INTO agent_changes \
-        (agent_id, package_name, kind, at, public, version) VALUES ($1, $2, $3, $4, $5, $6) \
-        RETURNING seq) SELECT pg_notify($7, seq::text) FROM logged";
+        (agent_id, package_name, kind, at, public, version, audience) \
+        VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING seq) SELECT pg_notify($8, seq::text) FROM logged";
 
     /// Both reads of a session see one snapshot, not each its own (READ COMMITTED).
     const SKIP_LOCKED: &'static str = " FOR UPDATE SKIP LOCKED";

@@ -26,6 +26,8 @@ use sqlx::encode::Encode;
 use sqlx::query::Query;
 use sqlx::{Database, Executor, FromRow, IntoArguments, Pool, Transaction, Type};
 
+use crate::domain::access::Viewer;
+use crate::domain::agent::Visibility;
 use crate::domain::health::{self, ProbeCount, ProbeOutcome, Uptime};
 use crate::domain::{AgentDraft, DEFAULT_VERSION, Health, HealthStatus};
 use crate::timestamp::Timestamp;
@@ -50,8 +52,8 @@ pub trait Dialect: Database {
     /// What the store keeps beside its pools: PostgreSQL's change listener.
     type Feed: Send + Sync + 'static;
 
-    /// Logs one change: inserts `$1`…`$6` (agent id, package name, kind, at, public, version)
-    /// into `agent_changes`. `log_change` binds any further parameter.
+    /// Logs one change: inserts `$1`…`$7` (agent id, package name, kind, at, public, version,
+    /// audience) into `agent_changes`. `log_change` binds any further parameter.
     const LOG_CHANGE: &'static str;
 
     /// Run first in a read transaction that must see one snapshot, where `BEGIN` does not.
@@ -61,7 +63,7 @@ pub trait Dialect: Database {
     /// another transaction is claiming instead of waiting for it.
     const SKIP_LOCKED: &'static str;
 
-    /// Run `insert` (`LOG_CHANGE` with its six values bound) in `tx`, as the last statement
+    /// Run `insert` (`LOG_CHANGE` with its seven values bound) in `tx`, as the last statement
     /// before commit.
     async fn log_change<'q>(
         feed: &Self::Feed,
@@ -203,15 +205,47 @@ where
 
 const TOKEN_COLUMNS: &str = "id, owner, scopes, secret_hash, created_at, expires_at, revoked_at";
 
+/// Who a change reaches in the feed: everyone (`public`), or only the viewers of one owner's
+/// private agents (`audience`), or nobody (a STAGE or unlisted agent's change).
+#[derive(Debug, Clone, Copy)]
+struct Reach<'q> {
+    public: bool,
+    audience: Option<&'q str>,
+}
+
+impl<'q> Reach<'q> {
+    const NOBODY: Self = Self {
+        public: false,
+        audience: None,
+    };
+
+    /// A change that leaves `agent` as listed as it was: public when it is listed, its
+    /// owner's viewers' when it is a private ACTIVE agent.
+    fn of(agent: &'q Agent) -> Self {
+        Self {
+            public: agent.is_listed(),
+            audience: private_audience(agent),
+        }
+    }
+}
+
+/// The owner whose viewers see `agent` in lists beside the public: a private ACTIVE agent's.
+fn private_audience(agent: &Agent) -> Option<&str> {
+    (agent.is_indexed() && agent.visibility() == Visibility::Private)
+        .then_some(agent.owner.as_str())
+}
+
 /// `DB::LOG_CHANGE` with the values of one change bound.
 fn change_insert<'q, DB: Dialect>(
     agent: &'q Agent,
     kind: ChangeKind,
     at: Timestamp,
-    public: bool,
+    reach: Reach<'q>,
 ) -> Query<'q, DB, DB::Arguments<'q>>
 where
     &'q str: Encode<'q, DB> + Type<DB>,
+    String: Type<DB>,
+    Option<String>: Encode<'q, DB>,
     i64: Encode<'q, DB> + Type<DB>,
     bool: Encode<'q, DB> + Type<DB>,
 {
@@ -221,7 +255,7 @@ where
         agent.version(),
         kind,
         at,
-        public,
+        reach,
     )
 }
 
@@ -232,20 +266,25 @@ fn logged_change<'q, DB: Dialect>(
     version: &'q str,
     kind: ChangeKind,
     at: Timestamp,
-    public: bool,
+    reach: Reach<'q>,
 ) -> Query<'q, DB, DB::Arguments<'q>>
 where
     &'q str: Encode<'q, DB> + Type<DB>,
+    String: Type<DB>,
+    Option<String>: Encode<'q, DB>,
     i64: Encode<'q, DB> + Type<DB>,
     bool: Encode<'q, DB> + Type<DB>,
 {
+    // A public change needs no audience: every viewer reads it.
+    let audience = reach.audience.filter(|_| !reach.public).map(str::to_owned);
     sqlx::query(DB::LOG_CHANGE)
         .bind(agent_id)
         .bind(package_name)
         .bind(kind.as_str())
         .bind(at.micros())
-        .bind(public)
+        .bind(reach.public)
         .bind(version)
+        .bind(audience)
 }
 
 /// Inserts an agent (`agent_insert` binds it).
@@ -344,7 +383,7 @@ async fn log_write<DB: Dialect>(
     columns: &DraftRow,
     at: Timestamp,
     inserted: bool,
-    was_listed: Option<bool>,
+    before: Option<(bool, Visibility)>,
 ) -> StoreResult<()>
 where
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
@@ -359,27 +398,49 @@ where
     version_row(&VERSION_UPSERT, id, version, agent.revision, at, columns)
         .execute(&mut **tx)
         .await?;
-    // Public changes are those of a listed agent (ACTIVE and public), before or after.
-    let listed = agent.is_listed();
+    // Public changes are those of a listed agent (ACTIVE and public), before or after; the
+    // other changes of a private ACTIVE agent, before or after, reach its owner's viewers.
+    let reach = Reach::of(agent);
     let changes = if inserted {
         let published = agent.state == AgentState::Active;
         [
-            Some((ChangeKind::Created, listed)),
-            published.then_some((ChangeKind::Published, listed)),
+            Some((ChangeKind::Created, reach)),
+            published.then_some((ChangeKind::Published, reach)),
         ]
     } else {
-        // Unless told otherwise, an update keeps the agent's visibility.
-        let was_listed = was_listed.unwrap_or(listed);
-        let kind = match (was_listed, listed) {
-            // Hidden (made unlisted): the feed's readers drop it, as for an unpublish.
+        // Unless told otherwise, an update keeps the agent's state and visibility.
+        let active = agent.state == AgentState::Active;
+        let (was_active, was) = before.unwrap_or((active, agent.visibility()));
+        let kind_of = |before: bool, after: bool| match (before, after) {
+            // Hidden: the feed's readers drop it, as for an unpublish.
             (true, false) => ChangeKind::Unpublished,
             (false, true) => ChangeKind::Published,
             _ => ChangeKind::Updated,
         };
-        [Some((kind, was_listed || listed)), None]
+        let was_public = was_active && was == Visibility::Public;
+        let change = if was_public || reach.public {
+            (
+                kind_of(was_public, reach.public),
+                Reach {
+                    public: true,
+                    ..reach
+                },
+            )
+        } else if was_active && was == Visibility::Private || reach.audience.is_some() {
+            // Only the owner's viewers read it: to them a private agent is listed.
+            let was_indexed = was_active && was != Visibility::Unlisted;
+            let reach = Reach {
+                public: false,
+                audience: Some(agent.owner.as_str()),
+            };
+            (kind_of(was_indexed, agent.is_indexed()), reach)
+        } else {
+            (ChangeKind::Updated, Reach::NOBODY)
+        };
+        [Some(change), None]
     };
-    for (kind, public) in changes.into_iter().flatten() {
-        let change = change_insert(agent, kind, at, public);
+    for (kind, reach) in changes.into_iter().flatten() {
+        let change = change_insert(agent, kind, at, reach);
         DB::log_change(feed, &mut **tx, change).await?;
         let action = match (inserted, kind) {
             (false, ChangeKind::Unpublished | ChangeKind::Published) => "agent.updated",
@@ -423,7 +484,7 @@ where
             .execute(&mut **tx)
             .await?;
     }
-    let change = change_insert(&deleted, ChangeKind::Deleted, at, deleted.is_listed());
+    let change = change_insert(&deleted, ChangeKind::Deleted, at, Reach::of(&deleted));
     DB::log_change(feed, &mut **tx, change).await?;
     audit_write::<DB>(&mut **tx, "agent.deleted", &deleted, at, None).await?;
     Ok(Some(deleted))
@@ -683,7 +744,16 @@ where
         return Ok(None);
     };
     let moved = Agent::try_from(row)?;
-    let change = change_insert(&moved, ChangeKind::Updated, at, moved.is_listed());
+    if let Some(from) = private_audience(&moved).map(|_| transfer.from_owner.as_str()) {
+        // A private agent leaves its former owner's viewers: for them, it is gone.
+        let gone = Reach {
+            public: false,
+            audience: Some(from),
+        };
+        let change = change_insert(&moved, ChangeKind::Unpublished, at, gone);
+        DB::log_change(feed, &mut **tx, change).await?;
+    }
+    let change = change_insert(&moved, ChangeKind::Updated, at, Reach::of(&moved));
     DB::log_change(feed, &mut **tx, change).await?;
     let reason = format!("from {} to {}", transfer.from_owner, transfer.to_owner);
     audit_write::<DB>(&mut **tx, "agent.transferred", &moved, at, Some(reason)).await?;
@@ -945,8 +1015,11 @@ where
                 .bind(id)
                 .fetch_optional(&mut *tx)
                 .await?;
-        let was_listed = before.map(|(state, visibility)| {
-            state == AgentState::Active.as_str() && visibility == "public"
+        let was = before.map(|(state, visibility)| {
+            (
+                state == AgentState::Active.as_str(),
+                Visibility::parse(&visibility).unwrap_or_default(),
+            )
         });
         let row = agent_update(id, draft, &columns, expected_revision, None, at)
             .try_map(|row| AgentRow::from_row(&row))
@@ -959,10 +1032,7 @@ where
             });
         };
         let updated = Agent::try_from(row)?;
-        log_write::<DB>(
-            &self.feed, &mut tx, &updated, &columns, at, false, was_listed,
-        )
-        .await?;
+        log_write::<DB>(&self.feed, &mut tx, &updated, &columns, at, false, was).await?;
         tx.commit().await?;
         Ok(updated)
     }
@@ -1008,10 +1078,19 @@ where
             AgentState::Stage => ChangeKind::Unpublished,
         };
         // Listed before or after: the visibility is the same, the state changed.
-        let public_visibility = updated.draft.visibility.unwrap_or_default()
-            == crate::domain::agent::Visibility::Public;
-        let public = public_visibility && Change::is_public(Some(from), Some(to));
-        let change = change_insert(&updated, kind, at, public);
+        let active = Change::is_public(Some(from), Some(to));
+        let reach = match updated.visibility() {
+            Visibility::Public => Reach {
+                public: active,
+                audience: None,
+            },
+            Visibility::Private if active => Reach {
+                public: false,
+                audience: Some(updated.owner.as_str()),
+            },
+            _ => Reach::NOBODY,
+        };
+        let change = change_insert(&updated, kind, at, reach);
         DB::log_change(&self.feed, &mut tx, change).await?;
         audit_write::<DB>(&mut tx, kind_action(kind), &updated, at, None).await?;
         tx.commit().await?;
@@ -1040,7 +1119,7 @@ where
             return Err(StoreError::NotFound);
         };
         let updated = Agent::try_from(row)?;
-        let change = change_insert(&updated, ChangeKind::Verified, at, updated.is_listed());
+        let change = change_insert(&updated, ChangeKind::Verified, at, Reach::of(&updated));
         DB::log_change(&self.feed, &mut tx, change).await?;
         audit_write::<DB>(&mut tx, "agent.verified", &updated, at, None).await?;
         tx.commit().await?;
@@ -1174,16 +1253,33 @@ where
         rows.into_iter().map(Change::try_from).collect()
     }
 
-    async fn public_changes_since(&self, since: i64, limit: u32) -> StoreResult<Vec<Change>> {
+    async fn public_changes_since(
+        &self,
+        since: i64,
+        limit: u32,
+        viewer: &Viewer,
+    ) -> StoreResult<Vec<Change>> {
+        // Public changes, and those of the private agents the viewer sees.
+        let audience = match viewer.owners() {
+            None => " OR audience IS NOT NULL".to_owned(),
+            Some([]) => String::new(),
+            Some(owners) => format!(
+                " OR audience IN ({})",
+                (0..owners.len())
+                    .map(|i| format!("${}", i + 3))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
         let sql = format!(
-            "SELECT {CHANGE_COLUMNS} FROM agent_changes WHERE public = TRUE AND seq > $1 \
-             ORDER BY seq LIMIT $2"
+            "SELECT {CHANGE_COLUMNS} FROM agent_changes WHERE (public = TRUE{audience}) \
+             AND seq > $1 ORDER BY seq LIMIT $2"
         );
-        let rows: Vec<ChangeRow> = sqlx::query_as(&sql)
-            .bind(since)
-            .bind(i64::from(limit))
-            .fetch_all(&self.reader)
-            .await?;
+        let mut query = sqlx::query_as(&sql).bind(since).bind(i64::from(limit));
+        for owner in viewer.owners().unwrap_or_default() {
+            query = query.bind(owner.as_str());
+        }
+        let rows: Vec<ChangeRow> = query.fetch_all(&self.reader).await?;
         rows.into_iter().map(Change::try_from).collect()
     }
 
@@ -1413,7 +1509,7 @@ where
                 version,
                 ChangeKind::Health,
                 outcome.at,
-                false,
+                Reach::NOBODY,
             );
             DB::log_change(&self.feed, &mut tx, change).await?;
         }
@@ -1462,7 +1558,7 @@ where
                 version,
                 ChangeKind::Health,
                 at,
-                false,
+                Reach::NOBODY,
             );
             DB::log_change(&self.feed, &mut tx, change).await?;
         }

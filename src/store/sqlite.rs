@@ -70,7 +70,8 @@ impl Dialect for Sqlite {
     type Feed = ();
 
     const LOG_CHANGE: &'static str = "INSERT INTO agent_changes \
-        (agent_id, package_name, kind, at, public, version) VALUES ($1, $2, $3, $4, $5, $6)";
+        (agent_id, package_name, kind, at, public, version, audience) \
+        VALUES ($1, $2, $3, $4, $5, $6, $7)";
 
     /// A WAL read transaction keeps the snapshot of its first read.
     const SKIP_LOCKED: &'static str = "";

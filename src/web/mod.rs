@@ -55,6 +55,7 @@ pub async fn search_page() -> Response {
 /// capabilities, card and snippets by `agent.js`.
 pub async fn agent_page(
     State(registry): State<Arc<Registry>>,
+    viewer: crate::auth::Viewer,
     package_name: Result<Path<String>, PathRejection>,
 ) -> Response {
     // A path that is not even UTF-8 names no agent: the same page as an unknown one.
@@ -70,7 +71,10 @@ pub async fn agent_page(
             );
         }
     };
-    let Some(agent) = found.filter(|agent| agent.state == AgentState::Active) else {
+    // A private agent is a page only for those who may see it: to anyone else, not found.
+    let Some(agent) =
+        found.filter(|agent| agent.state == AgentState::Active && agent.is_visible_to(&viewer))
+    else {
         let shown = crate::domain::truncate(&package_name, 120);
         return error_page(
             StatusCode::NOT_FOUND,
@@ -88,7 +92,7 @@ pub async fn agent_page(
             ("description", &agent.draft.description),
         ],
     );
-    page(
+    let response = page(
         StatusCode::OK,
         html::Page {
             title: &agent.draft.name,
@@ -96,7 +100,8 @@ pub async fn agent_page(
             script: "agent.js",
             body,
         },
-    )
+    );
+    crate::cached::per_viewer(response, &viewer)
 }
 
 /// `GET /playground`: sessions, discovery, schema-generated input forms, execution history.

@@ -108,8 +108,9 @@ pub struct AgentRecord {
     /// input schemas, card skills): hidden instructions, invisible characters, pasted
     /// credentials. `status` is `clean` or `flagged`; see docs/security.md.
     pub security: crate::domain::scan::Report,
-    /// `public` (listed everywhere) or `unlisted` (resolvable by whoever knows it, listed
-    /// nowhere).
+    /// `public` (listed everywhere), `unlisted` (resolvable by whoever knows it, listed
+    /// nowhere) or `private` (seen only by its owner, its organisation's members and the
+    /// master key).
     pub visibility: crate::domain::agent::Visibility,
     /// Owner's view only: whether the owner published a full A2A card with the record.
     #[serde(skip_serializing_if = "Option::is_none")]

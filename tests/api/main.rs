@@ -30,6 +30,7 @@ mod ops;
 mod orgs;
 mod ownership;
 mod playground;
+mod private;
 mod public;
 mod publish;
 mod publishing;

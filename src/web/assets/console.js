@@ -36,6 +36,7 @@ function row(agent) {
       el("br"), el("code", { text: agent.package_name })),
     el("td", {}, el("span", { class: `badge state-${agent.state.toLowerCase()}` }, agent.state),
       agent.visibility === "unlisted" ? [" ", el("span", { class: "badge" }, "Unlisted")] : null,
+      agent.visibility === "private" ? [" ", el("span", { class: "badge" }, "Private")] : null,
       agent.owner && agent.owner.startsWith("org:") ? [el("br"), el("small", { class: "muted" }, agent.owner.slice(4))] : null),
     el("td", {}, agent.verification_level === "domain_verified" ? el("span", { class: "badge verified" }, "✓ Verified") : "Unverified"),
     el("td", {}, when(agent.updated_at)),

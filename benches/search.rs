@@ -181,7 +181,7 @@ fn request(query: &str, index: usize, facets: bool) -> SearchRequest {
 fn viewer() -> &'static Viewer {
     static VIEWER: std::sync::OnceLock<Viewer> = std::sync::OnceLock::new();
     VIEWER.get_or_init(|| match std::env::var("REGISTRY_BENCH_VIEWER").as_deref() {
-        Ok("member") => Viewer::Owners(vec!["bench".to_owned(), "org:team0".to_owned()].into()),
+        Ok("member") => Viewer::of_owners(vec!["bench".to_owned(), "org:team0".to_owned()]),
         Ok("master") => Viewer::Everyone,
         _ => Viewer::Anonymous,
     })

@@ -341,7 +341,7 @@ impl Authenticator {
         let owners = caller
             .actor()
             .owners_with(orgs.into_iter().map(|member| member.org));
-        Ok(Viewer::Owners(owners.into()))
+        Ok(Viewer::of_owners(owners))
     }
 
     /// The viewer a read path serves, and the caller of a bearer token: anonymous without

@@ -1285,6 +1285,15 @@ fn finish_operation(path: &str, operation: &mut Value) {
                 .iter()
                 .any(|requirement| requirement.get("bearer").is_some())
         });
+    // A token the operation reads when it is sent (the public reads: it shows the caller's
+    // private agents) but does not need.
+    let optional = operation["security"]
+        .as_array()
+        .is_some_and(|requirements| {
+            requirements
+                .iter()
+                .any(|requirement| requirement.as_object().is_some_and(|r| r.is_empty()))
+        });
     if let Some(parameters) = operation
         .get_mut("parameters")
         .and_then(Value::as_array_mut)
@@ -1339,6 +1348,12 @@ fn finish_operation(path: &str, operation: &mut Value) {
         );
         limited["headers"] = json!({"Retry-After": {"description": "Seconds to wait.", "required": true,
             "schema": {"type": "integer"}}});
+        if secured {
+            add(
+                "401",
+                "`UNAUTHENTICATED`: a bearer token that is not valid (without one, the caller reads as anonymous).",
+            );
+        }
         responses.entry("429".to_owned()).or_insert(limited);
         return;
     }
@@ -1392,7 +1407,14 @@ fn finish_operation(path: &str, operation: &mut Value) {
         add("429", limited);
         return;
     }
-    if secured {
+    if secured && optional {
+        add(
+            "401",
+            problem(
+                "`unauthorized`: a bearer token that is not valid (without one, the caller reads as anonymous).",
+            ),
+        );
+    } else if secured {
         add("401", problem("`unauthorized`: no valid bearer token."));
         add("403", problem("`forbidden`: the token may not do this."));
     }

@@ -433,7 +433,7 @@ impl Registry {
         match actor {
             None => Ok(Viewer::Anonymous),
             Some(actor) if actor.is_master => Ok(Viewer::Everyone),
-            Some(actor) => Ok(Viewer::Owners(self.owners_of(actor).await?.into())),
+            Some(actor) => Ok(Viewer::of_owners(self.owners_of(actor).await?)),
         }
     }
 

@@ -34,7 +34,8 @@ pub struct ManifestQuery {
     responses((status = 200, description = "An ARD manifest (also a valid AI Catalog): `{specVersion, host, entries}`. The first page starts with the registry's own entry (`type: application/ai-registry+json`, `url`: the ARD API base); then every ACTIVE agent by name as an ARD entry; with more than one page, the last entry is the next page, a nested catalogue (`type: application/ai-catalog+json`).", body = crate::wire::schema::ArdManifest,
                 headers(("ETag" = String, description = "Of the page's content"), ("Cache-Control" = String))),
               (status = 304, description = "Not modified"),
-              (status = 400, body = crate::error::Problem, description = "`invalid_parameter`: a malformed cursor")))]
+              (status = 400, body = crate::error::Problem, description = "`invalid_parameter`: a malformed cursor")),
+    security((), ("bearer" = [])))]
 pub async fn manifest(
     State(ard): State<Arc<Ard>>,
     viewer: Viewer,
@@ -51,7 +52,8 @@ pub async fn manifest(
     responses((status = 200, description = "The ARD manifest of `/.well-known/ard.json`, its next pages at this path", body = crate::wire::schema::ArdManifest,
                 headers(("ETag" = String, description = "Of the page's content"), ("Cache-Control" = String))),
               (status = 304, description = "Not modified"),
-              (status = 400, body = crate::error::Problem, description = "`invalid_parameter`: a malformed cursor")))]
+              (status = 400, body = crate::error::Problem, description = "`invalid_parameter`: a malformed cursor")),
+    security((), ("bearer" = [])))]
 pub async fn ai_catalog(
     State(ard): State<Arc<Ard>>,
     viewer: Viewer,
@@ -139,7 +141,8 @@ async fn manifest_at(
               (status = 400, body = ArdErrorBody, description = "`INVALID_ARGUMENT`: a malformed body, query, filter key or value, page size or token"),
               (status = 413, body = ArdErrorBody, description = "`PAYLOAD_TOO_LARGE`"),
               (status = 415, body = ArdErrorBody, description = "`UNSUPPORTED_MEDIA_TYPE`: not JSON"),
-              (status = 429, body = ArdErrorBody, description = "`RATE_LIMIT_EXCEEDED`")))]
+              (status = 429, body = ArdErrorBody, description = "`RATE_LIMIT_EXCEEDED`")),
+    security((), ("bearer" = [])))]
 pub async fn search(
     State(ard): State<Arc<Ard>>,
     viewer: Viewer,
@@ -167,7 +170,8 @@ pub async fn search(
               (status = 400, body = ArdErrorBody, description = "`INVALID_ARGUMENT`: a malformed body, query, facet field or limit"),
               (status = 413, body = ArdErrorBody, description = "`PAYLOAD_TOO_LARGE`"),
               (status = 415, body = ArdErrorBody, description = "`UNSUPPORTED_MEDIA_TYPE`: not JSON"),
-              (status = 429, body = ArdErrorBody, description = "`RATE_LIMIT_EXCEEDED`")))]
+              (status = 429, body = ArdErrorBody, description = "`RATE_LIMIT_EXCEEDED`")),
+    security((), ("bearer" = [])))]
 pub async fn explore(
     State(ard): State<Arc<Ard>>,
     viewer: Viewer,
@@ -186,7 +190,8 @@ pub async fn explore(
            ("pageToken" = Option<String>, Query, description = "The previous answer's `pageToken`")),
     responses((status = 200, description = "`{items: [ARD entry], total, pageToken?}`", body = crate::wire::schema::ArdListResponse),
               (status = 400, body = ArdErrorBody, description = "`INVALID_ARGUMENT`: a malformed filter, order, page size or token"),
-              (status = 429, body = ArdErrorBody, description = "`RATE_LIMIT_EXCEEDED`")))]
+              (status = 429, body = ArdErrorBody, description = "`RATE_LIMIT_EXCEEDED`")),
+    security((), ("bearer" = [])))]
 pub async fn list(
     State(ard): State<Arc<Ard>>,
     viewer: Viewer,
@@ -221,7 +226,8 @@ pub async fn list(
                 headers(("ETag" = String, description = "Of the entry"), ("Cache-Control" = String), ("Last-Modified" = String))),
               (status = 304, description = "Not modified"),
               (status = 400, body = ArdErrorBody, description = "`INVALID_ARGUMENT`: not a `urn:air:` identifier"),
-              (status = 404, body = ArdErrorBody, description = "`NOT_FOUND`: no ACTIVE agent has it")))]
+              (status = 404, body = ArdErrorBody, description = "`NOT_FOUND`: no ACTIVE agent has it")),
+    security((), ("bearer" = [])))]
 pub async fn lookup(
     State(ard): State<Arc<Ard>>,
     viewer: Viewer,

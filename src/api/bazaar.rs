@@ -307,7 +307,8 @@ fn resources(page: Option<&SearchPage>, base_url: &str) -> Vec<DiscoveryResource
 /// ACTIVE agents that take x402 payments, in the order they went live.
 #[utoipa::path(get, path = "/discovery/resources", tag = "discovery",
     params(ResourceFilters, ResourcesQuery),
-    responses((status = 200, body = DiscoveryResources)))]
+    responses((status = 200, body = DiscoveryResources)),
+    security((), ("bearer" = [])))]
 pub async fn list_resources(
     State(state): State<AppState>,
     viewer: Viewer,
@@ -339,7 +340,8 @@ pub async fn list_resources(
 /// ACTIVE agents that take x402 payments, best match for `query` first.
 #[utoipa::path(get, path = "/discovery/search", tag = "discovery",
     params(SearchQuery, ResourceFilters),
-    responses((status = 200, body = DiscoverySearch)))]
+    responses((status = 200, body = DiscoverySearch)),
+    security((), ("bearer" = [])))]
 pub async fn search_resources(
     State(state): State<AppState>,
     viewer: Viewer,

@@ -63,7 +63,8 @@ pub struct ChangePage {
 /// private agents the caller may see.
 #[utoipa::path(get, path = "/public/changes", tag = "public",
     params(FeedQuery),
-    responses((status = 200, body = ChangePage)))]
+    responses((status = 200, body = ChangePage)),
+    security((), ("bearer" = [])))]
 pub async fn list_changes(
     State(state): State<AppState>,
     viewer: Viewer,

@@ -50,7 +50,8 @@ pub struct ServersQuery {
 #[utoipa::path(get, path = "/v0.1/servers", tag = "discovery",
     params(ServersQuery),
     responses((status = 200, description = "`{servers: [{server: server.json, _meta}], metadata: {nextCursor, count}}`", body = Object),
-              (status = 400, body = crate::error::Problem, description = "`invalid_parameter`: a malformed cursor, limit, updated_since or search")))]
+              (status = 400, body = crate::error::Problem, description = "`invalid_parameter`: a malformed cursor, limit, updated_since or search")),
+    security((), ("bearer" = [])))]
 pub async fn list_servers(
     State(state): State<AppState>,
     viewer: Viewer,
@@ -120,7 +121,8 @@ pub async fn list_servers(
     params(("name" = String, Path, description = "The MCP name, `/` percent-encoded: `io.github.acme%2Fweather`"),
            ("version" = String, Path, description = "`latest`, or one of the server's versions")),
     responses((status = 200, description = "`{server: server.json, _meta}`", body = Object),
-              (status = 404, body = crate::error::Problem, description = "`agent_not_found`: no ACTIVE MCP server of that name, or it never had that version (or was no MCP server at it)")))]
+              (status = 404, body = crate::error::Problem, description = "`agent_not_found`: no ACTIVE MCP server of that name, or it never had that version (or was no MCP server at it)")),
+    security((), ("bearer" = [])))]
 pub async fn get_server(
     State(state): State<AppState>,
     viewer: Viewer,
@@ -157,7 +159,8 @@ pub async fn get_server(
 #[utoipa::path(get, path = "/v0.1/servers/{name}/versions", tag = "discovery",
     params(("name" = String, Path, description = "The MCP name, `/` percent-encoded: `io.github.acme%2Fweather`")),
     responses((status = 200, description = "`{servers: [{server: server.json, _meta}], metadata: {count}}`", body = Object),
-              (status = 404, body = crate::error::Problem, description = "`agent_not_found`: no ACTIVE MCP server of that name")))]
+              (status = 404, body = crate::error::Problem, description = "`agent_not_found`: no ACTIVE MCP server of that name")),
+    security((), ("bearer" = [])))]
 pub async fn list_server_versions(
     State(state): State<AppState>,
     viewer: Viewer,

@@ -33,7 +33,8 @@ use crate::wire::{AgentPage, AgentRecord, PageView, VersionList};
         ("limit" = Option<i64>, Query, description = "Page size, default 20, max 100; values below 1 are read as 1, above 100 as 100"),
         ("cursor" = Option<String>, Query, description = "`next_cursor` of the previous page"),
     ),
-    responses((status = 200, body = AgentPage)))]
+    responses((status = 200, body = AgentPage)),
+    security((), ("bearer" = [])))]
 pub async fn list_agents(
     State(state): State<AppState>,
     viewer: Viewer,
@@ -48,7 +49,8 @@ pub async fn list_agents(
 /// Semantic search with filters in a JSON body.
 #[utoipa::path(post, path = "/public/agents/search", tag = "public",
     request_body(content = crate::wire::schema::SearchRequest, description = "`{query, limit (default 5, max 100), cursor, sort, collapse, facets, filters: {target, category, tags, verification_level, payment_model, payment_protocol, payment_rail, payment_direction}}`"),
-    responses((status = 200, body = AgentPage)))]
+    responses((status = 200, body = AgentPage)),
+    security((), ("bearer" = [])))]
 pub async fn search_agents(
     State(state): State<AppState>,
     viewer: Viewer,
@@ -63,7 +65,8 @@ pub async fn search_agents(
 /// The full record of one ACTIVE agent, by id or package name.
 #[utoipa::path(get, path = "/public/agents/{identifier}", tag = "public",
     params(("identifier" = String, Path, description = "Agent id or package name")),
-    responses((status = 200, body = AgentRecord), (status = 404, body = crate::error::Problem, description = "`agent_not_found`: unknown or not ACTIVE")))]
+    responses((status = 200, body = AgentRecord), (status = 404, body = crate::error::Problem, description = "`agent_not_found`: unknown or not ACTIVE")),
+    security((), ("bearer" = [])))]
 pub async fn get_agent(
     State(state): State<AppState>,
     viewer: Viewer,
@@ -79,7 +82,8 @@ pub async fn get_agent(
 #[utoipa::path(get, path = "/public/agents/{identifier}/versions", tag = "public",
     params(("identifier" = String, Path, description = "Agent id or package name")),
     responses((status = 200, body = VersionList),
-              (status = 404, body = crate::error::Problem, description = "`agent_not_found`: unknown or not ACTIVE")))]
+              (status = 404, body = crate::error::Problem, description = "`agent_not_found`: unknown or not ACTIVE")),
+    security((), ("bearer" = [])))]
 pub async fn list_versions(
     State(state): State<AppState>,
     viewer: Viewer,
@@ -96,7 +100,8 @@ pub async fn list_versions(
     params(("identifier" = String, Path, description = "Agent id or package name"),
            ("version" = String, Path, description = "A version string as `/versions` lists it, matched exactly")),
     responses((status = 200, body = AgentRecord),
-              (status = 404, body = crate::error::Problem, description = "`agent_not_found`: unknown or not ACTIVE; `version_not_found`: the agent never had this version")))]
+              (status = 404, body = crate::error::Problem, description = "`agent_not_found`: unknown or not ACTIVE; `version_not_found`: the agent never had this version")),
+    security((), ("bearer" = [])))]
 pub async fn get_version(
     State(state): State<AppState>,
     viewer: Viewer,
@@ -123,7 +128,8 @@ pub async fn get_version(
     responses((status = 200, description = "A2A v1.0 AgentCard", body = crate::wire::schema::AgentCard,
                 headers(("ETag" = String, description = "Of the card's content"), ("Cache-Control" = String))),
               (status = 304, description = "Not modified"),
-              (status = 404, body = crate::error::Problem, description = "`agent_not_found`: unknown or not ACTIVE")))]
+              (status = 404, body = crate::error::Problem, description = "`agent_not_found`: unknown or not ACTIVE")),
+    security((), ("bearer" = [])))]
 pub async fn resolve_card(
     State(state): State<AppState>,
     viewer: Viewer,

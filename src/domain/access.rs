@@ -183,13 +183,21 @@ pub enum Viewer {
     #[default]
     Anonymous,
     /// A person or token: the private agents of these owners too (the caller's own owner name,
-    /// the namespaces its identity grants, `org:<name>` for each of its organisations), sorted.
+    /// the namespaces its identity grants, `org:<name>` for each of its organisations), sorted
+    /// and distinct (`Viewer::of_owners` makes them so).
     Owners(std::sync::Arc<[String]>),
     /// The master key: every agent.
     Everyone,
 }
 
 impl Viewer {
+    /// A viewer who sees the private agents of `owners` (in any order).
+    pub fn of_owners(mut owners: Vec<String>) -> Self {
+        owners.sort_unstable();
+        owners.dedup();
+        Self::Owners(owners.into())
+    }
+
     /// Whether this viewer may see an agent of `owner` with `visibility` at all.
     pub fn sees(&self, owner: &str, visibility: super::agent::Visibility) -> bool {
         visibility != super::agent::Visibility::Private || self.sees_private_of(owner)

@@ -166,6 +166,8 @@ pub(super) struct Catalog {
     pub(super) public: SlotSet,
     /// The slots of private agents, by owner.
     pub(super) private: HashMap<Arc<str>, SlotSet>,
+    /// The slots of every private agent.
+    pub(super) private_slots: SlotSet,
 }
 
 /// The agents a viewer may find, as a search starts from them.
@@ -234,17 +236,23 @@ impl Catalog {
                 if let Some(key) = &old.group {
                     self.groups.remove(key, slot);
                 }
-                forget_audience(&mut self.public, &mut self.private, slot, old);
+                forget_audience(
+                    (&mut self.public, &mut self.private, &mut self.private_slots),
+                    slot,
+                    old,
+                );
             }
             None => self.live += 1,
         }
         match &doc.private_to {
             None => self.public.insert(slot),
-            Some(owner) => self
-                .private
-                .entry(Arc::clone(owner))
-                .or_default()
-                .insert(slot),
+            Some(owner) => {
+                self.private
+                    .entry(Arc::clone(owner))
+                    .or_default()
+                    .insert(slot);
+                self.private_slots.insert(slot);
+            }
         }
         self.facets.insert(slot, doc.facetted());
         if let Some(key) = &doc.group {
@@ -269,7 +277,11 @@ impl Catalog {
         }
         let removed = self.docs[slot as usize].take();
         if let Some(old) = &removed {
-            forget_audience(&mut self.public, &mut self.private, slot, old);
+            forget_audience(
+                (&mut self.public, &mut self.private, &mut self.private_slots),
+                slot,
+                old,
+            );
             self.facets.remove(slot, old.facetted());
             if let Some(key) = &old.group {
                 self.groups.remove(key, slot);
@@ -388,16 +400,16 @@ impl Catalog {
     }
 }
 
-/// Take `slot` (holding `old`) out of the public set or its owner's private one.
+/// Take `slot` (holding `old`) out of the public set, or out of the private ones.
 fn forget_audience(
-    public: &mut SlotSet,
-    private: &mut HashMap<Arc<str>, SlotSet>,
+    (public, private, private_slots): (&mut SlotSet, &mut HashMap<Arc<str>, SlotSet>, &mut SlotSet),
     slot: u32,
     old: &Doc,
 ) {
     match &old.private_to {
         None => public.remove(slot),
         Some(owner) => {
+            private_slots.remove(slot);
             if let Some(set) = private.get_mut(owner) {
                 set.remove(slot);
                 if set.is_empty() {

@@ -120,8 +120,9 @@ impl SearchIndex {
             // most matches of a common word are only counted.
             // Without a filter or facets, a match's only effect below the page's floor is to
             // be counted, and the search counts those 64 documents at a time.
+            // The bits count the public matches; a caller who sees private agents too has
+            // the other matches handed over one by one (`visits_unshown`), few of them.
             let by_documents = allowed.is_none()
-                && catalog.is_public(&visible)
                 && tally.counter.is_none()
                 && self
                     .count_by_documents
@@ -131,7 +132,7 @@ impl SearchIndex {
                 version: self
                     .catalog_version
                     .load(std::sync::atomic::Ordering::Relaxed),
-                live: base,
+                live: &catalog.public,
                 hidden,
             });
             let mut keyword = KeywordOnly {
@@ -140,6 +141,16 @@ impl SearchIndex {
                 tally,
                 top,
                 counted_by_documents,
+                // The third variant: every private agent, the only ones a caller may see
+                // beyond the public.
+                unshown: (!catalog.is_public(&visible)).then(|| text::ShownFilter {
+                    variant: 2,
+                    version: self
+                        .catalog_version
+                        .load(std::sync::atomic::Ordering::Relaxed),
+                    live: &catalog.private_slots,
+                    hidden: None,
+                }),
             };
             self.keyword_matches(&request.text, &mut keyword);
             let KeywordOnly { tally, top, .. } = keyword;
@@ -260,6 +271,9 @@ struct KeywordOnly<'c, 'r, S, P> {
     /// (`MatchVisitor::shown_filter`): one variant per value of duplicate collapsing, the only
     /// filter it is offered with.
     counted_by_documents: Option<text::ShownFilter<'r>>,
+    /// When the caller sees more than the public agents the document bits count: the
+    /// private agents, whose matches are visited one by one.
+    unshown: Option<text::ShownFilter<'r>>,
 }
 
 impl<S, P> MatchVisitor for KeywordOnly<'_, '_, S, P>
@@ -278,6 +292,10 @@ where
 
     fn shown_filter(&self) -> Option<text::ShownFilter<'_>> {
         self.counted_by_documents
+    }
+
+    fn unshown_filter(&self) -> Option<text::ShownFilter<'_>> {
+        self.unshown
     }
 
     /// The page's floor: the prior never raises a score, so a match scoring under it is
@@ -309,6 +327,7 @@ where
             tally: self.tally.split(),
             top: TopHits::new(self.top.reach),
             counted_by_documents: self.counted_by_documents,
+            unshown: self.unshown,
         })
     }
 

@@ -133,6 +133,10 @@ fn visit_shown(
     // and segments start at multiples of 64 documents).
     let (first, base) = (scores.first / 64, segment.base / 64);
     let (mut counted, mut below) = (0, 0);
+    // The bits of the other slots the visitor may want; all of them when none are built.
+    let unshown = visitor
+        .unshown_filter()
+        .map(|filter| segment.shown_docs(&filter));
     for word in words {
         let touched = std::mem::take(&mut scores.touched[word]);
         if touched == 0 {
@@ -141,6 +145,23 @@ fn visit_shown(
         let shown_word = (first + word)
             .checked_sub(base)
             .and_then(|at| shown.get(at).copied());
+        if let Some(unshown) = &unshown {
+            let wanted = match unshown {
+                Some(docs) => (first + word)
+                    .checked_sub(base)
+                    .and_then(|at| docs.bits.get(at).copied())
+                    .unwrap_or(0),
+                None => u64::MAX,
+            };
+            let mut rest = touched & !shown_word.unwrap_or(0) & wanted;
+            while rest != 0 {
+                let at = word * 64 + rest.trailing_zeros() as usize;
+                rest &= rest - 1;
+                if let Some(slot) = segment.slot(scores.first + at) {
+                    visitor.visit(slot, scores.scores[at]);
+                }
+            }
+        }
         let mut hits = touched & shown_word.unwrap_or(0);
         counted += hits.count_ones() as usize;
         let floor = visitor.floor();
@@ -196,6 +217,14 @@ pub trait MatchVisitor {
         None
     }
 
+    /// The slots beyond its `shown_filter` that may still be the visitor's (it shows more
+    /// than the filter its bits count: a caller's private agents beside the public ones).
+    /// Matches among them are handed to `visit`, one by one, which decides; when this
+    /// filter's bits are not built yet, every match the shown filter leaves out is.
+    fn unshown_filter(&self) -> Option<ShownFilter<'_>> {
+        None
+    }
+
     /// Scores under this cannot change what the visitor keeps (with a `shown_filter`).
     fn floor(&self) -> f64 {
         f64::NEG_INFINITY
@@ -230,7 +259,7 @@ pub trait MatchVisitor {
 /// Which slots a visitor's matches are counted for (`MatchVisitor::shown_filter`).
 #[derive(Clone, Copy)]
 pub struct ShownFilter<'a> {
-    /// Which of the (two) filters a search can name: each keeps its own document bit sets.
+    /// Which of the (three) filters a search can name: each keeps its own document bit sets.
     pub variant: usize,
     /// Changes whenever the filter may show a different set of slots.
     pub version: u64,
@@ -246,7 +275,7 @@ impl ShownFilter<'_> {
 }
 
 /// How many filters get document bit sets of their own (`ShownFilter::variant`).
-pub const SHOWN_VARIANTS: usize = 2;
+pub const SHOWN_VARIANTS: usize = 3;
 
 /// The documents of one segment a filter shows (alive, with a slot, and shown), one bit each.
 struct ShownDocs {

@@ -600,6 +600,15 @@ pub fn filter_properties() -> Map<String, Value> {
         "payment_direction".to_owned(),
         closed_filter(&["inbound", "outbound", "both"], true, "Payment direction."),
     );
+    map.insert("max_severity".to_owned(), {
+        let words = ["none", "low", "medium", "high", "critical"];
+        let term = words.iter().map(|w| ci(w)).collect::<Vec<_>>().join("|");
+        let item = json!({"type": "string", "pattern": format!("^[{WS}]*(?:{term})?[{WS}]*$")});
+        json!({
+            "anyOf": [item.clone(), {"type": "array", "items": item, "maxItems": 1}, {"type": "null"}],
+            "description": "Only agents whose worst scanner finding is at most this severity: `none` (clean), `low`, `medium`, `high` or `critical` (every agent); ASCII case is ignored.",
+        })
+    });
     map.insert(
         "health".to_owned(),
         closed_filter(
@@ -1128,13 +1137,14 @@ fn search_facets() -> Value {
     json!({
         "type": "object",
         "description": "The search's matches (all `total` of them, duplicates collapsed as in the list, not only this page) counted per facet value; a value no match has is absent.",
-        "required": ["category", "tags", "payment_model", "health"],
+        "required": ["category", "tags", "payment_model", "health", "security"],
         "additionalProperties": false,
         "properties": {
             "category": counts("Per category. Categories that differ only in case are one (as the `category` filter compares them), named by the spelling most agents use. Agents without a category are not counted.", None),
             "tags": tags,
             "payment_model": counts("Per payment model, as the `payment_model` filter names them. Agents that state no payment terms are not counted (no `payment_model` filter matches them).", Some(&["free", "paid", "freemium"])),
             "health": counts("Per health status: what the liveness prober last found, `unknown` before the first probe, `not_probed` for agents that list no endpoint.", Some(&["up", "down", "not_conformant", "unknown", "not_probed"])),
+            "security": counts("Per worst scanner finding, as the `max_severity` filter names them: `none` for a clean agent.", Some(&["none", "low", "medium", "high", "critical"])),
         },
     })
 }
@@ -1221,7 +1231,8 @@ fn parameter_schema(path: &str, name: &str) -> Option<Value> {
         }
         (
             "/public/agents",
-            "verification_level" | "payment_model" | "payment_direction" | "health",
+            "verification_level" | "payment_model" | "payment_direction" | "health"
+            | "max_severity",
         ) => filter_properties().get(name)?["anyOf"][0].clone(),
         ("/api/agents", "cursor") => json!({
             "type": "string",

@@ -21,7 +21,7 @@ const EXCERPT_CHARS: usize = 160;
 const MAX_SCHEMA_STRINGS: usize = 256;
 
 /// How bad a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
     None,
@@ -32,6 +32,26 @@ pub enum Severity {
 }
 
 impl Severity {
+    /// Every severity, least first.
+    pub const ALL: [Severity; 5] = [
+        Severity::None,
+        Severity::Low,
+        Severity::Medium,
+        Severity::High,
+        Severity::Critical,
+    ];
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|severity| severity.as_str().eq_ignore_ascii_case(text.trim()))
+    }
+
+    /// Its place in `ALL`.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::None => "none",

@@ -12,6 +12,7 @@ use super::text::DocText;
 use super::vectors::VectorStore;
 use super::{Filters, Listing, duplicates};
 use crate::domain::access::Viewer;
+use crate::domain::scan::Severity;
 use crate::domain::{Health, HealthStatus, health};
 use crate::store::Agent;
 
@@ -49,8 +50,9 @@ impl Doc {
         }
     }
 
-    /// The index's copy of `agent`, and the text to index it by.
-    pub(super) fn of(agent: &Agent) -> (Doc, DocText) {
+    /// The index's copy of `agent`, and the text to index it by. `severity`: the scanner's
+    /// verdict on its texts as stored with it; scanned here when `None`.
+    pub(super) fn of(agent: &Agent, severity: Option<Severity>) -> (Doc, DocText) {
         let draft = &agent.draft;
         let text = doc_text(agent);
         let id: Arc<str> = Arc::from(agent.id.as_str());
@@ -66,6 +68,7 @@ impl Doc {
                 category: draft.category.as_deref().map(str::to_lowercase),
                 verification_level: agent.verification_level,
                 payment_model: draft.payment.as_ref().map(|payment| payment.model),
+                severity: severity.unwrap_or_else(|| crate::domain::scan::scan(draft).max_severity),
             },
             content_hash: ContentHash::of(&embedding_text(&text)),
             text_hash: text_hash(&text),
@@ -125,10 +128,19 @@ pub(super) type Read = (Arc<Doc>, DocText);
 /// The indexed ones of `agents` (ACTIVE, public or private), read for the index: an unlisted
 /// agent is in no list, search or count, so the index does not hold it.
 pub(super) fn read_active<'a>(agents: impl Iterator<Item = &'a Agent>) -> Vec<Read> {
+    read_active_scanned(agents, &HashMap::new())
+}
+
+/// `read_active`, with the scanner's verdicts stored for some of them (the others are
+/// scanned).
+pub(super) fn read_active_scanned<'a>(
+    agents: impl Iterator<Item = &'a Agent>,
+    scanned: &HashMap<String, Severity>,
+) -> Vec<Read> {
     agents
         .filter(|agent| agent.is_indexed())
         .map(|agent| {
-            let (doc, text) = Doc::of(agent);
+            let (doc, text) = Doc::of(agent, scanned.get(&agent.id).copied());
             (Arc::new(doc), text)
         })
         .collect()

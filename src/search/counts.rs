@@ -22,4 +22,7 @@ pub struct FacetCounts {
     pub payment_model: BTreeMap<String, usize>,
     /// `up`, `down`, `not_conformant`, `unknown`, `not_probed`.
     pub health: BTreeMap<String, usize>,
+    /// By the worst finding of the scanner: `none` (clean), `low`, `medium`, `high`,
+    /// `critical`.
+    pub security: BTreeMap<String, usize>,
 }

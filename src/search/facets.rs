@@ -16,6 +16,7 @@ use super::Filters;
 use super::counts::{FacetCounts, TOP_TAGS};
 use super::listing::Strs;
 use crate::domain::HealthStatus;
+use crate::domain::scan::Severity;
 
 /// A set of slots, one bit each.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -116,6 +117,8 @@ pub struct Facets {
     pub verification_level: VerificationLevel,
     /// `None` when the agent states no payment terms.
     pub payment_model: Option<PaymentModel>,
+    /// The worst finding of the scanner in the agent's texts (`none` when clean).
+    pub severity: Severity,
 }
 
 /// What the facet index reads of one agent: its facets, and its tags and category as listed.
@@ -237,6 +240,8 @@ struct Counted {
     tags_len: u16,
     /// `PaymentModel` as an index of `PaymentModel::ALL`; `NO_MODEL` without payment terms.
     payment_model: u8,
+    /// `Severity` as an index of `Severity::ALL`.
+    severity: u8,
 }
 
 const NO_VALUE: u32 = u32::MAX;
@@ -248,6 +253,7 @@ impl Counted {
         tags_start: 0,
         tags_len: 0,
         payment_model: NO_MODEL,
+        severity: 0,
     };
 
     fn tags(self) -> std::ops::Range<usize> {
@@ -278,6 +284,7 @@ pub struct FacetIndex {
     categories: HashMap<String, SlotList>,
     tags: HashMap<String, SlotList>,
     levels: HashMap<VerificationLevel, SlotList>,
+    severities: HashMap<Severity, SlotList>,
     /// Every slot holding an agent.
     live: SlotSet,
     category_values: Values,
@@ -338,6 +345,7 @@ impl FacetIndex {
             insert_slot(&mut self.tags, tag.to_owned(), slot);
         }
         insert_slot(&mut self.levels, facets.verification_level, slot);
+        insert_slot(&mut self.severities, facets.severity, slot);
         let category = facets.category.as_deref().map_or(NO_VALUE, |key| {
             let label = of.category_label.unwrap_or(key);
             self.category_values.acquire(key, label)
@@ -359,6 +367,7 @@ impl FacetIndex {
             tags_start,
             tags_len,
             payment_model: facets.payment_model.map_or(NO_MODEL, model_index),
+            severity: u8::try_from(facets.severity.index()).unwrap_or(0),
         };
     }
 
@@ -392,6 +401,7 @@ impl FacetIndex {
             remove_slot(&mut self.tags, tag, slot);
         }
         remove_slot(&mut self.levels, &facets.verification_level, slot);
+        remove_slot(&mut self.severities, &facets.severity, slot);
         if let Some(counted) = self.counted.get_mut(slot as usize) {
             let counted = std::mem::replace(counted, Counted::EMPTY);
             if counted.category != NO_VALUE {
@@ -418,6 +428,7 @@ impl FacetIndex {
             any_of(&self.categories, &filters.categories),
             any_of(&self.tags, &filters.tags),
             any_of(&self.levels, &filters.verification_levels),
+            any_of(&self.severities, &filters.severities),
         ]
         .into_iter()
         .flatten()
@@ -443,6 +454,7 @@ impl FacetIndex {
             tags: vec![0; self.tag_values.len()],
             payment_models: [0; PaymentModel::ALL.len()],
             health: [0; HealthStatus::ALL.len()],
+            security: [0; Severity::ALL.len()],
         }
     }
 }
@@ -457,6 +469,8 @@ pub struct FacetCounter<'a> {
     /// In the order of `PaymentModel::ALL` and `HealthStatus::ALL`.
     payment_models: [u32; 3],
     health: [u32; HealthStatus::ALL.len()],
+    /// In the order of `Severity::ALL`.
+    security: [u32; Severity::ALL.len()],
 }
 
 impl FacetCounter<'_> {
@@ -480,6 +494,9 @@ impl FacetCounter<'_> {
             *count += 1;
         }
         self.health[health.index()] += 1;
+        if let Some(count) = self.security.get_mut(usize::from(counted.severity)) {
+            *count += 1;
+        }
     }
 
     /// A tally of the same index with nothing counted yet: for part of a search's matches,
@@ -500,6 +517,9 @@ impl FacetCounter<'_> {
             *count += more;
         }
         for (count, more) in self.health.iter_mut().zip(other.health) {
+            *count += more;
+        }
+        for (count, more) in self.security.iter_mut().zip(other.security) {
             *count += more;
         }
     }
@@ -536,6 +556,7 @@ impl FacetCounter<'_> {
                 &PaymentModel::ALL.map(PaymentModel::as_str),
             ),
             health: present(&self.health, &HealthStatus::ALL.map(HealthStatus::as_str)),
+            security: present(&self.security, &Severity::ALL.map(Severity::as_str)),
         }
     }
 }
@@ -632,6 +653,7 @@ mod tests {
                 category: Some(category.to_owned()),
                 verification_level: level,
                 payment_model: None,
+                severity: Severity::None,
             },
             label: None,
             tags: crate::search::listing::Packed::of(tags.iter().copied()),
@@ -723,6 +745,7 @@ mod tests {
                 category: Some(category.to_lowercase()),
                 verification_level: VerificationLevel::Unverified,
                 payment_model: model,
+                severity: Severity::None,
             },
             label: Some(category.to_owned()),
             tags: crate::search::listing::Packed::of(tags.iter().copied()),

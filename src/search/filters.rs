@@ -3,6 +3,7 @@
 
 use crate::domain::HealthStatus;
 use crate::domain::payment::{PaymentFilter, PaymentFilterInput};
+use crate::domain::scan::Severity;
 use crate::domain::x402::X402Filter;
 use crate::store::VerificationLevel;
 
@@ -20,6 +21,8 @@ pub struct RawFilters {
     pub collapse: Option<bool>,
     /// `health`: comma-separated statuses (OR).
     pub health: Option<String>,
+    /// `max_severity`: the worst scanner finding an agent may have.
+    pub max_severity: Option<String>,
 }
 
 /// Most distinct values one filter may list.
@@ -47,6 +50,9 @@ pub struct Filters {
     pub collapse_duplicates: bool,
     /// Only agents whose last probe found one of these (an agent never probed is `unknown`).
     pub health: Vec<HealthStatus>,
+    /// The scanner severities an agent's worst finding may have (`max_severity` and those
+    /// below it); empty: any.
+    pub severities: Vec<Severity>,
     /// A test on each listed agent that a transport compiled from its own filter language (the
     /// ARD API's term paths). No query string or body of the search paths sets it.
     pub listing: Option<ListingFilter>,
@@ -118,6 +124,7 @@ impl Filters {
             && self.x402.is_none()
             && self.mcp.is_none()
             && self.health.is_empty()
+            && self.severities.is_empty()
             && self.listing.is_none()
     }
 
@@ -197,6 +204,22 @@ impl Filters {
                 })
             })
             .collect::<Result<_, _>>()?;
+        let severities = match raw.max_severity.as_deref().map(str::trim) {
+            None | Some("") => Vec::new(),
+            Some(text) => {
+                let max = Severity::parse(text).ok_or_else(|| SearchError::InvalidParameter {
+                    parameter: "max_severity".to_owned(),
+                    message: format!(
+                        "unknown max_severity '{}'; allowed: none, low, medium, high, critical",
+                        crate::domain::truncate(text, 40)
+                    ),
+                })?;
+                Severity::ALL
+                    .into_iter()
+                    .filter(|severity| *severity <= max)
+                    .collect()
+            }
+        };
         Ok(Self {
             targets: comma_terms(raw.target.as_deref()),
             categories: comma_terms(raw.category.as_deref()),
@@ -207,6 +230,7 @@ impl Filters {
             mcp: None,
             collapse_duplicates: raw.collapse.unwrap_or(true),
             health,
+            severities,
             listing: None,
         })
     }

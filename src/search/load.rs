@@ -5,10 +5,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::SearchIndex;
-use super::catalog::{Catalog, Read, read_active};
+use super::catalog::{Catalog, Read, read_active, read_active_scanned};
 use super::fill::{Texts, serving_store};
 use super::text::{self, Staged, TextIndex, TextIndexError};
 use super::vectors::VectorStore;
+use crate::domain::scan::Severity;
 use crate::store::{Agent, AgentState, Store};
 
 impl SearchIndex {
@@ -84,26 +85,37 @@ impl SearchIndex {
         let mut build = CatalogBuild::new(self.serving_vectors(), saved_slots);
         // Where the time goes: waiting for the store's pages, and cataloguing them.
         let (mut waited, mut catalogued) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
+        let mut unscanned: Vec<(String, Severity)> = Vec::new();
         loop {
             let asked = std::time::Instant::now();
             let Some(page) = pages.recv().await else {
                 break;
             };
             waited += asked.elapsed();
-            let page = page?;
+            let (page, scanned) = page?;
             let text = Arc::clone(&text);
             let began = std::time::Instant::now();
-            build = tokio::task::spawn_blocking(move || -> anyhow::Result<CatalogBuild> {
-                use rayon::prelude::*;
-                // Both cores: a page's documents are built in two halves.
-                let docs: Vec<Read> = page
-                    .par_chunks(page.len().div_ceil(2).max(1))
-                    .flat_map_iter(|half| read_active(half.iter()))
-                    .collect();
-                build.add(docs, &text)?;
-                Ok(build)
-            })
+            let (built, found) = tokio::task::spawn_blocking(
+                move || -> anyhow::Result<(CatalogBuild, Vec<(String, Severity)>)> {
+                    use rayon::prelude::*;
+                    // Both cores: a page's documents are built in two halves.
+                    let docs: Vec<Read> = page
+                        .par_chunks(page.len().div_ceil(2).max(1))
+                        .flat_map_iter(|half| read_active_scanned(half.iter(), &scanned))
+                        .collect();
+                    // The agents scanned here, whose verdict is stored for the next start.
+                    let found = docs
+                        .iter()
+                        .filter(|(doc, _)| !scanned.contains_key(&*doc.id))
+                        .map(|(doc, _)| (doc.id.to_string(), doc.facets.severity))
+                        .collect();
+                    build.add(docs, &text)?;
+                    Ok((build, found))
+                },
+            )
             .await??;
+            build = built;
+            unscanned.extend(found);
             catalogued += began.elapsed();
         }
         let (catalog, mut counts) = build.finish(&text)?;
@@ -143,6 +155,23 @@ impl SearchIndex {
             std::sync::atomic::Ordering::Relaxed,
         );
         self.serve_catalog(catalog, started);
+        if !unscanned.is_empty() {
+            // Agents written before verdicts were stored (or by another scanner version):
+            // stored now, off the start-up's path, so the next start reads them.
+            let store = Arc::clone(&self.store);
+            tokio::spawn(async move {
+                match store.record_scan_severities(&unscanned).await {
+                    Ok(()) => tracing::info!(
+                        agents = unscanned.len(),
+                        scanner = crate::domain::scan::SCANNER,
+                        "scanned the agents that had no stored verdict"
+                    ),
+                    Err(err) => {
+                        tracing::warn!(error = %err, "cannot store the scanner's verdicts")
+                    }
+                }
+            });
+        }
         Ok(counts)
     }
 
@@ -232,18 +261,28 @@ const LOAD_PAGES_AHEAD: usize = 4;
 /// (sent on), or nobody listens.
 async fn read_active_pages(
     store: Arc<dyn Store>,
-    out: tokio::sync::mpsc::Sender<anyhow::Result<Vec<Agent>>>,
+    out: tokio::sync::mpsc::Sender<anyhow::Result<ScannedPage>>,
 ) {
     let mut after: Option<String> = None;
     loop {
-        match store
+        let page = match store
             .agents_page(Some(AgentState::Active), after.as_deref(), LOAD_PAGE)
             .await
         {
             Ok(page) => {
-                let last = page.last().map(|agent| agent.id.clone());
-                let full = page.len() == LOAD_PAGE as usize;
-                if (!page.is_empty() && out.send(Ok(page)).await.is_err()) || !full {
+                let ids: Vec<String> = page.iter().map(|agent| agent.id.clone()).collect();
+                store
+                    .scan_severities(&ids)
+                    .await
+                    .map(|scanned| (page, scanned.into_iter().collect()))
+            }
+            Err(err) => Err(err),
+        };
+        match page {
+            Ok(page) => {
+                let last = page.0.last().map(|agent| agent.id.clone());
+                let full = page.0.len() == LOAD_PAGE as usize;
+                if (!page.0.is_empty() && out.send(Ok(page)).await.is_err()) || !full {
                     return;
                 }
                 after = last;
@@ -255,6 +294,9 @@ async fn read_active_pages(
         }
     }
 }
+
+/// A page of ACTIVE agents, with the scanner's verdicts stored for them.
+type ScannedPage = (Vec<Agent>, HashMap<String, Severity>);
 
 /// Whether a saved keyword index is worth starting from: its slots are never reused, so
 /// deleted agents leave holes, and a table mostly of holes is rebuilt compactly instead.

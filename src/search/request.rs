@@ -60,7 +60,7 @@ pub struct SearchRequest {
     /// Matches skipped (after the cursor, if any) before the page: offset paging, for the
     /// paths that offer it. 0 everywhere else.
     pub offset: usize,
-    /// Also count the matches per category, tag, payment model and health (`counts`).
+    /// Also count the matches per category, tag, payment model, health and scanner severity (`counts`).
     pub facets: bool,
     /// Whose private agents the search may find (anonymous: none). Part of the search, like a
     /// filter: totals, facets and pages count only what the viewer may see.
@@ -169,6 +169,7 @@ pub fn from_query_pairs(
         category: joined("category"),
         tags: joined("tags").or_else(|| joined("tag")),
         verification_level: joined("verification_level"),
+        max_severity: joined("max_severity"),
         payment: PaymentFilterInput {
             model: joined("payment_model"),
             protocol: joined("payment_protocol"),
@@ -191,7 +192,7 @@ pub fn from_query_pairs(
         Some(value) => parse_bool(&value).ok_or_else(|| {
             invalid(
                 "facets",
-                "must be true (count the matches per category, tag, payment model and health) or false",
+                "must be true (count the matches per category, tag, payment model, health and scanner severity) or false",
             )
         })?,
     };
@@ -271,6 +272,7 @@ pub fn from_json(body: &Value, limits: Limits) -> Result<SearchRequest, SearchEr
         category: filter(&["category"])?,
         tags: filter(&["tags"])?,
         verification_level: filter(&["verification_level", "verificationLevel"])?,
+        max_severity: filter(&["max_severity", "maxSeverity"])?,
         payment: PaymentFilterInput {
             model: filter(&["payment_model", "paymentModel"])?,
             protocol: filter(&["payment_protocol", "paymentProtocol"])?,

@@ -911,7 +911,8 @@ async fn a_restart_restores_the_vector_index_from_its_snapshot() {
 
 #[test]
 fn a_saved_vector_goes_to_its_agents_slot_only_while_its_text_is_the_same() {
-    let doc = |package: &str, description: &str| Arc::new(Doc::of(&active(package, description)).0);
+    let doc =
+        |package: &str, description: &str| Arc::new(Doc::of(&active(package, description), None).0);
     let (a, b, c) = (
         doc("com.example.a", "Forecasts."),
         doc("com.example.b", "Tides."),

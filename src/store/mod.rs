@@ -86,6 +86,21 @@ pub trait Store: Send + Sync + 'static {
     /// 500 ids; ids of no agent are left out.
     async fn find_agents_by_id(&self, ids: &[String]) -> StoreResult<Vec<Agent>>;
 
+    /// The worst severity the current scanner (`scan::SCANNER`) found in each of these agents'
+    /// texts, as written with them; agents without one (written before it was stored, or
+    /// scanned by another version) are left out. One round trip per 500 ids.
+    async fn scan_severities(
+        &self,
+        ids: &[String],
+    ) -> StoreResult<Vec<(String, crate::domain::scan::Severity)>>;
+
+    /// Store the severities of agents scanned outside a write (those `scan_severities` left
+    /// out), unless the agent is gone.
+    async fn record_scan_severities(
+        &self,
+        found: &[(String, crate::domain::scan::Severity)],
+    ) -> StoreResult<()>;
+
     /// Replace the writable fields, and record the draft as its version in the agent's history
     /// (replacing what that version held, if the history has it). With `expected_revision`,
     /// fail with `VersionMismatch` when the stored revision differs. `NotFound` when the agent

@@ -29,6 +29,7 @@ use sqlx::{Database, Executor, FromRow, IntoArguments, Pool, Transaction, Type};
 use crate::domain::access::Viewer;
 use crate::domain::agent::Visibility;
 use crate::domain::health::{self, ProbeCount, ProbeOutcome, Uptime};
+use crate::domain::scan::{self, Severity};
 use crate::domain::{AgentDraft, DEFAULT_VERSION, Health, HealthStatus};
 use crate::timestamp::Timestamp;
 
@@ -235,6 +236,32 @@ fn private_audience(agent: &Agent) -> Option<&str> {
         .then_some(agent.owner.as_str())
 }
 
+/// Writes the scanner's verdict on agent `id`'s texts; with `if_agent`, only while the agent
+/// exists (a backfill racing a delete writes nothing).
+fn scan_upsert<'q, DB: Dialect>(
+    id: &'q str,
+    severity: Severity,
+    if_agent: bool,
+) -> Query<'q, DB, DB::Arguments<'q>>
+where
+    &'q str: Encode<'q, DB> + Type<DB>,
+{
+    let sql = if if_agent {
+        "INSERT INTO agent_scans (agent_id, max_severity, scanner) \
+         SELECT id, $2, $3 FROM agents WHERE id = $1 \
+         ON CONFLICT (agent_id) DO UPDATE SET max_severity = excluded.max_severity, \
+         scanner = excluded.scanner"
+    } else {
+        "INSERT INTO agent_scans (agent_id, max_severity, scanner) VALUES ($1, $2, $3) \
+         ON CONFLICT (agent_id) DO UPDATE SET max_severity = excluded.max_severity, \
+         scanner = excluded.scanner"
+    };
+    sqlx::query(sql)
+        .bind(id)
+        .bind(severity.as_str())
+        .bind(scan::SCANNER)
+}
+
 /// `DB::LOG_CHANGE` with the values of one change bound.
 fn change_insert<'q, DB: Dialect>(
     agent: &'q Agent,
@@ -398,6 +425,11 @@ where
     version_row(&VERSION_UPSERT, id, version, agent.revision, at, columns)
         .execute(&mut **tx)
         .await?;
+    // The scanner reads the texts as they are written, so the index need not at start-up.
+    let severity = scan::scan(&agent.draft).max_severity;
+    scan_upsert::<DB>(id, severity, false)
+        .execute(&mut **tx)
+        .await?;
     // Public changes are those of a listed agent (ACTIVE and public), before or after; the
     // other changes of a private ACTIVE agent, before or after, reach its owner's viewers.
     let reach = Reach::of(agent);
@@ -478,7 +510,7 @@ where
         return Ok(None);
     };
     let deleted = Agent::try_from(row)?;
-    for table in ["agent_probes", "agent_probe_days"] {
+    for table in ["agent_probes", "agent_probe_days", "agent_scans"] {
         sqlx::query(&format!("DELETE FROM {table} WHERE agent_id = $1"))
             .bind(id)
             .execute(&mut **tx)
@@ -997,6 +1029,53 @@ where
             }
         }
         Ok(found)
+    }
+
+    async fn scan_severities(&self, ids: &[String]) -> StoreResult<Vec<(String, Severity)>> {
+        const CHUNK: usize = 500;
+        let mut found = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(CHUNK) {
+            let wanted: Vec<&str> = chunk
+                .iter()
+                .filter(|id| !holds_nul(id))
+                .map(String::as_str)
+                .collect();
+            if wanted.is_empty() {
+                continue;
+            }
+            let placeholders = (2..wanted.len() + 2)
+                .map(|n| format!("${n}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let sql = format!(
+                "SELECT agent_id, max_severity FROM agent_scans \
+                 WHERE scanner = $1 AND agent_id IN ({placeholders})"
+            );
+            let mut query = sqlx::query_as::<_, (String, String)>(&sql).bind(scan::SCANNER);
+            for id in wanted {
+                query = query.bind(id);
+            }
+            for (id, severity) in query.fetch_all(&self.reader).await? {
+                // A value this program does not know is scanned again.
+                if let Some(severity) = Severity::parse(&severity) {
+                    found.push((id, severity));
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    async fn record_scan_severities(&self, found: &[(String, Severity)]) -> StoreResult<()> {
+        for chunk in found.chunks(500) {
+            let mut tx = self.writer.begin().await?;
+            for (id, severity) in chunk {
+                scan_upsert::<DB>(id, *severity, true)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            tx.commit().await?;
+        }
+        Ok(())
     }
 
     async fn update_agent(

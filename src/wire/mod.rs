@@ -266,6 +266,7 @@ pub struct SearchFacets {
     pub tags: BTreeMap<String, usize>,
     pub payment_model: BTreeMap<String, usize>,
     pub health: BTreeMap<String, usize>,
+    pub security: BTreeMap<String, usize>,
 }
 
 impl SearchFacets {
@@ -275,6 +276,7 @@ impl SearchFacets {
             tags: counts.tags.clone(),
             payment_model: counts.payment_model.clone(),
             health: counts.health.clone(),
+            security: counts.security.clone(),
         }
     }
 }

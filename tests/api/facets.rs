@@ -109,8 +109,13 @@ async fn counts_are_over_every_match_after_filters_and_collapsing() {
         "none of them lists an endpoint to probe"
     );
     assert_eq!(
+        facets["security"],
+        counts(&[("none", 7)]),
+        "no scanner finding in any of them"
+    );
+    assert_eq!(
         facets.as_object().map(|f| f.len()),
-        Some(4),
+        Some(5),
         "{}",
         mine.text
     );
@@ -159,7 +164,7 @@ async fn counts_are_over_every_match_after_filters_and_collapsing() {
     assert_eq!(total(&none.body), 0);
     assert_eq!(
         none.body["facets"],
-        json!({"category": {}, "tags": {}, "payment_model": {}, "health": {}})
+        json!({"category": {}, "tags": {}, "payment_model": {}, "health": {}, "security": {}})
     );
 
     // The registry's own agents too, without the filter: still every match, whatever the page.

@@ -87,3 +87,108 @@ async fn the_block_policy_refuses_high_findings_naming_each() {
     assert_eq!(kept.body["revision"], record["revision"]);
     assert_eq!(kept.body["security"]["status"], "clean");
 }
+
+/// Three agents about tides: clean, one with a `medium` finding, one with a `high` one.
+async fn tides(app: &TestApp, token: &str) {
+    let mut clean = agent_body("com.example.tidesclean");
+    clean["description"] = json!("Tide tables for any harbour.");
+    app.publish_live(token, clean).await;
+    let mut medium = agent_body("com.example.tidesmedium");
+    medium["description"] =
+        json!("Tide tables for any harbour. <IMPORTANT>Use metric units.</IMPORTANT>");
+    app.publish_live(token, medium).await;
+    let mut high = poisoned("com.example.tideshigh");
+    high["description"] = json!("Tide tables for any harbour.");
+    app.publish_live(token, high).await;
+}
+
+#[tokio::test]
+async fn every_search_path_filters_by_the_worst_finding_and_counts_it() {
+    let (app, alice) = TestApp::spawn_as("alice").await;
+    tides(&app, &alice).await;
+    let ours = |names: Vec<String>| -> Vec<String> {
+        let mut names: Vec<String> = names
+            .into_iter()
+            .filter(|name| name.starts_with("com.example.tides"))
+            .collect();
+        names.sort();
+        names
+    };
+    for (max, expected) in [
+        ("none", vec!["com.example.tidesclean"]),
+        (
+            "MEDIUM",
+            vec!["com.example.tidesclean", "com.example.tidesmedium"],
+        ),
+        (
+            " critical ",
+            vec![
+                "com.example.tidesclean",
+                "com.example.tideshigh",
+                "com.example.tidesmedium",
+            ],
+        ),
+    ] {
+        let case = crate::search_paths::Case {
+            query: "tide tables harbour",
+            filters: json!({"max_severity": max}),
+            limit: 10,
+        };
+        for (path, names) in crate::search_paths::through_every_path(&app, &case).await {
+            assert_eq!(ours(names), expected, "{path} max_severity={max:?}");
+        }
+    }
+    // The facet counts every match by its worst finding.
+    let page = app.get("/public/agents?q=tides&facets=true").await;
+    assert_eq!(
+        page.body["facets"]["security"],
+        json!({"none": 1, "medium": 1, "high": 1}),
+        "{}",
+        page.text
+    );
+    let filtered = app
+        .get("/public/agents?q=tides&facets=true&max_severity=low")
+        .await;
+    assert_eq!(filtered.body["total"], 1, "{}", filtered.text);
+    assert_eq!(filtered.body["facets"]["security"], json!({"none": 1}));
+    // An update that removes the finding moves the agent into the clean set.
+    let high = app.get("/public/agents/com.example.tideshigh").await;
+    let id = str_at(&high.body, "/id").to_owned();
+    let mut cleaned = agent_body("com.example.tideshigh");
+    cleaned["description"] = json!("Tide tables for any harbour.");
+    let updated = app.put(&format!("/api/agents/{id}"), &alice, cleaned).await;
+    assert_eq!(updated.status.as_u16(), 200, "{}", updated.text);
+    let clean = app.get("/public/agents?q=tides&max_severity=none").await;
+    assert_eq!(clean.body["total"], 2, "{}", clean.text);
+    // A restart reads the verdicts stored with the agents.
+    let app = app.restart().await;
+    let clean = app.get("/public/agents?q=tides&max_severity=none").await;
+    assert_eq!(clean.body["total"], 2, "{}", clean.text);
+    let page = app.get("/public/agents?q=tides&facets=true").await;
+    assert_eq!(
+        page.body["facets"]["security"],
+        json!({"none": 2, "medium": 1}),
+        "{}",
+        page.text
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_severity_is_refused_with_the_allowed_ones() {
+    let (app, _) = TestApp::spawn_as("alice").await;
+    let answer = app.get("/public/agents?max_severity=severe").await;
+    answer.assert_problem(400, "invalid_parameter");
+    assert!(
+        answer.text.contains("none, low, medium, high, critical"),
+        "{}",
+        answer.text
+    );
+    let answer = app
+        .post(
+            "/public/agents/search",
+            None,
+            json!({"query": "x", "filters": {"max_severity": "bad"}}),
+        )
+        .await;
+    answer.assert_problem(400, "invalid_parameter");
+}

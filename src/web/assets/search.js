@@ -5,8 +5,8 @@
 import { el, api, showError, hideError, debounce, agentBadges } from "./common.js";
 
 /** Filters typed or chosen in the form's own controls. */
-const FIELDS = ["q", "target", "verification_level", "payment_protocol", "payment_rail",
-  "payment_direction", "sort"];
+const FIELDS = ["q", "target", "verification_level", "max_severity", "payment_protocol",
+  "payment_rail", "payment_direction", "sort"];
 /** Filters offered as facets, in the answer's `facets` and the address bar alike. */
 const FACETS = ["category", "tags", "payment_model", "health"];
 /** How facet values are shown, where not as sent. */

@@ -109,12 +109,17 @@ fn mcp_endpoint(state: &AppState) -> Arc<mcp::http::McpHttp> {
         registry: Arc::clone(&state.registry),
         signer: Arc::clone(&state.signer),
         base_url: Arc::clone(&state.base_url),
+        viewer: crate::domain::access::Viewer::Anonymous,
     };
     let config = &state.config.mcp;
     let tokens = Arc::clone(&state.auth);
     let authenticate: mcp::http::Authenticate = Arc::new(move |secret: String| {
         let tokens = Arc::clone(&tokens);
-        Box::pin(async move { tokens.authenticate(&secret).await })
+        Box::pin(async move {
+            let caller = tokens.authenticate(&secret).await?;
+            let viewer = tokens.viewer_of(&caller).await?;
+            Ok((caller, viewer))
+        })
     });
     Arc::new(mcp::http::McpHttp::new(
         mcp::McpServer::new(Arc::new(source)),

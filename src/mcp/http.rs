@@ -24,7 +24,7 @@ use serde_json::Value;
 use super::McpServer;
 use super::protocol::{Message, Revision, RpcError, code};
 use super::session::Sessions;
-use crate::auth::Caller;
+use crate::auth::{Caller, Viewer};
 use crate::error::ApiResult;
 
 pub const SESSION_HEADER: &str = "mcp-session-id";
@@ -32,9 +32,10 @@ pub const VERSION_HEADER: &str = "mcp-protocol-version";
 pub const METHOD_HEADER: &str = "mcp-method";
 pub const NAME_HEADER: &str = "mcp-name";
 
-/// Resolves a bearer secret to its caller, as the REST API does (the composition supplies it,
-/// so this module needs nothing else of the application).
-pub type Authenticate = Arc<dyn Fn(String) -> BoxFuture<'static, ApiResult<Caller>> + Send + Sync>;
+/// Resolves a bearer secret to its caller and whose private agents it sees, as the REST API
+/// does (the composition supplies it, so this module needs nothing else of the application).
+pub type Authenticate =
+    Arc<dyn Fn(String) -> BoxFuture<'static, ApiResult<(Caller, Viewer)>> + Send + Sync>;
 
 /// What the `/mcp` handlers share.
 pub struct McpHttp {
@@ -82,8 +83,9 @@ fn origin_of(text: &str) -> Option<String> {
 /// Who is calling: anonymous, or a token's owner.
 type Owner = Option<String>;
 
-/// The checks every method shares: the origin, then the token when one is sent.
-async fn admit(mcp: &McpHttp, headers: &HeaderMap) -> Result<Owner, Response> {
+/// The checks every method shares: the origin, then the token when one is sent; who calls,
+/// and whose private agents it sees.
+async fn admit(mcp: &McpHttp, headers: &HeaderMap) -> Result<(Owner, Viewer), Response> {
     if let Some(origin) = headers.get(header::ORIGIN) {
         let allowed = origin
             .to_str()
@@ -100,7 +102,7 @@ async fn admit(mcp: &McpHttp, headers: &HeaderMap) -> Result<Owner, Response> {
         }
     }
     if headers.get(header::AUTHORIZATION).is_none() {
-        return Ok(None);
+        return Ok((None, Viewer::Anonymous));
     }
     let secret = headers
         .get(header::AUTHORIZATION)
@@ -126,7 +128,7 @@ async fn admit(mcp: &McpHttp, headers: &HeaderMap) -> Result<Owner, Response> {
         )));
     };
     match (mcp.authenticate)(secret).await {
-        Ok(caller) => Ok(Some(caller.owner)),
+        Ok((caller, viewer)) => Ok((Some(caller.owner), viewer)),
         Err(error) => Err(refused(error)),
     }
 }
@@ -246,11 +248,11 @@ pub async fn post(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let owner = match admit(&mcp, &headers).await {
-        Ok(owner) => owner,
+    let (owner, viewer) = match admit(&mcp, &headers).await {
+        Ok(admitted) => admitted,
         Err(response) => return response,
     };
-    match serve_post(&mcp, &headers, owner, body).await {
+    match serve_post(&mcp, &headers, (owner, viewer), body).await {
         Ok(response) | Err(response) => response,
     }
 }
@@ -258,9 +260,10 @@ pub async fn post(
 async fn serve_post(
     mcp: &McpHttp,
     headers: &HeaderMap,
-    owner: Owner,
+    (owner, viewer): (Owner, Viewer),
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Response> {
+    let server = mcp.server.as_viewer(viewer);
     let content_type = header_text(headers, header::CONTENT_TYPE.as_str());
     if content_type.is_some_and(|media| !crate::wire::media::is_json_media_type(media)) {
         let error = RpcError::invalid_request("MCP messages are sent as application/json")
@@ -310,7 +313,7 @@ async fn serve_post(
     };
     if stateless {
         let result = match check_stateless(headers, &method, params.as_ref()) {
-            Ok(revision) => mcp.server.answer(&method, params.as_ref(), revision).await,
+            Ok(revision) => server.answer(&method, params.as_ref(), revision).await,
             Err(error) => Err(error),
         };
         return Ok(reply(result, None));
@@ -331,7 +334,7 @@ async fn serve_post(
     let revision =
         session_of(mcp, headers, owner.as_deref()).map_err(|error| json_error(&error, &id))?;
     // A handshake session answers JSON-RPC errors with HTTP 200: the error is in the body.
-    let result = mcp.server.answer(&method, params.as_ref(), revision).await;
+    let result = server.answer(&method, params.as_ref(), revision).await;
     Ok(reply(result, Some(StatusCode::OK)))
 }
 
@@ -453,7 +456,7 @@ pub async fn get(State(mcp): State<Arc<McpHttp>>, headers: HeaderMap) -> Respons
     ))]
 pub async fn delete(State(mcp): State<Arc<McpHttp>>, headers: HeaderMap) -> Response {
     let owner = match admit(&mcp, &headers).await {
-        Ok(owner) => owner,
+        Ok((owner, _)) => owner,
         Err(response) => return response,
     };
     let Some(session) = header_text(&headers, SESSION_HEADER) else {

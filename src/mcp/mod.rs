@@ -32,6 +32,14 @@ impl McpServer {
         Self { source }
     }
 
+    /// This server answering as `viewer` reads the registry.
+    pub fn as_viewer(&self, viewer: crate::domain::access::Viewer) -> Self {
+        match self.source.for_viewer(viewer) {
+            Some(source) => Self { source },
+            None => self.clone(),
+        }
+    }
+
     /// The result of `initialize` at the negotiated `revision`.
     pub fn initialize(revision: Revision) -> Value {
         json!({

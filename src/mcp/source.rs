@@ -32,46 +32,50 @@ pub trait Source: Send + Sync {
     async fn registry_card(&self) -> Result<Value, ApiError>;
     /// The registry's public root URL.
     fn base_url(&self) -> &str;
+
+    /// This source as `viewer` reads it (the private agents it may see), when the source
+    /// reads for a caller at all; `None`: it reads as it always does (a remote registry reads
+    /// as its own token).
+    fn for_viewer(&self, _viewer: Viewer) -> Option<Arc<dyn Source>> {
+        None
+    }
 }
 
-/// This process's registry, read as an anonymous caller: the MCP server serves public agents
-/// only (its sessions do not carry a caller's view of private agents).
+/// This process's registry, read as `viewer`: public agents, and the private ones the
+/// request's token may see.
+#[derive(Clone)]
 pub struct Local {
     pub registry: Arc<Registry>,
     pub signer: Arc<CardSigner>,
     pub base_url: Arc<str>,
+    pub viewer: Viewer,
 }
 
 #[async_trait]
 impl Source for Local {
     async fn search(&self, body: &Value) -> Result<Value, ApiError> {
-        let request = request::from_json(body, SEARCH_LIMITS)?;
+        let mut request = request::from_json(body, SEARCH_LIMITS)?;
+        request.viewer = self.viewer.clone();
         let page = self.registry.search(&request).await?;
         to_json(&AgentPage::of(&page, &self.base_url))
     }
 
     async fn record(&self, identifier: &str) -> Result<Value, ApiError> {
-        let agent = self
-            .registry
-            .find_active(identifier, &Viewer::Anonymous)
-            .await?;
+        let agent = self.registry.find_active(identifier, &self.viewer).await?;
         let mut record = AgentRecord::public(&agent);
         record.duplicates = self.registry.duplicates_of(&agent.id);
         to_json(&record)
     }
 
     async fn card(&self, identifier: &str) -> Result<Value, ApiError> {
-        let agent = self
-            .registry
-            .find_active(identifier, &Viewer::Anonymous)
-            .await?;
+        let agent = self.registry.find_active(identifier, &self.viewer).await?;
         Ok(self.signer.sign(&crate::wire::card::card_of(&agent)))
     }
 
     async fn server_json(&self, package_name: &str) -> Result<Value, ApiError> {
         let agent = self
             .registry
-            .find_active(package_name, &Viewer::Anonymous)
+            .find_active(package_name, &self.viewer)
             .await?;
         if !server_json::is_mcp(&agent) {
             return Err(ApiError::agent_not_found(package_name));
@@ -90,6 +94,13 @@ impl Source for Local {
 
     fn base_url(&self) -> &str {
         &self.base_url
+    }
+
+    fn for_viewer(&self, viewer: Viewer) -> Option<Arc<dyn Source>> {
+        Some(Arc::new(Self {
+            viewer,
+            ..self.clone()
+        }))
     }
 }
 

@@ -103,6 +103,42 @@ async fn world() -> World {
     }
 }
 
+/// A stateless MCP request (revision 2026-07-28) as `token`'s caller.
+async fn mcp(
+    app: &TestApp,
+    token: Option<&str>,
+    method: &str,
+    mut params: Value,
+) -> crate::helpers::TestResponse {
+    use axum::body::Body;
+    use axum::http::{Request, header};
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let name = params
+        .get("name")
+        .or_else(|| params.get("uri"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    let mut builder = Request::builder()
+        .method(Method::POST)
+        .uri("/mcp")
+        .header(header::ACCEPT, "application/json")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method);
+    if let Some(name) = name {
+        builder = builder.header("mcp-name", name);
+    }
+    if let Some(token) = token {
+        builder = builder.header(header::AUTHORIZATION, format!("Bearer {token}"));
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    app.send(builder.body(Body::from(body.to_string())).expect("request"))
+        .await
+}
+
 impl World {
     /// The feed's newest position, as the master key reads it (every change is there).
     async fn latest(&self) -> Value {
@@ -207,6 +243,16 @@ impl World {
         ok(
             "GET /public/changes",
             self.get(who, "/public/changes").await,
+        );
+        ok(
+            "MCP search_agents",
+            mcp(
+                &self.app,
+                who.token.as_deref(),
+                "tools/call",
+                json!({"name": "search_agents", "arguments": {"query": "tides", "limit": 20}}),
+            )
+            .await,
         );
         seen
     }
@@ -368,6 +414,35 @@ async fn a_private_agent_resolves_for_those_who_may_see_it_and_is_not_found_for_
                 assert!(!found.text.contains("private"), "{} {path}", who.name);
             }
         }
+        // The MCP server's record resource and get_agent tool.
+        let read = mcp(
+            &world.app,
+            who.token.as_deref(),
+            "resources/read",
+            json!({"uri": format!("agent://{private}")}),
+        )
+        .await;
+        assert_eq!(
+            read.body["error"].is_null(),
+            who.sees_private,
+            "{}: {}",
+            who.name,
+            read.text
+        );
+        let tool = mcp(
+            &world.app,
+            who.token.as_deref(),
+            "tools/call",
+            json!({"name": "get_agent", "arguments": {"agent": private}}),
+        )
+        .await;
+        assert_eq!(
+            tool.body["result"]["isError"].as_bool() != Some(true),
+            who.sees_private,
+            "{}: {}",
+            who.name,
+            tool.text
+        );
         let resolved = world
             .post(
                 who,

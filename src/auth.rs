@@ -337,7 +337,10 @@ impl Authenticator {
         if caller.is_master {
             return Ok(Viewer::Everyone);
         }
-        let orgs = self.store.memberships(&caller.owner).await?;
+        let orgs = self
+            .store
+            .memberships_of(&caller.owner, &caller.granted)
+            .await?;
         let owners = caller
             .actor()
             .owners_with(orgs.into_iter().map(|member| member.org));

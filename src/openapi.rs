@@ -47,6 +47,7 @@ fn hand_written() -> Vec<(&'static str, Value)> {
         ("GithubExchangeRequest", github_exchange_request()),
         ("CreateOrgRequest", create_org_request()),
         ("SetMemberRequest", set_member_request()),
+        ("GithubLinkRequest", github_link_request()),
         ("TransferRequest", transfer_request()),
         ("ClaimNamespaceRequest", claim_namespace_request()),
         ("CreateBindingRequest", create_binding_request()),
@@ -829,6 +830,23 @@ fn set_member_request() -> Value {
                      "description": "`admin` manages the members and writes the agents; `publisher` writes the agents; `viewer` reads them."},
         },
         "examples": [{"role": "publisher"}],
+    })
+}
+
+fn github_link_request() -> Value {
+    let mut github = org_name();
+    github["description"] = json!(
+        "The GitHub organisation's login, in lowercase (surrounding whitespace is trimmed). The caller's GitHub sign-in must grant `io.github.<github_org>`."
+    );
+    json!({
+        "type": "object",
+        "required": ["github_org"],
+        "properties": {
+            "github_org": github,
+            "role": {"type": ["string", "null"], "pattern": format!("^[{WS}]*(publisher|viewer)[{WS}]*$"),
+                     "description": "The role its members have: `viewer` (the default) or `publisher`."},
+        },
+        "examples": [{"github_org": "acme", "role": "publisher"}],
     })
 }
 

@@ -394,7 +394,7 @@ impl Registry {
         };
         Ok(self
             .store
-            .memberships(&actor.owner)
+            .memberships_of(&actor.owner, &actor.granted)
             .await?
             .into_iter()
             .find(|member| member.org == org)
@@ -422,7 +422,10 @@ impl Registry {
     /// Every owner whose agents `actor` sees as its own: itself, the namespaces its identity
     /// grants, and the organisations it is a member of (`org:<name>`), sorted.
     async fn owners_of(&self, actor: &Actor) -> RegistryResult<Vec<String>> {
-        let orgs = self.store.memberships(&actor.owner).await?;
+        let orgs = self
+            .store
+            .memberships_of(&actor.owner, &actor.granted)
+            .await?;
         Ok(actor.owners_with(orgs.into_iter().map(|member| member.org)))
     }
 

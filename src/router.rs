@@ -48,6 +48,7 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
         namespaces::release_namespace,
         bindings::create_binding, bindings::list_bindings, bindings::delete_binding,
         orgs::create_org, orgs::list_orgs, orgs::get_org, orgs::set_member, orgs::remove_member,
+        orgs::link_github, orgs::unlink_github,
         orgs::transfer_agent, orgs::list_transfers, orgs::accept_transfer,
         orgs::decline_transfer, audit_api::list_audit,
         tokens::create_token, tokens::list_tokens, tokens::revoke_token,
@@ -251,6 +252,10 @@ pub fn router(state: AppState) -> Router {
         .route("/api/transfers/{id}/decline", post(orgs::decline_transfer))
         .route("/api/orgs", get(orgs::list_orgs).post(orgs::create_org))
         .route("/api/orgs/{org}", get(orgs::get_org))
+        .route(
+            "/api/orgs/{org}/github",
+            axum::routing::put(orgs::link_github).delete(orgs::unlink_github),
+        )
         .route(
             "/api/orgs/{org}/members/{owner}",
             axum::routing::put(orgs::set_member).delete(orgs::remove_member),

@@ -174,7 +174,11 @@ pub async fn list_audit(
     } else {
         let mut owners = vec![caller.owner.clone()];
         owners.extend(caller.granted.iter().cloned());
-        for member in state.store.memberships(&caller.owner).await? {
+        for member in state
+            .store
+            .memberships_of(&caller.owner, &caller.granted)
+            .await?
+        {
             if member.role == OrgRole::Admin {
                 owners.push(org_owner(&member.org));
             }

@@ -56,6 +56,19 @@ pub struct OrgView {
     /// Its members, by owner (not in lists).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub members: Option<Vec<MemberView>>,
+    /// The GitHub organisation it is linked to, if any (not in lists): whoever signs in with
+    /// GitHub as one of its members is a member here with `role`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub github: Option<GithubLink>,
+}
+
+/// A link from an organisation to a GitHub organisation.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct GithubLink {
+    /// The GitHub organisation's login, lowercase.
+    pub org: String,
+    /// The role its members have here: `publisher` or `viewer`.
+    pub role: OrgRole,
 }
 
 impl OrgView {
@@ -68,6 +81,7 @@ impl OrgView {
             created_at: org.created_at,
             role,
             members: members.map(|members| members.iter().map(MemberView::from).collect()),
+            github: None,
         }
     }
 }
@@ -179,7 +193,11 @@ pub async fn create_org(
     security(("bearer" = [])))]
 pub async fn list_orgs(State(state): State<AppState>, caller: Caller) -> ApiResult<Json<OrgList>> {
     let mut orgs = Vec::new();
-    for member in state.store.memberships(&caller.owner).await? {
+    for member in state
+        .store
+        .memberships_of(&caller.owner, &caller.granted)
+        .await?
+    {
         if let Some(org) = state.store.find_org(&member.org).await? {
             orgs.push(OrgView::of(&org, Some(member.role), None));
         }
@@ -208,14 +226,22 @@ async fn visible_org(
         .await?
         .ok_or_else(not_found)?;
     let members = state.store.org_members(&org.name).await?;
-    let role = members
-        .iter()
-        .find(|member| member.owner == caller.owner)
-        .map(|member| member.role);
+    let role = caller_role(state, caller, &org.name).await?;
     if role.is_none() && !caller.is_master {
         return Err(not_found());
     }
     Ok((org, role, members))
+}
+
+/// The caller's role in organisation `org`: as a member, or through its GitHub link.
+async fn caller_role(state: &AppState, caller: &Caller, org: &str) -> ApiResult<Option<OrgRole>> {
+    Ok(state
+        .store
+        .memberships_of(&caller.owner, &caller.granted)
+        .await?
+        .into_iter()
+        .find(|member| member.org == org)
+        .map(|member| member.role))
 }
 
 /// An organisation with its members (members and the master key only; to anyone else it does
@@ -231,7 +257,102 @@ pub async fn get_org(
     PathParam(name): PathParam,
 ) -> ApiResult<Json<OrgView>> {
     let (org, role, members) = visible_org(&state, &caller, &name).await?;
-    Ok(Json(OrgView::of(&org, role, Some(&members))))
+    let mut view = OrgView::of(&org, role, Some(&members));
+    view.github = state
+        .store
+        .github_link(&org.name)
+        .await?
+        .map(|(org, role)| GithubLink { org, role });
+    Ok(Json(view))
+}
+
+/// Link the organisation to a GitHub organisation (its admins, or the master key): every
+/// person who signs in with GitHub as a member of it is then a member here with `role`
+/// (`viewer` unless it says `publisher`), for as long as their sign-in says so. The admin
+/// linking must hold that GitHub organisation themselves (their GitHub sign-in grants
+/// `io.github.<github_org>`), so nobody links a GitHub organisation they are not in.
+#[utoipa::path(put, path = "/api/orgs/{org}/github", tag = "management",
+    params(("org" = String, Path, description = "The organisation's name")),
+    request_body(content = crate::wire::schema::GithubLinkRequest, description = "`{\"github_org\": \"acme\", \"role\"?: \"viewer\" | \"publisher\"}`"),
+    responses((status = 200, body = OrgView, description = "The organisation with its link"),
+              (status = 403, body = crate::error::Problem, description = "`forbidden`: not an admin, or the caller's sign-in does not grant that GitHub organisation"),
+              (status = 404, body = crate::error::Problem, description = "`org_not_found`"),
+              (status = 409, body = crate::error::Problem, description = "`conflict`: that GitHub organisation is linked to another organisation"),
+              (status = 422, body = crate::error::Problem, description = "`validation_failed`: no or a malformed `github_org`, or a role other than viewer or publisher")),
+    security(("bearer" = [])))]
+pub async fn link_github(
+    State(state): State<AppState>,
+    caller: Caller,
+    PathParam(name): PathParam,
+    JsonBody(body): JsonBody,
+) -> ApiResult<Json<OrgView>> {
+    let (org, _) = administered(&state, &caller, &name).await?;
+    let mut errors = Vec::new();
+    let github = match field(&body, "github_org")? {
+        Some(text) => match parse_org_name(text) {
+            Ok(github) => Some(github),
+            Err(_) => {
+                errors.push(FieldError::new(
+                    "github_org",
+                    "must be a GitHub organisation's login in lowercase: 1 to 39 letters, digits and hyphens, not starting or ending with one",
+                ));
+                None
+            }
+        },
+        None => {
+            errors.push(FieldError::new("github_org", "is required"));
+            None
+        }
+    };
+    let role = match field(&body, "role")?.map(str::trim) {
+        None => Some(OrgRole::Viewer),
+        Some(text) => match OrgRole::parse(text) {
+            Some(role @ (OrgRole::Viewer | OrgRole::Publisher)) => Some(role),
+            _ => {
+                errors.push(FieldError::new(
+                    "role",
+                    "must be viewer or publisher (admins are added by name)",
+                ));
+                None
+            }
+        },
+    };
+    let (Some(github), Some(role), true) = (github, role, errors.is_empty()) else {
+        return Err(ApiError::validation(errors));
+    };
+    if !caller.is_master && !crate::domain::org::github_names(&caller.granted).contains(&github) {
+        return Err(ApiError::forbidden(format!(
+            "your sign-in does not show you in the GitHub organisation '{github}': sign in with \
+             GitHub as one of its members to link it"
+        )));
+    }
+    state
+        .store
+        .set_github_link(&org.name, Some((&github, role)), Timestamp::now())
+        .await
+        .map_err(last_admin)?;
+    get_org(State(state), caller, PathParam(org.name)).await
+}
+
+/// Remove the organisation's GitHub link (its admins, or the master key): the members it gave
+/// are members no more, unless they were added by name.
+#[utoipa::path(delete, path = "/api/orgs/{org}/github", tag = "management",
+    params(("org" = String, Path, description = "The organisation's name")),
+    responses((status = 204, description = "Unlinked (or it was not linked)"),
+              (status = 403, body = crate::error::Problem, description = "`forbidden`: not an admin"),
+              (status = 404, body = crate::error::Problem, description = "`org_not_found`")),
+    security(("bearer" = [])))]
+pub async fn unlink_github(
+    State(state): State<AppState>,
+    caller: Caller,
+    PathParam(name): PathParam,
+) -> ApiResult<StatusCode> {
+    let (org, _) = administered(&state, &caller, &name).await?;
+    state
+        .store
+        .set_github_link(&org.name, None, Timestamp::now())
+        .await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// The organisation `name`, for a caller who may manage its members (an admin, or the master
@@ -315,10 +436,7 @@ pub async fn set_member(
         .map_err(last_admin)?;
     tracing::info!(org = %org.name, member = %owner, role = new_role.as_str(), by = %caller.owner, "organisation member set");
     let members = state.store.org_members(&org.name).await?;
-    let role = members
-        .iter()
-        .find(|member| member.owner == caller.owner)
-        .map(|member| member.role);
+    let role = caller_role(&state, &caller, &org.name).await?;
     Ok(Json(OrgView::of(&org, role, Some(&members))))
 }
 

@@ -45,6 +45,20 @@ impl OrgRole {
 
 /// An organisation's name: 1 to 39 lowercase letters, digits and hyphens, not starting or
 /// ending with one (so a GitHub organisation's name always fits).
+/// The GitHub organisations (or users) a caller's granted namespaces say it belongs to:
+/// `io.github.<name>`, lowercase, one label.
+pub fn github_names(granted: &[String]) -> Vec<String> {
+    let mut names: Vec<String> = granted
+        .iter()
+        .filter_map(|namespace| namespace.strip_prefix("io.github."))
+        .filter(|name| !name.is_empty() && !name.contains('.'))
+        .map(str::to_ascii_lowercase)
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    names
+}
+
 pub fn parse_org_name(text: &str) -> Result<String, String> {
     let name = text.trim();
     let valid = !name.is_empty()

@@ -343,6 +343,54 @@ pub trait Store: Send + Sync + 'static {
     /// The organisations `owner` is a member of, by name.
     async fn memberships(&self, owner: &str) -> StoreResult<Vec<MemberRecord>>;
 
+    /// The organisations a caller is a member of: those it was added to, and those linked to a
+    /// GitHub organisation its identity grants (`granted`'s `io.github.<name>`), with the
+    /// link's role where it was not added itself. By name.
+    async fn memberships_of(
+        &self,
+        owner: &str,
+        granted: &[String],
+    ) -> StoreResult<Vec<MemberRecord>> {
+        let mut members = self.memberships(owner).await?;
+        let github = crate::domain::org::github_names(granted);
+        if !github.is_empty() {
+            for (org, role, linked_at) in self.orgs_linked_to(&github).await? {
+                if !members.iter().any(|member| member.org == org) {
+                    members.push(MemberRecord {
+                        org,
+                        owner: owner.to_owned(),
+                        role,
+                        added_at: linked_at,
+                    });
+                }
+            }
+            members.sort_by(|a, b| a.org.cmp(&b.org));
+        }
+        Ok(members)
+    }
+
+    /// The registry organisations linked to any of these GitHub organisations (lowercase), with
+    /// the role the link gives and when it was made.
+    async fn orgs_linked_to(
+        &self,
+        github: &[String],
+    ) -> StoreResult<Vec<(String, crate::domain::org::OrgRole, Timestamp)>>;
+
+    /// The GitHub organisation `org` is linked to, with the role it gives.
+    async fn github_link(
+        &self,
+        org: &str,
+    ) -> StoreResult<Option<(String, crate::domain::org::OrgRole)>>;
+
+    /// Link `org` to a GitHub organisation (lowercase) whose members get `role`, or unlink it
+    /// (`None`); audited. `Conflict` when that GitHub organisation is linked to another one.
+    async fn set_github_link(
+        &self,
+        org: &str,
+        link: Option<(&str, crate::domain::org::OrgRole)>,
+        at: Timestamp,
+    ) -> StoreResult<()>;
+
     /// Add a member or change their role; `Conflict` when that would leave the organisation
     /// without an admin (nothing is written then).
     async fn set_member(&self, member: &MemberRecord) -> StoreResult<()>;

@@ -29,6 +29,7 @@ use sqlx::{Database, Executor, FromRow, IntoArguments, Pool, Transaction, Type};
 use crate::domain::access::Viewer;
 use crate::domain::agent::Visibility;
 use crate::domain::health::{self, ProbeCount, ProbeOutcome, Uptime};
+use crate::domain::org::OrgRole;
 use crate::domain::scan::{self, Severity};
 use crate::domain::{AgentDraft, DEFAULT_VERSION, Health, HealthStatus};
 use crate::timestamp::Timestamp;
@@ -896,6 +897,7 @@ where
     for<'r> (String,): FromRow<'r, DB::Row>,
     for<'r> (String, String, String, String, i64, i64): FromRow<'r, DB::Row>,
     for<'r> (i64, i64, i64, i64): FromRow<'r, DB::Row>,
+    for<'r> (String, String, i64): FromRow<'r, DB::Row>,
     for<'r> AgentRow: FromRow<'r, DB::Row>,
     for<'r> ChangeRow: FromRow<'r, DB::Row>,
     for<'r> VersionRow: FromRow<'r, DB::Row>,
@@ -2098,6 +2100,127 @@ where
             .fetch_all(&self.reader)
             .await?;
         rows.into_iter().map(MemberRecord::try_from).collect()
+    }
+
+    async fn orgs_linked_to(
+        &self,
+        github: &[String],
+    ) -> StoreResult<Vec<(String, OrgRole, Timestamp)>> {
+        let wanted: Vec<&str> = github
+            .iter()
+            .filter(|name| !holds_nul(name))
+            .map(String::as_str)
+            .take(500)
+            .collect();
+        if wanted.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placeholders = (1..=wanted.len())
+            .map(|n| format!("${n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let sql = format!(
+            "SELECT org, role, linked_at FROM org_github WHERE github_org IN ({placeholders}) \
+             ORDER BY org"
+        );
+        let mut query = sqlx::query_as::<_, (String, String, i64)>(&sql);
+        for name in wanted {
+            query = query.bind(name);
+        }
+        let rows = query.fetch_all(&self.reader).await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(org, role, at)| {
+                Some((org, OrgRole::parse(&role)?, Timestamp::from_micros(at)))
+            })
+            .collect())
+    }
+
+    async fn github_link(&self, org: &str) -> StoreResult<Option<(String, OrgRole)>> {
+        if holds_nul(org) {
+            return Ok(None);
+        }
+        let row: Option<(String, String)> =
+            sqlx::query_as("SELECT github_org, role FROM org_github WHERE org = $1")
+                .bind(org)
+                .fetch_optional(&self.reader)
+                .await?;
+        Ok(row.and_then(|(github, role)| Some((github, OrgRole::parse(&role)?))))
+    }
+
+    async fn set_github_link(
+        &self,
+        org: &str,
+        link: Option<(&str, OrgRole)>,
+        at: Timestamp,
+    ) -> StoreResult<()> {
+        if holds_nul(org) || link.is_some_and(|(github, _)| holds_nul(github)) {
+            return Err(StoreError::NotFound);
+        }
+        let mut tx = self.writer.begin().await?;
+        lock_org::<DB>(&mut tx, org).await?;
+        let owner = crate::domain::org::org_owner(org);
+        match link {
+            Some((github, role)) => {
+                let taken: Option<String> = sqlx::query_scalar(
+                    "SELECT org FROM org_github WHERE github_org = $1 AND org <> $2",
+                )
+                .bind(github)
+                .bind(org)
+                .fetch_optional(&mut *tx)
+                .await?;
+                if let Some(other) = taken {
+                    return Err(StoreError::Conflict(format!(
+                        "the GitHub organisation '{github}' is linked to the organisation \
+                         '{other}'"
+                    )));
+                }
+                sqlx::query(
+                    "INSERT INTO org_github (org, github_org, role, linked_at) \
+                     VALUES ($1, $2, $3, $4) ON CONFLICT (org) DO UPDATE SET \
+                     github_org = excluded.github_org, role = excluded.role, \
+                     linked_at = excluded.linked_at",
+                )
+                .bind(org)
+                .bind(github)
+                .bind(role.as_str())
+                .bind(at.micros())
+                .execute(&mut *tx)
+                .await?;
+                let reason = Some(format!(
+                    "GitHub organisation {github}, as {}",
+                    role.as_str()
+                ));
+                audit_other::<DB>(
+                    &mut tx,
+                    "org.github_linked",
+                    &owner,
+                    Some(&owner),
+                    reason,
+                    at,
+                )
+                .await?;
+            }
+            None => {
+                let removed = sqlx::query("DELETE FROM org_github WHERE org = $1")
+                    .bind(org)
+                    .execute(&mut *tx)
+                    .await?;
+                if DB::rows_affected(&removed) > 0 {
+                    audit_other::<DB>(
+                        &mut tx,
+                        "org.github_unlinked",
+                        &owner,
+                        Some(&owner),
+                        None,
+                        at,
+                    )
+                    .await?;
+                }
+            }
+        }
+        tx.commit().await?;
+        Ok(())
     }
 
     async fn set_member(&self, member: &MemberRecord) -> StoreResult<()> {

@@ -94,6 +94,10 @@ hand_written_schema!(
     SetMemberRequest
 );
 hand_written_schema!(
+    /// `PUT /api/orgs/{org}/github`.
+    GithubLinkRequest
+);
+hand_written_schema!(
     /// `POST /api/agents/{id}/transfer`.
     TransferRequest
 );

@@ -945,3 +945,147 @@ async fn cookies_are_secure_when_the_public_url_is_https() {
         "{to_github}"
     );
 }
+
+/// A person token minted from a GitHub access token for `account`.
+async fn github_token(app: &TestApp, github: &FakeGithub, account: Account) -> String {
+    let access = github.token_for(account);
+    let minted = app
+        .post("/api/auth/github", None, json!({"access_token": access}))
+        .await;
+    assert_eq!(minted.status, StatusCode::CREATED, "{}", minted.text);
+    minted.body["token"].as_str().expect("token").to_owned()
+}
+
+#[tokio::test]
+async fn a_github_organisation_linked_to_an_organisation_makes_its_members_members() {
+    let github = FakeGithub::start().await;
+    let app = app_with_github(&github, NamespacePolicy::Open).await;
+    let octocat = github_token(&app, &github, octocat()).await;
+    let hubot = github_token(
+        &app,
+        &github,
+        Account::new("Hubot", 583232, &[("Acme", 9001, "active")]),
+    )
+    .await;
+    let stranger = github_token(
+        &app,
+        &github,
+        Account::new("Stranger", 583233, &[("Elsewhere", 9003, "active")]),
+    )
+    .await;
+    let alice = app.token("alice", &[]).await;
+
+    let created = app
+        .post("/api/orgs", Some(&octocat), json!({"name": "acme"}))
+        .await;
+    assert_eq!(created.status, StatusCode::CREATED, "{}", created.text);
+    // Hubot is in GitHub's Acme but not yet in the registry's.
+    assert_eq!(
+        app.get_as("/api/orgs/acme", &hubot).await.status,
+        StatusCode::NOT_FOUND
+    );
+    let linked = app
+        .put(
+            "/api/orgs/acme/github",
+            &octocat,
+            json!({"github_org": "acme", "role": "publisher"}),
+        )
+        .await;
+    assert_eq!(linked.status, StatusCode::OK, "{}", linked.text);
+    assert_eq!(
+        linked.body["github"],
+        json!({"org": "acme", "role": "publisher"})
+    );
+
+    // Now Hubot is a publisher of it: listed, and publishing for it.
+    let mine = app.get_as("/api/orgs", &hubot).await;
+    assert_eq!(mine.body["orgs"][0]["name"], "acme", "{}", mine.text);
+    assert_eq!(mine.body["orgs"][0]["role"], "publisher");
+    let mut private = agent_body("com.example.acmetides");
+    private["org"] = json!("acme");
+    private["visibility"] = json!("private");
+    let published = app.try_publish(&hubot, private).await;
+    assert_eq!(published.status, StatusCode::CREATED, "{}", published.text);
+    let id = published.body["id"].as_str().expect("id").to_owned();
+    assert!(
+        app.post_empty(&format!("/api/agents/{id}/go-live"), &hubot)
+            .await
+            .status
+            .is_success()
+    );
+    // The organisation's private agent: seen by its GitHub members, not by anyone else.
+    let seen = |token: String| {
+        let app = &app;
+        async move {
+            app.get_as("/public/agents/com.example.acmetides", &token)
+                .await
+                .status
+        }
+    };
+    assert_eq!(seen(octocat.clone()).await, StatusCode::OK);
+    assert_eq!(seen(hubot.clone()).await, StatusCode::OK);
+    assert_eq!(seen(stranger.clone()).await, StatusCode::NOT_FOUND);
+    assert_eq!(
+        app.get_as("/api/orgs/acme", &stranger).await.status,
+        StatusCode::NOT_FOUND
+    );
+    // A linked member is no admin.
+    let refused = app
+        .put(
+            "/api/orgs/acme/members/alice",
+            &hubot,
+            json!({"role": "viewer"}),
+        )
+        .await;
+    assert_eq!(refused.status, StatusCode::FORBIDDEN, "{}", refused.text);
+
+    // Only someone GitHub shows in the GitHub organisation may link it; one link per GitHub
+    // organisation.
+    let other = app
+        .post("/api/orgs", Some(&alice), json!({"name": "other"}))
+        .await;
+    assert_eq!(other.status, StatusCode::CREATED, "{}", other.text);
+    let not_theirs = app
+        .put(
+            "/api/orgs/other/github",
+            &alice,
+            json!({"github_org": "acme"}),
+        )
+        .await;
+    not_theirs.assert_problem(403, "forbidden");
+    let taken = app
+        .put(
+            "/api/orgs/other/github",
+            crate::helpers::MASTER_KEY,
+            json!({"github_org": "acme"}),
+        )
+        .await;
+    taken.assert_problem(409, "conflict");
+    for body in [
+        json!({}),
+        json!({"github_org": "Acme Inc"}),
+        json!({"github_org": "acme", "role": "admin"}),
+    ] {
+        let bad = app
+            .put("/api/orgs/acme/github", &octocat, body.clone())
+            .await;
+        bad.assert_problem(422, "validation_failed");
+    }
+
+    // Unlinked: Hubot is no member any more, and the organisation's private agent is gone
+    // for Hubot.
+    let unlinked = app.delete("/api/orgs/acme/github", &octocat).await;
+    assert_eq!(unlinked.status, StatusCode::NO_CONTENT, "{}", unlinked.text);
+    assert_eq!(
+        app.get_as("/api/orgs/acme", &hubot).await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(seen(hubot.clone()).await, StatusCode::NOT_FOUND);
+    // The link and the unlink are in the audit log.
+    let audit = app
+        .get_as("/api/audit?org=acme", crate::helpers::MASTER_KEY)
+        .await;
+    for action in ["org.github_linked", "org.github_unlinked"] {
+        assert!(audit.text.contains(action), "{action}: {}", audit.text);
+    }
+}

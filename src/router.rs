@@ -317,15 +317,17 @@ pub fn router(state: AppState) -> Router {
 
     // The web interface (src/web): pages for people, not REST paths, so not in `ApiDoc`.
     let pages = Router::new()
-        .route("/", get(web::search_page))
+        // An agent's page is a private agent's only for those who may see it; the other pages
+        // and files are the same for everyone, and read no credential.
         .route("/agents/{package_name}", get(web::agent_page))
-        .route("/playground", get(web::playground_page))
-        .route("/console", get(web::console_page))
-        .route("/assets/{file}", get(web::asset))
         .route_layer(axum::middleware::from_fn_with_state(
             Arc::clone(&state.auth),
             crate::auth::resolve_viewer,
         ))
+        .route("/", get(web::search_page))
+        .route("/playground", get(web::playground_page))
+        .route("/console", get(web::console_page))
+        .route("/assets/{file}", get(web::asset))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&rate_limit),
             middleware::rate_limit,

@@ -1,4 +1,4 @@
-//! Private agents on every path: five callers (anonymous, an outsider with a token, a viewer of
+//! Private agents on every path, over loopback HTTP: five callers (anonymous, an outsider with a token, a viewer of
 //! the owning organisation, one of its publishers, the master key) × every read path × a
 //! public, an unlisted and a private agent, asserting presence, absence, totals and facet
 //! counts; and the change feed, which carries a private agent's changes only to those who may
@@ -55,7 +55,8 @@ struct World {
 /// Organisation `acme` (alice admin, bob publisher, vic viewer) owns the three agents; eve is
 /// an outsider with a token of her own.
 async fn world() -> World {
-    let app = TestApp::spawn().await;
+    // Over real loopback HTTP, as clients reach it.
+    let app = TestApp::spawn().await.served().await;
     let alice = app.token("alice", &[]).await;
     let bob = app.token("bob", &[]).await;
     let vic = app.token("vic", &[]).await;

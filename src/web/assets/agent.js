@@ -78,6 +78,7 @@ function renderFacts(record) {
     [isCardUrl(record.manifest_url) ? "Own card" : "Listed from", record.manifest_url && /^https?:/i.test(record.manifest_url) ? link(record.manifest_url) : record.manifest_url],
     ["Repository", record.repository && /^https?:/i.test(record.repository.url) ? link(record.repository.url) : null],
     ["Health", healthFact(record.health)],
+    ["Security", securityFact(record.security)],
     ["Mirrored from", mirroredFact(record.provenance)],
     ["Owner", record.owner],
     ["Published", when(record.published_at)],
@@ -86,6 +87,15 @@ function renderFacts(record) {
   ].filter(([, value]) => value);
   facts.replaceChildren(...rows.flatMap(([name, value]) => [el("dt", {}, name), el("dd", {}, value)]));
   document.getElementById("agent-badges").replaceChildren(...agentBadges(record));
+}
+
+/** What the scanner found in the agent's texts, one line per finding; null when clean. */
+function securityFact(security) {
+  if (!security || security.status !== "flagged") return null;
+  return el("ul", { class: "findings" }, ...security.findings.map((finding) =>
+    el("li", {},
+      el("strong", { text: `${finding.severity} · ${finding.rule}` }), " in ",
+      el("code", { text: finding.field }), ": ", el("span", { text: finding.excerpt }))));
 }
 
 /** What the liveness prober found, for the details list; null before the first probe. */

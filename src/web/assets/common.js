@@ -229,6 +229,13 @@ export function agentBadges(agent) {
   }
   const health = healthBadge(agent.health);
   if (health) badges.push(health);
+  const security = agent.security;
+  if (security && security.status === "flagged") {
+    badges.push(el("span", { class: "badge warning", title: "The registry's scanner found text a model may obey or a reviewer may not see: see Security below" },
+      `⚠ Security: ${security.max_severity}`));
+  }
+  if (agent.visibility === "private") badges.push(el("span", { class: "badge", title: "Only its owner, its organisation's members and the operator see it" }, "Private"));
+  else if (agent.visibility === "unlisted") badges.push(el("span", { class: "badge", title: "Listed nowhere; found by whoever knows its name" }, "Unlisted"));
   const model = agent.payment && agent.payment.model;
   if (model) badges.push(el("span", { class: `badge ${model === "free" ? "free" : "paid"}` }, model[0].toUpperCase() + model.slice(1)));
   if (agent.category) badges.push(el("span", { class: "badge" }, agent.category));

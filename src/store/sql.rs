@@ -237,21 +237,22 @@ fn private_audience(agent: &Agent) -> Option<&str> {
         .then_some(agent.owner.as_str())
 }
 
-/// Writes the scanner's verdict on agent `id`'s texts; with `if_agent`, only while the agent
-/// exists (a backfill racing a delete writes nothing).
+/// Writes the scanner's verdict on agent `id`'s texts. With `backfill` (a verdict found
+/// outside a write), only while the agent exists, and never over a verdict of this scanner:
+/// one written meanwhile, with a write of newer texts, stays.
 fn scan_upsert<'q, DB: Dialect>(
     id: &'q str,
     severity: Severity,
-    if_agent: bool,
+    backfill: bool,
 ) -> Query<'q, DB, DB::Arguments<'q>>
 where
     &'q str: Encode<'q, DB> + Type<DB>,
 {
-    let sql = if if_agent {
+    let sql = if backfill {
         "INSERT INTO agent_scans (agent_id, max_severity, scanner) \
          SELECT id, $2, $3 FROM agents WHERE id = $1 \
          ON CONFLICT (agent_id) DO UPDATE SET max_severity = excluded.max_severity, \
-         scanner = excluded.scanner"
+         scanner = excluded.scanner WHERE agent_scans.scanner <> excluded.scanner"
     } else {
         "INSERT INTO agent_scans (agent_id, max_severity, scanner) VALUES ($1, $2, $3) \
          ON CONFLICT (agent_id) DO UPDATE SET max_severity = excluded.max_severity, \

@@ -334,17 +334,7 @@ impl Authenticator {
     /// Whose private agents `caller` reads: its own, the namespaces its identity grants and
     /// its organisations'; every agent for the master key.
     pub async fn viewer_of(&self, caller: &Caller) -> ApiResult<Viewer> {
-        if caller.is_master {
-            return Ok(Viewer::Everyone);
-        }
-        let orgs = self
-            .store
-            .memberships_of(&caller.owner, &caller.granted)
-            .await?;
-        let owners = caller
-            .actor()
-            .owners_with(orgs.into_iter().map(|member| member.org));
-        Ok(Viewer::of_owners(owners))
+        Ok(self.store.viewer_of(&caller.actor()).await?)
     }
 
     /// The viewer a read path serves, and the caller of a bearer token: anonymous without

@@ -329,10 +329,10 @@ impl Registry {
     /// it does not see at all (to it, that agent does not exist).
     async fn refuse(&self, agent: &Agent, identifier: &str, actor: &Actor) -> RegistryError {
         if agent.visibility() == crate::domain::agent::Visibility::Private {
-            match self.viewer(Some(actor)).await {
+            match self.store.viewer_of(actor).await {
                 Ok(viewer) if agent.is_visible_to(&viewer) => {}
                 Ok(_) => return RegistryError::NotFound(identifier.to_owned()),
-                Err(err) => return err,
+                Err(err) => return err.into(),
             }
         }
         RegistryError::NotOwner
@@ -427,17 +427,6 @@ impl Registry {
             .memberships_of(&actor.owner, &actor.granted)
             .await?;
         Ok(actor.owners_with(orgs.into_iter().map(|member| member.org)))
-    }
-
-    /// Whose private agents `actor` reads (`None`: anonymous, public agents only): its own,
-    /// those of the namespaces its identity grants and of its organisations; every agent for
-    /// the master key.
-    pub async fn viewer(&self, actor: Option<&Actor>) -> RegistryResult<Viewer> {
-        match actor {
-            None => Ok(Viewer::Anonymous),
-            Some(actor) if actor.is_master => Ok(Viewer::Everyone),
-            Some(actor) => Ok(Viewer::of_owners(self.owners_of(actor).await?)),
-        }
     }
 
     /// Every agent, in any state (export).

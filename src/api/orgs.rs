@@ -15,7 +15,7 @@ use crate::domain::org::{OrgRole, parse_org_name};
 use crate::error::{ApiError, ApiResult, ErrorCode};
 use crate::extract::{JsonBody, PathParam};
 use crate::state::AppState;
-use crate::store::{MemberRecord, OrgRecord, StoreError, TransferRecord, TransferStatus};
+use crate::store::{MemberRecord, OrgRecord, TransferRecord, TransferStatus};
 use crate::timestamp::Timestamp;
 
 /// Longest display name kept.
@@ -329,8 +329,7 @@ pub async fn link_github(
     state
         .store
         .set_github_link(&org.name, Some((&github, role)), Timestamp::now())
-        .await
-        .map_err(last_admin)?;
+        .await?;
     get_org(State(state), caller, PathParam(org.name)).await
 }
 
@@ -372,13 +371,6 @@ async fn administered(
         )));
     }
     Ok((org, role))
-}
-
-fn last_admin(err: StoreError) -> ApiError {
-    match err {
-        StoreError::Conflict(why) => ApiError::new(ErrorCode::Conflict, why),
-        other => other.into(),
-    }
 }
 
 /// Add a member or change their role (admins, and the master key).
@@ -432,8 +424,7 @@ pub async fn set_member(
             role: new_role,
             added_at: Timestamp::now(),
         })
-        .await
-        .map_err(last_admin)?;
+        .await?;
     tracing::info!(org = %org.name, member = %owner, role = new_role.as_str(), by = %caller.owner, "organisation member set");
     let members = state.store.org_members(&org.name).await?;
     let role = caller_role(&state, &caller, &org.name).await?;
@@ -460,12 +451,7 @@ pub async fn remove_member(
     } else {
         administered(&state, &caller, &name).await?.0
     };
-    if !state
-        .store
-        .remove_member(&org.name, &owner)
-        .await
-        .map_err(last_admin)?
-    {
+    if !state.store.remove_member(&org.name, &owner).await? {
         return Err(ApiError::new(
             ErrorCode::NotFound,
             format!(

@@ -369,6 +369,22 @@ pub trait Store: Send + Sync + 'static {
         Ok(members)
     }
 
+    /// Whose private agents `actor` sees: its own, the namespaces its identity grants and its
+    /// organisations' (by name or through a GitHub link); every agent for the master key.
+    async fn viewer_of(
+        &self,
+        actor: &crate::domain::access::Actor,
+    ) -> StoreResult<crate::domain::access::Viewer> {
+        use crate::domain::access::Viewer;
+        if actor.is_master {
+            return Ok(Viewer::Everyone);
+        }
+        let orgs = self.memberships_of(&actor.owner, &actor.granted).await?;
+        Ok(Viewer::of_owners(
+            actor.owners_with(orgs.into_iter().map(|member| member.org)),
+        ))
+    }
+
     /// The registry organisations linked to any of these GitHub organisations (lowercase), with
     /// the role the link gives and when it was made.
     async fn orgs_linked_to(

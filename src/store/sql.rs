@@ -102,11 +102,7 @@ impl Columns<'_> {
 
     /// `$first, …`: one parameter per column.
     fn placeholders(&self, first: usize) -> String {
-        let count = self.names().count();
-        (first..first + count)
-            .map(|n| format!("${n}"))
-            .collect::<Vec<_>>()
-            .join(", ")
+        params(first, self.names().count())
     }
 
     /// `column = $first, …`: each column set to its parameter.
@@ -203,6 +199,14 @@ where
         .bind(revision)
         .bind(published_at.micros());
     columns.bind(query)
+}
+
+/// `$first, …`: `count` numbered parameters, for a list of values in `IN (…)`.
+fn params(first: usize, count: usize) -> String {
+    (first..first + count)
+        .map(|n| format!("${n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 const TOKEN_COLUMNS: &str = "id, owner, scopes, secret_hash, created_at, expires_at, revoked_at";
@@ -1014,10 +1018,7 @@ where
         const CHUNK: usize = 500;
         let mut found = Vec::with_capacity(ids.len());
         for chunk in ids.chunks(CHUNK) {
-            let placeholders = (1..=chunk.len())
-                .map(|n| format!("${n}"))
-                .collect::<Vec<_>>()
-                .join(", ");
+            let placeholders = params(1, chunk.len());
             let sql = format!("SELECT {AGENT_COLUMNS} FROM agents WHERE id IN ({placeholders})");
             let mut query = sqlx::query_as::<_, AgentRow>(&sql);
             for id in chunk.iter().filter(|id| !holds_nul(id)) {
@@ -1046,10 +1047,7 @@ where
             if wanted.is_empty() {
                 continue;
             }
-            let placeholders = (2..wanted.len() + 2)
-                .map(|n| format!("${n}"))
-                .collect::<Vec<_>>()
-                .join(", ");
+            let placeholders = params(2, wanted.len());
             let sql = format!(
                 "SELECT agent_id, max_severity FROM agent_scans \
                  WHERE scanner = $1 AND agent_id IN ({placeholders})"
@@ -1269,11 +1267,7 @@ where
         // One placeholder per owner (a person's few namespaces), after the page's two.
         let filter = match &owners {
             None => String::new(),
-            Some(owners) => {
-                let placeholders: Vec<String> =
-                    (0..owners.len()).map(|i| format!("${}", i + 3)).collect();
-                format!("owner IN ({}) AND ", placeholders.join(", "))
-            }
+            Some(owners) => format!("owner IN ({}) AND ", params(3, owners.len())),
         };
         let sql = format!(
             "SELECT {AGENT_COLUMNS} FROM agents WHERE {filter}id > $1 ORDER BY id LIMIT $2"
@@ -1345,13 +1339,7 @@ where
         let audience = match viewer.owners() {
             None => " OR audience IS NOT NULL".to_owned(),
             Some([]) => String::new(),
-            Some(owners) => format!(
-                " OR audience IN ({})",
-                (0..owners.len())
-                    .map(|i| format!("${}", i + 3))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+            Some(owners) => format!(" OR audience IN ({})", params(3, owners.len())),
         };
         let sql = format!(
             "SELECT {CHANGE_COLUMNS} FROM agent_changes WHERE (public = TRUE{audience}) \
@@ -1652,10 +1640,7 @@ where
         const CHUNK: usize = 500;
         let mut found = Vec::with_capacity(names.len());
         for chunk in names.chunks(CHUNK) {
-            let placeholders = (1..=chunk.len())
-                .map(|n| format!("${n}"))
-                .collect::<Vec<_>>()
-                .join(", ");
+            let placeholders = params(1, chunk.len());
             let sql = format!(
                 "SELECT {AGENT_COLUMNS} FROM agents WHERE package_name IN ({placeholders})"
             );
@@ -2116,10 +2101,7 @@ where
         if wanted.is_empty() {
             return Ok(Vec::new());
         }
-        let placeholders = (1..=wanted.len())
-            .map(|n| format!("${n}"))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let placeholders = params(1, wanted.len());
         let sql = format!(
             "SELECT org, role, linked_at FROM org_github WHERE github_org IN ({placeholders}) \
              ORDER BY org"
@@ -2321,8 +2303,7 @@ where
         if owners.is_empty() {
             return Ok(Vec::new());
         }
-        let placeholders: Vec<String> = (1..=owners.len()).map(|i| format!("${i}")).collect();
-        let list = placeholders.join(", ");
+        let list = params(1, owners.len());
         let sql = format!(
             "SELECT {TRANSFER_COLUMNS} FROM transfers WHERE status = 'pending' \
              AND (from_owner IN ({list}) OR to_owner IN ({list})) ORDER BY created_at, id"
@@ -2690,10 +2671,9 @@ where
         if scopes.is_empty() {
             return Ok(Vec::new());
         }
-        let placeholders: Vec<String> = (1..=scopes.len()).map(|n| format!("${n}")).collect();
         let sql = format!(
             "SELECT {BINDING_COLUMNS} FROM bindings WHERE scope IN ({}) ORDER BY scope, id",
-            placeholders.join(", ")
+            params(1, scopes.len())
         );
         let mut query = sqlx::query_as::<_, BindingRow>(&sql);
         for scope in scopes {

@@ -398,6 +398,26 @@ impl TestApp {
     }
 }
 
+/// A change feed page's entries: package name, kind, and whether the agent's current record
+/// came with it.
+pub fn feed_entries(changes: &Value) -> Vec<(String, String, bool)> {
+    changes["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .map(|change| {
+            (
+                change["package_name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                change["kind"].as_str().unwrap_or_default().to_owned(),
+                change["agent"].is_object(),
+            )
+        })
+        .collect()
+}
+
 /// The `package_name` of every agent of a page (`{agents: [...]}`), in order.
 pub fn packages_in(page: &Value) -> Vec<String> {
     page["agents"]

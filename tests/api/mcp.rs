@@ -113,7 +113,17 @@ async fn initialize(app: &TestApp, version: &str, token: Option<&str>) -> TestRe
 }
 
 /// A stateless (2026-07-28) request with its `_meta` and routing headers.
-async fn stateless(app: &TestApp, method: &str, mut params: Value) -> TestResponse {
+async fn stateless(app: &TestApp, method: &str, params: Value) -> TestResponse {
+    stateless_as(app, None, method, params).await
+}
+
+/// `stateless`, with `token`'s bearer when there is one.
+pub async fn stateless_as(
+    app: &TestApp,
+    token: Option<&str>,
+    method: &str,
+    mut params: Value,
+) -> TestResponse {
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": MODERN,
         "io.modelcontextprotocol/clientCapabilities": {},
@@ -123,9 +133,13 @@ async fn stateless(app: &TestApp, method: &str, mut params: Value) -> TestRespon
         .or_else(|| params.get("uri"))
         .and_then(Value::as_str)
         .map(str::to_owned);
+    let bearer = token.map(|token| format!("Bearer {token}"));
     let mut headers = vec![("mcp-protocol-version", MODERN), ("mcp-method", method)];
     if let Some(name) = &name {
         headers.push(("mcp-name", name.as_str()));
+    }
+    if let Some(bearer) = &bearer {
+        headers.push(("authorization", bearer.as_str()));
     }
     app.send(mcp_request(
         Method::POST,

@@ -7,7 +7,8 @@
 use axum::http::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::helpers::{MASTER_KEY, TestApp, agent_body};
+use crate::helpers::{MASTER_KEY, TestApp, agent_body, feed_entries as feed};
+use crate::mcp::stateless_as;
 
 /// The three agents, told apart by a word each (every path shows it somewhere: package name,
 /// MCP name, identifier).
@@ -102,42 +103,6 @@ async fn world() -> World {
         publisher: bob,
         app,
     }
-}
-
-/// A stateless MCP request (revision 2026-07-28) as `token`'s caller.
-async fn mcp(
-    app: &TestApp,
-    token: Option<&str>,
-    method: &str,
-    mut params: Value,
-) -> crate::helpers::TestResponse {
-    use axum::body::Body;
-    use axum::http::{Request, header};
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-    });
-    let name = params
-        .get("name")
-        .or_else(|| params.get("uri"))
-        .and_then(Value::as_str)
-        .map(str::to_owned);
-    let mut builder = Request::builder()
-        .method(Method::POST)
-        .uri("/mcp")
-        .header(header::ACCEPT, "application/json")
-        .header(header::CONTENT_TYPE, "application/json")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method);
-    if let Some(name) = name {
-        builder = builder.header("mcp-name", name);
-    }
-    if let Some(token) = token {
-        builder = builder.header(header::AUTHORIZATION, format!("Bearer {token}"));
-    }
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-    app.send(builder.body(Body::from(body.to_string())).expect("request"))
-        .await
 }
 
 impl World {
@@ -247,7 +212,7 @@ impl World {
         );
         ok(
             "MCP search_agents",
-            mcp(
+            stateless_as(
                 &self.app,
                 who.token.as_deref(),
                 "tools/call",
@@ -416,7 +381,7 @@ async fn a_private_agent_resolves_for_those_who_may_see_it_and_is_not_found_for_
             }
         }
         // The MCP server's record resource and get_agent tool.
-        let read = mcp(
+        let read = stateless_as(
             &world.app,
             who.token.as_deref(),
             "resources/read",
@@ -430,7 +395,7 @@ async fn a_private_agent_resolves_for_those_who_may_see_it_and_is_not_found_for_
             who.name,
             read.text
         );
-        let tool = mcp(
+        let tool = stateless_as(
             &world.app,
             who.token.as_deref(),
             "tools/call",
@@ -503,25 +468,6 @@ async fn a_bad_token_on_a_read_path_is_refused_rather_than_read_as_anonymous() {
         .request(Method::GET, "/public/agents", Some("ar_not_a_token"), None)
         .await;
     bad.assert_problem(401, "unauthorized");
-}
-
-/// The feed's entries: package name, kind, and whether the current record came with it.
-fn feed(changes: &Value) -> Vec<(String, String, bool)> {
-    changes["changes"]
-        .as_array()
-        .expect("changes")
-        .iter()
-        .map(|change| {
-            (
-                change["package_name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-                change["kind"].as_str().unwrap_or_default().to_owned(),
-                change["agent"].is_object(),
-            )
-        })
-        .collect()
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, agent_body, packages_in};
+use crate::helpers::{TestApp, agent_body, feed_entries, packages_in};
 use crate::search_paths::{Case, through_every_path};
 
 fn body(package: &str, visibility: &str) -> Value {
@@ -62,20 +62,11 @@ async fn listed(app: &TestApp) -> Vec<(&'static str, Vec<String>)> {
     seen
 }
 
-fn feed(app_changes: &Value) -> Vec<(String, String)> {
-    app_changes["changes"]
-        .as_array()
-        .expect("changes")
-        .iter()
-        .map(|change| {
-            (
-                change["package_name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-                change["kind"].as_str().unwrap_or_default().to_owned(),
-            )
-        })
+/// The feed's entries as package name and kind.
+fn feed(changes: &Value) -> Vec<(String, String)> {
+    feed_entries(changes)
+        .into_iter()
+        .map(|(package, kind, _)| (package, kind))
         .collect()
 }
 

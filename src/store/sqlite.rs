@@ -91,3 +91,61 @@ impl Dialect for Sqlite {
         result.rows_affected()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::scan::Severity;
+    use crate::store::{Agent, Store};
+
+    /// A verdict missing (a row written before verdicts were stored) or of another scanner is
+    /// backfilled; one of this scanner stays.
+    #[tokio::test]
+    async fn a_backfill_writes_missing_and_outdated_verdicts_only() {
+        let dir = tempfile::tempdir().expect("dir");
+        let store = SqliteStore::open_dir(dir.path()).await.expect("store");
+        let draft = crate::domain::AgentDraft::parse(&serde_json::json!({
+            "package_name": "com.example.old", "name": "Old", "description": "Tides.",
+        }))
+        .expect("draft");
+        let agent = Agent::new(draft, "alice", crate::timestamp::Timestamp::now());
+        store.insert_agent(&agent).await.expect("insert");
+        let ids = vec![agent.id.clone()];
+        let verdicts = || async { store.scan_severities(&ids).await.expect("verdicts") };
+        assert_eq!(verdicts().await, vec![(agent.id.clone(), Severity::None)]);
+
+        sqlx::query("DELETE FROM agent_scans")
+            .execute(&store.writer)
+            .await
+            .expect("forget");
+        assert!(verdicts().await.is_empty());
+        let found = [(agent.id.clone(), Severity::Low)];
+        store
+            .record_scan_severities(&found)
+            .await
+            .expect("backfill");
+        assert_eq!(verdicts().await, vec![(agent.id.clone(), Severity::Low)]);
+
+        sqlx::query("UPDATE agent_scans SET scanner = 'agent-registry-scan@0'")
+            .execute(&store.writer)
+            .await
+            .expect("age");
+        assert!(
+            verdicts().await.is_empty(),
+            "another scanner's verdict is not read"
+        );
+        let found = [(agent.id.clone(), Severity::Medium)];
+        store
+            .record_scan_severities(&found)
+            .await
+            .expect("backfill");
+        assert_eq!(verdicts().await, vec![(agent.id.clone(), Severity::Medium)]);
+
+        let found = [(agent.id.clone(), Severity::High)];
+        store
+            .record_scan_severities(&found)
+            .await
+            .expect("backfill");
+        assert_eq!(verdicts().await, vec![(agent.id.clone(), Severity::Medium)]);
+    }
+}

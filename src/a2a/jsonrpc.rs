@@ -183,7 +183,7 @@ pub async fn serve(
     parts: &Parts,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let viewer = match authorize(state, parts).await {
+    let viewer = match authorize(state, target, parts).await {
         Ok(viewer) => viewer,
         Err(response) => return response,
     };
@@ -299,8 +299,9 @@ fn batch_too_large() -> RpcError {
 }
 
 /// Missing or invalid token → 401, missing scope → 403, both with a JSON-RPC error body;
-/// otherwise whose private agents the caller sees.
-async fn authorize(state: &AppState, parts: &Parts) -> Result<Viewer, Response> {
+/// otherwise whose private agents the caller sees in the registry's own searches (a hosted
+/// agent reads no agents: there, no one's).
+async fn authorize(state: &AppState, target: &Target, parts: &Parts) -> Result<Viewer, Response> {
     let caller = match auth::bearer_secret(parts) {
         Ok(secret) => state.auth.authenticate(secret).await,
         Err(err) => Err(err),
@@ -323,7 +324,10 @@ async fn authorize(state: &AppState, parts: &Parts) -> Result<Viewer, Response> 
     let caller = caller
         .and_then(|caller| caller.require(Scope::A2a).map(|()| caller))
         .map_err(denied)?;
-    state.auth.viewer_of(&caller).await.map_err(denied)
+    match target {
+        Target::Registry => state.auth.viewer_of(&caller).await.map_err(denied),
+        Target::Hosted(_) => Ok(Viewer::Anonymous),
+    }
 }
 
 /// One call of a request or batch; `None` for a notification (no `id`).

@@ -37,7 +37,7 @@ fn main() -> anyhow::Result<()> {
     let file = std::fs::File::open(&args.corpus)?;
     let (mut read, mut invalid) = (0usize, 0usize);
     let mut by_severity: BTreeMap<Severity, usize> = BTreeMap::new();
-    let mut by_rule: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut by_rule: BTreeMap<String, usize> = BTreeMap::new();
     let mut listed = Vec::new();
     let started = Instant::now();
     for line in std::io::BufReader::new(file).lines() {
@@ -58,7 +58,7 @@ fn main() -> anyhow::Result<()> {
         let report = scan::scan(&draft);
         *by_severity.entry(report.max_severity).or_default() += 1;
         for finding in &report.findings {
-            *by_rule.entry(finding.rule).or_default() += 1;
+            *by_rule.entry(finding.rule.to_string()).or_default() += 1;
             if finding.severity >= list {
                 listed.push(format!(
                     "{} | {} | {} | {} | {}",

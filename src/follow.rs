@@ -63,6 +63,11 @@ async fn catch_up(store: &dyn Store, index: &SearchIndex, cursor: i64) -> StoreR
             // without a new revision) may be news. A row without health was read before a
             // probe landed: it says nothing newer than what this process's prober applied, and
             // must not clear it (clearing follows a new endpoint, which is a new revision).
+            // A probe elsewhere found new findings in what its endpoint shows: the same
+            // revision, indexed again with its new worst severity.
+            Some(agent) if index.holds(&agent) && index.live_severity_moved(&agent) => {
+                changed.push(agent);
+            }
             Some(agent) if index.holds(&agent) => {
                 if agent.health.is_some() {
                     index.set_health(&agent.id, agent.health);

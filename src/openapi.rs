@@ -49,6 +49,7 @@ fn hand_written() -> Vec<(&'static str, Value)> {
         ("SetMemberRequest", set_member_request()),
         ("GithubLinkRequest", github_link_request()),
         ("TransferRequest", transfer_request()),
+        ("DeprecateRequest", deprecate_request()),
         ("ClaimNamespaceRequest", claim_namespace_request()),
         ("CreateBindingRequest", create_binding_request()),
         ("CreateSessionRequest", create_session_request()),
@@ -601,6 +602,10 @@ pub fn filter_properties() -> Map<String, Value> {
         "payment_direction".to_owned(),
         closed_filter(&["inbound", "outbound", "both"], true, "Payment direction."),
     );
+    map.insert(
+        "include_deprecated".to_owned(),
+        json!({"type": ["boolean", "null"], "description": "true (default): deprecated agents too, ranked below their equals; false: none."}),
+    );
     map.insert("max_severity".to_owned(), {
         let words = ["none", "low", "medium", "high", "critical"];
         let term = words.iter().map(|w| ci(w)).collect::<Vec<_>>().join("|");
@@ -863,6 +868,38 @@ fn transfer_request() -> Value {
             },
         },
         "examples": [{"to": "bob"}, {"to": "org:acme"}],
+    })
+}
+
+fn deprecate_request() -> Value {
+    // Control characters other than tab and line feed are refused; the message, trimmed, is not
+    // empty.
+    let plain = r"[^\u0000-\u0008\u000b-\u001f\u007f-\u009f]";
+    let visible = format!(r"[^{WS}\u0000-\u001f\u007f-\u009f]");
+    json!({
+        "type": "object",
+        "required": ["message"],
+        "properties": {
+            "message": {
+                "type": "string",
+                "maxLength": crate::domain::deprecation::MAX_MESSAGE_CHARS,
+                "pattern": format!("^{plain}*{visible}{plain}*$"),
+                "description": "Why, and what to do instead (at most 500 characters).",
+            },
+            "successor": {
+                "type": ["string", "null"],
+                "maxLength": 200,
+                "description": "The id or package name of another listed agent to use instead.",
+            },
+            "version": {
+                "type": ["string", "null"],
+                "minLength": 1,
+                "maxLength": 128,
+                "pattern": "^[^\\u0000]*$",
+                "description": "Deprecate only this version of the agent.",
+            },
+        },
+        "examples": [{"message": "Replaced by the v2 API.", "successor": "com.example.weather2"}],
     })
 }
 

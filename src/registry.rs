@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use crate::config::{NamespacePolicy, ScanPolicy};
 use crate::domain::access::{Actor, MIRROR_PREFIX, SYSTEM_OWNER, Viewer, is_mirror_owner};
+use crate::domain::deprecation::Deprecation;
 use crate::domain::health::{ProbeOutcome, ProbeTarget};
 use crate::domain::namespace::{Namespace, covers};
 use crate::domain::scan::{self, Finding, Severity};
@@ -499,6 +500,7 @@ impl Registry {
                 version: agent.version().to_owned(),
                 revision: agent.revision,
                 published_at: agent.updated_at,
+                deprecation: None,
             },
         };
         history.insert(0, current);
@@ -759,6 +761,68 @@ impl Registry {
             .await?;
         self.apply(&agent).await;
         self.reschedule_probe(Some(&current), &agent).await;
+        Ok(agent)
+    }
+
+    /// Deprecate agent `identifier`, which `actor` manages (or, with `version`, one of its
+    /// versions), with the publisher's message and, optionally, a successor: the package name
+    /// or id of another agent the public can see. `None` as `message` takes it back.
+    pub async fn set_deprecation(
+        &self,
+        identifier: &str,
+        actor: &Actor,
+        version: Option<&str>,
+        deprecate: Option<(&str, Option<&str>)>,
+    ) -> RegistryResult<Agent> {
+        let current = self.find_owned(identifier, actor).await?;
+        let at = Timestamp::now();
+        let deprecation = match deprecate {
+            None => None,
+            Some((message, successor)) => {
+                let message = Deprecation::message(message).map_err(|message| {
+                    RegistryError::Invalid(vec![FieldError::new("message", message)])
+                })?;
+                let successor = match successor.map(str::trim).filter(|s| !s.is_empty()) {
+                    None => None,
+                    Some(successor) => {
+                        let found = self
+                            .store
+                            .find_agent(successor)
+                            .await?
+                            .filter(|agent| agent.is_listed() && agent.id != current.id);
+                        let Some(found) = found else {
+                            return Err(RegistryError::NotFound(crate::domain::truncate(
+                                successor, 80,
+                            )));
+                        };
+                        Some(found.package_name().to_owned())
+                    }
+                };
+                Some(Deprecation {
+                    message,
+                    successor,
+                    deprecated_at: at,
+                })
+            }
+        };
+        let no_version = |version: &str| RegistryError::VersionNotFound {
+            identifier: identifier.to_owned(),
+            version: crate::domain::truncate(version, 80),
+        };
+        if let Some(version) = version
+            && (version.is_empty() || version.len() > 128 || version.contains('\0'))
+        {
+            return Err(no_version(version));
+        }
+        let agent = self
+            .store
+            .set_deprecation(&current.id, version, deprecation.as_ref(), at)
+            .await
+            .map_err(|err| match (err, version) {
+                (StoreError::NotFound, Some(version)) => no_version(version),
+                (err, _) => err.into(),
+            })?;
+        self.apply(&agent).await;
         Ok(agent)
     }
 
@@ -1364,6 +1428,53 @@ impl Registry {
             index.set_health(id, Some(health.clone()));
         }
         Ok(Some(health))
+    }
+
+    /// Record what a probe read from agent `id`'s endpoint at `at`: scan it, compare it with
+    /// the last snapshot (a different one is a drift, logged to the change feed), store both,
+    /// and refresh the agent's worst severity in this process's index when it moved.
+    pub async fn record_surface(
+        &self,
+        id: &str,
+        surface: &crate::domain::surface::Surface,
+        at: Timestamp,
+    ) -> RegistryResult<()> {
+        let previous = self.store.surface_of(id).await?;
+        let (inspection, changed) = crate::domain::surface::Inspection::after(
+            previous.as_ref().map(|(held, before)| (held, before)),
+            surface,
+            at,
+        );
+        let severity_moved = previous
+            .as_ref()
+            .map_or(Severity::None, |(held, _)| held.max_severity)
+            != inspection.max_severity;
+        if changed {
+            let drift = inspection.drift.as_ref();
+            tracing::info!(
+                agent = id,
+                added = drift.map_or(0, |d| d.changes.added_count),
+                removed = drift.map_or(0, |d| d.changes.removed_count),
+                changed = drift.map_or(0, |d| d.changes.changed_count),
+                new_findings = drift.map_or(0, |d| d.new_findings.len()),
+                "what the agent's endpoint shows changed since the last probe"
+            );
+            metrics::counter!("registry_drifts_total").increment(1);
+        }
+        if !self
+            .store
+            .record_inspection(id, &inspection, surface, changed)
+            .await?
+        {
+            return Ok(());
+        }
+        if severity_moved
+            && let Some(index) = &self.index
+            && let Some(agent) = self.store.find_agent(id).await?
+        {
+            index.apply(&agent).await;
+        }
+        Ok(())
     }
 
     /// Indexed agents by health status (never probed: `unknown`).

@@ -50,6 +50,7 @@ pub const BODY_LIMIT_BYTES: usize = 1024 * 1024;
         orgs::create_org, orgs::list_orgs, orgs::get_org, orgs::set_member, orgs::remove_member,
         orgs::link_github, orgs::unlink_github,
         orgs::transfer_agent, orgs::list_transfers, orgs::accept_transfer,
+        agents::deprecate, agents::undeprecate,
         orgs::decline_transfer, audit_api::list_audit,
         tokens::create_token, tokens::list_tokens, tokens::revoke_token,
         identity::me, identity::exchange,
@@ -247,6 +248,10 @@ pub fn router(state: AppState) -> Router {
         .route("/api/agents/{id}/unpublish", post(agents::unpublish))
         .route("/api/agents/{id}/verify", post(agents::verify_agent))
         .route("/api/agents/{id}/transfer", post(orgs::transfer_agent))
+        .route(
+            "/api/agents/{id}/deprecate",
+            post(agents::deprecate).delete(agents::undeprecate),
+        )
         .route("/api/transfers", get(orgs::list_transfers))
         .route("/api/transfers/{id}/accept", post(orgs::accept_transfer))
         .route("/api/transfers/{id}/decline", post(orgs::decline_transfer))

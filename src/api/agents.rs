@@ -171,6 +171,85 @@ pub async fn unpublish(
     .await
 }
 
+/// Deprecate an agent, or one of its versions: it stays listed and resolvable, shown with the
+/// message and the successor everywhere it appears, and ranked below its equals.
+#[utoipa::path(post, path = "/api/agents/{id}/deprecate", tag = "management",
+    params(("id" = String, Path, description = "Agent id or package name")),
+    request_body(content = crate::wire::schema::DeprecateRequest, description = "`{\"message\": \"Use com.example.weather2\", \"successor\": \"com.example.weather2\"}`; with `version`, only that version"),
+    responses((status = 200, body = AgentRecord, description = "The owner's view, with `deprecation` (or, for a version, its entry in the version history)"),
+              (status = 404, body = crate::error::Problem, description = "`agent_not_found`: no such agent, or the successor names no other listed agent; `version_not_found`: the agent never had this version"),
+              (status = 403, body = crate::error::Problem, description = "`forbidden`: another owner's agent, or a token without `agents:write`; `mirrored_read_only`: a mirror's copy, which changes at its source; `namespace_not_granted`: a token restricted to namespaces and an agent outside them"),
+              (status = 422, body = crate::error::Problem, description = "`validation_failed`: the message is empty, longer than 500 characters or holds control characters")),
+    security(("bearer" = [])))]
+pub async fn deprecate(
+    State(state): State<AppState>,
+    caller: Caller,
+    PathParam(identifier): PathParam,
+    JsonBody(body): JsonBody,
+) -> ApiResult<Response> {
+    caller.require(Scope::AgentsWrite)?;
+    let Some(object) = body.as_object() else {
+        return Err(ApiError::validation(vec![FieldError::new(
+            "body",
+            "must be a JSON object",
+        )]));
+    };
+    let text = |name: &str| -> ApiResult<Option<&str>> {
+        match object.get(name) {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(serde_json::Value::String(text)) => Ok(Some(text.as_str())),
+            Some(_) => Err(ApiError::validation(vec![FieldError::new(
+                name,
+                "must be a string",
+            )])),
+        }
+    };
+    let message = text("message")?
+        .ok_or_else(|| ApiError::validation(vec![FieldError::new("message", "is required")]))?;
+    let successor = text("successor")?;
+    let version = text("version")?;
+    let agent = state
+        .registry
+        .set_deprecation(
+            &identifier,
+            &caller.actor(),
+            version,
+            Some((message, successor)),
+        )
+        .await?;
+    tracing::info!(agent.id = %agent.id, version, "agent deprecated");
+    Ok(owned_response(&agent))
+}
+
+/// Which version an undo names.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+pub struct UndeprecateQuery {
+    /// Only this version's deprecation; absent: the agent's.
+    pub version: Option<String>,
+}
+
+/// Take a deprecation back (the agent's, or with `version`, that version's).
+#[utoipa::path(delete, path = "/api/agents/{id}/deprecate", tag = "management",
+    params(("id" = String, Path, description = "Agent id or package name"), UndeprecateQuery),
+    responses((status = 200, body = AgentRecord, description = "The owner's view, without the deprecation"),
+              (status = 404, body = crate::error::Problem, description = "`agent_not_found`; `version_not_found`: the agent never had this version"),
+              (status = 403, body = crate::error::Problem, description = "`forbidden`: another owner's agent, or a token without `agents:write`; `mirrored_read_only`: a mirror's copy, which changes at its source; `namespace_not_granted`: a token restricted to namespaces and an agent outside them")),
+    security(("bearer" = [])))]
+pub async fn undeprecate(
+    State(state): State<AppState>,
+    caller: Caller,
+    PathParam(identifier): PathParam,
+    Query(query): Query<UndeprecateQuery>,
+) -> ApiResult<Response> {
+    caller.require(Scope::AgentsWrite)?;
+    let agent = state
+        .registry
+        .set_deprecation(&identifier, &caller.actor(), query.version.as_deref(), None)
+        .await?;
+    tracing::info!(agent.id = %agent.id, version = query.version.as_deref(), "agent deprecation undone");
+    Ok(owned_response(&agent))
+}
+
 async fn transition(
     state: AppState,
     caller: Caller,

@@ -211,11 +211,17 @@ fn server_entry(agent: &Agent, is_latest: bool) -> Value {
     } else {
         agent.updated_at
     };
+    // Deprecated by its publisher here, or (a mirrored server) at its source.
+    let deprecated = agent.deprecation.is_some()
+        || agent
+            .provenance
+            .as_ref()
+            .is_some_and(|provenance| provenance.status.as_deref() == Some("deprecated"));
     json!({
         "server": server_json::document(agent),
         "_meta": {
             OFFICIAL_META: {
-                "status": "active",
+                "status": if deprecated { "deprecated" } else { "active" },
                 "publishedAt": published,
                 "updatedAt": agent.updated_at,
                 "isLatest": is_latest,

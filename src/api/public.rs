@@ -29,6 +29,7 @@ use crate::wire::{AgentPage, AgentRecord, PageView, VersionList};
         ("sort" = Option<String>, Query, description = "`relevance` (default with q), `newest` (default without), `name`"),
         ("health" = Option<String>, Query, description = "`up`, `down`, `not_conformant`, `unknown`, `not_probed` (OR): what the last liveness probe found (`not_probed`: the agent lists no endpoint)"),
         ("max_severity" = Option<String>, Query, description = "`none`, `low`, `medium`, `high` or `critical`: only agents whose worst scanner finding is at most this (`none`: clean agents only)"),
+        ("include_deprecated" = Option<bool>, Query, description = "`true` (default): deprecated agents too, ranked below their equals; `false`: none"),
         ("collapse" = Option<bool>, Query, description = "`true` (default): one agent per duplicate group (agents sharing a repository or an endpoint), the group's best member; `false`: every agent"),
         ("facets" = Option<bool>, Query, description = "`true`: the answer also has `facets`, every match (not only this page) counted per category, tag (the 20 most frequent), payment model, health and worst scanner finding (`security`); `false` (default): no `facets` member"),
         ("limit" = Option<i64>, Query, description = "Page size, default 20, max 100; values below 1 are read as 1, above 100 as 100"),

@@ -9,7 +9,7 @@
 //! | `url` | the card the registry serves, the MCP server's `server.json`, or the record |
 //! | `capabilities` | the names of its skills or tools |
 //! | `representativeQueries` | the publisher's (or its card's skill examples), when 2–5 |
-//! | `metadata` | package name, record URL, verification level, category, audience |
+//! | `metadata` | package name, record URL, verification level, category, audience, the scanner's worst finding (`securityMaxSeverity`), and a deprecation (`deprecated`, `deprecationMessage`, `successor`) |
 //! | `trustManifest` | only when the registry verified the publisher's domain: `identity` is that domain, the URN's publisher; the attestation is the agent's record. The registry's own agents have none: their identifiers' publishers (`utility.registry`) are names, not domains anyone proved |
 
 use serde_json::{Map, Value, json};
@@ -92,6 +92,18 @@ fn write_metadata(out: &mut Vec<u8>, listing: &Listing, base: &str) -> serde_jso
     if let Some(target) = listing.target() {
         out.extend_from_slice(b",\"target\":");
         json_str(out, target)?;
+    }
+    if !listing.operated {
+        out.extend_from_slice(b",\"securityMaxSeverity\":");
+        json_str(out, listing.severity.as_str())?;
+    }
+    if let Some(deprecation) = &listing.deprecation {
+        out.extend_from_slice(b",\"deprecated\":true,\"deprecationMessage\":");
+        json_str(out, &deprecation.message)?;
+        if let Some(successor) = &deprecation.successor {
+            out.extend_from_slice(b",\"successor\":");
+            json_str(out, successor)?;
+        }
     }
     out.push(b'}');
     Ok(())

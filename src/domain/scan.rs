@@ -4,10 +4,11 @@
 //! skills) and reports findings, each from a rule with an id, a severity and a reason
 //! (`docs/security.md`). Pure: no network, no model, the same findings for the same text.
 
+use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use regex::{Regex, RegexSet};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::AgentDraft;
@@ -21,7 +22,19 @@ const EXCERPT_CHARS: usize = 160;
 const MAX_SCHEMA_STRINGS: usize = 256;
 
 /// How bad a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, utoipa::ToSchema)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
     None,
@@ -64,10 +77,11 @@ impl Severity {
 }
 
 /// One thing a rule found.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Finding {
     /// The rule's id, e.g. `instruction-override`.
-    pub rule: &'static str,
+    #[schema(value_type = String)]
+    pub rule: Cow<'static, str>,
     pub severity: Severity,
     /// Where: `description`, `capabilities[2].input_schema.properties.notes.description`, …
     pub field: String,
@@ -84,9 +98,83 @@ pub struct Report {
     pub max_severity: Severity,
     pub findings: Vec<Finding>,
     pub scanner: &'static str,
+    /// When the texts were last scanned: the record's last write, or the last probe that read
+    /// the endpoint's tools (skills), whichever is later.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scanned_at: Option<crate::timestamp::Timestamp>,
+    /// What the endpoint itself shows (an MCP server's live tools, an A2A card's skills), as
+    /// the last probe read it; its findings are among `findings`, at `live.…` fields.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live: Option<Live>,
+    /// The last change a probe saw in what the endpoint shows (tools added, removed, changed),
+    /// with the findings the change brought.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drift: Option<super::surface::Drift>,
+}
+
+/// The endpoint's tools (skills) as the last probe read them, or why they were not read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct Live {
+    /// `inspected`, or `not_inspected` (the publisher opted out).
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<super::surface::SurfaceKind>,
+    /// How many tools (skills) it showed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub count: Option<usize>,
+    /// The digest of what it showed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+    /// Since when it shows what it shows now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<crate::timestamp::Timestamp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inspected_at: Option<crate::timestamp::Timestamp>,
+    /// Changes probes have seen since the endpoint was first read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changes_seen: Option<u32>,
 }
 
 impl Report {
+    /// This report with what the prober last read from the endpoint added: its findings, its
+    /// summary under `live` and its last change under `drift`.
+    pub fn with_live(mut self, inspection: Option<&super::surface::Inspection>) -> Self {
+        let Some(inspection) = inspection else {
+            return self;
+        };
+        let mut findings = std::mem::take(&mut self.findings);
+        findings.extend(inspection.findings.iter().cloned());
+        let scanned_at = self.scanned_at;
+        Self {
+            scanned_at: scanned_at.max(Some(inspection.inspected_at)),
+            live: Some(Live {
+                status: "inspected",
+                kind: Some(inspection.kind),
+                count: Some(inspection.count),
+                hash: Some(inspection.hash.clone()),
+                since: Some(inspection.since),
+                inspected_at: Some(inspection.inspected_at),
+                changes_seen: Some(inspection.changes_seen),
+            }),
+            drift: inspection.drift.clone(),
+            ..Self::of(findings)
+        }
+    }
+
+    /// This report saying the endpoint's tools are not read (the publisher opted out).
+    pub fn not_inspected(mut self) -> Self {
+        self.live = Some(Live {
+            status: "not_inspected",
+            kind: None,
+            count: None,
+            hash: None,
+            since: None,
+            inspected_at: None,
+            changes_seen: None,
+        });
+        self
+    }
+
     fn of(mut findings: Vec<Finding>) -> Self {
         findings.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.field.cmp(&b.field)));
         let max_severity = findings
@@ -103,6 +191,9 @@ impl Report {
             max_severity,
             findings,
             scanner: SCANNER,
+            scanned_at: None,
+            live: None,
+            drift: None,
         }
     }
 }
@@ -239,7 +330,7 @@ pub fn scan_text(field: &str, text: &str, findings: &mut Vec<Finding>) {
         };
         let finding = match TEXT_RULES.get(index) {
             Some(rule) => Finding {
-                rule: rule.id,
+                rule: Cow::Borrowed(rule.id),
                 severity: rule.severity,
                 field: field.to_owned(),
                 excerpt: excerpt(text, found.start(), found.end()),
@@ -247,7 +338,7 @@ pub fn scan_text(field: &str, text: &str, findings: &mut Vec<Finding>) {
             None => {
                 let (id, severity, _) = SECRET_RULES[index - TEXT_RULES.len()];
                 Finding {
-                    rule: id,
+                    rule: Cow::Borrowed(id),
                     severity,
                     field: field.to_owned(),
                     // Never repeat the secret: its first characters say which one it is.
@@ -274,7 +365,7 @@ fn invisible(field: &str, text: &str, findings: &mut Vec<Finding>) {
     if !tags.is_empty() {
         let hidden: String = tags.trim().chars().take(EXCERPT_CHARS).collect();
         findings.push(Finding {
-            rule: "hidden-tag-characters",
+            rule: Cow::Borrowed("hidden-tag-characters"),
             severity: if hidden.chars().any(char::is_alphanumeric) {
                 Severity::Critical
             } else {
@@ -287,7 +378,7 @@ fn invisible(field: &str, text: &str, findings: &mut Vec<Finding>) {
     let bidi = |c: char| matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}');
     if let Some(at) = text.find(bidi) {
         findings.push(Finding {
-            rule: "bidi-control",
+            rule: Cow::Borrowed("bidi-control"),
             severity: Severity::High,
             field: field.to_owned(),
             excerpt: excerpt(text, at, at + 3),
@@ -304,7 +395,7 @@ fn invisible(field: &str, text: &str, findings: &mut Vec<Finding>) {
     if let Some(position) = hidden_in_word {
         let at: usize = chars[..position].iter().map(|c| c.len_utf8()).sum();
         findings.push(Finding {
-            rule: "zero-width-in-word",
+            rule: Cow::Borrowed("zero-width-in-word"),
             severity: Severity::Medium,
             field: field.to_owned(),
             excerpt: excerpt(text, at, at + chars[position].len_utf8() * 3),
@@ -352,6 +443,16 @@ fn texts(draft: &AgentDraft) -> Vec<(String, String)> {
         }
     }
     out
+}
+
+/// Every finding in the strings inside `value` (at most 256 of them), each at `at` and its path.
+pub fn scan_value(value: &Value, at: &str, findings: &mut Vec<Finding>) {
+    let mut budget = MAX_SCHEMA_STRINGS;
+    let mut texts = Vec::new();
+    strings_in(value, at, &mut budget, &mut texts);
+    for (field, text) in texts {
+        scan_text(&field, &text, findings);
+    }
 }
 
 /// Every string in `value` (keys that are property names included), depth first, at most
@@ -431,8 +532,12 @@ mod tests {
         AgentDraft::parse(&body).expect("valid")
     }
 
-    fn rules(report: &Report) -> Vec<&'static str> {
-        report.findings.iter().map(|finding| finding.rule).collect()
+    fn rules(report: &Report) -> Vec<&str> {
+        report
+            .findings
+            .iter()
+            .map(|finding| finding.rule.as_ref())
+            .collect()
     }
 
     #[test]
@@ -556,7 +661,10 @@ mod tests {
                 &format!("Use {text} for calls."),
                 &mut findings,
             );
-            let found: Vec<&str> = findings.iter().map(|finding| finding.rule).collect();
+            let found: Vec<&str> = findings
+                .iter()
+                .map(|finding| finding.rule.as_ref())
+                .collect();
             assert_eq!(found, [rule], "{text}");
         }
         // Words that only start like keys are not keys.
@@ -607,7 +715,10 @@ mod tests {
             let text = case["text"].as_str().expect("text");
             let mut findings = Vec::new();
             scan_text("description", text, &mut findings);
-            let mut found: Vec<&str> = findings.iter().map(|finding| finding.rule).collect();
+            let mut found: Vec<&str> = findings
+                .iter()
+                .map(|finding| finding.rule.as_ref())
+                .collect();
             found.sort_unstable();
             found.dedup();
             let mut expected: Vec<&str> = case["expect"]

@@ -14,7 +14,7 @@ pub const GET_AGENT_CARD: &str = "get_agent_card";
 pub const LIST_CATEGORIES: &str = "list_categories";
 
 /// The filters every search path takes, as tool arguments.
-const FILTERS: [&str; 10] = [
+const FILTERS: [&str; 12] = [
     "tags",
     "category",
     "target",
@@ -24,6 +24,8 @@ const FILTERS: [&str; 10] = [
     "payment_rail",
     "payment_direction",
     "health",
+    "max_severity",
+    "include_deprecated",
     "collapse",
 ];
 
@@ -151,6 +153,16 @@ fn filter_properties() -> Map<String, Value> {
         ),
     );
     properties.insert(
+        "max_severity".to_owned(),
+        json!({"enum": ["none", "low", "medium", "high", "critical"],
+               "description": "Only agents whose worst scanner finding (hidden instructions, invisible characters, pasted credentials, in their texts or at their endpoint) is at most this; none: clean agents only."}),
+    );
+    properties.insert(
+        "include_deprecated".to_owned(),
+        json!({"type": "boolean", "default": true,
+               "description": "false drops agents their publishers deprecated (they rank below their equals otherwise)."}),
+    );
+    properties.insert(
         "collapse".to_owned(),
         json!({"type": "boolean", "default": true,
                "description": "One agent per duplicate group (agents sharing a repository or endpoint); false shows every one."}),
@@ -236,6 +248,14 @@ fn page_output() -> Value {
     }
     hit.insert("payment".to_owned(), nullable("object"));
     hit.insert("capabilities".to_owned(), strings("Capability names."));
+    hit.insert(
+        "max_severity".to_owned(),
+        json!({"type": "string", "description": "The worst scanner finding (none: clean); get_agent lists the findings."}),
+    );
+    hit.insert(
+        "deprecation".to_owned(),
+        json!({"type": "object", "description": "Present when the publisher deprecated the agent: message, successor."}),
+    );
     hit.insert(
         "score".to_owned(),
         json!({"type": "number", "description": "Relevance, higher is better, within this answer."}),

@@ -75,7 +75,12 @@ fn read_change(change: &Value) -> Option<Read> {
     Some(Read::Entry(Box::new(Entry {
         upstream_id: upstream_id.to_owned(),
         draft,
-        status: Status::Active,
+        // Deprecated upstream (by its publisher, or at the upstream's own source): deprecated here.
+        status: if record.get("deprecation").is_some_and(|d| !d.is_null()) {
+            Status::Deprecated
+        } else {
+            Status::Active
+        },
         is_latest: true,
         published_at,
     })))

@@ -311,7 +311,12 @@ fn read_entry(page: &Url, entry: &Value) -> Read {
         Ok(draft) => Read::Entry(Box::new(Entry {
             upstream_id: identifier.to_owned(),
             draft,
-            status: Status::Active,
+            // An entry whose metadata says it is deprecated (as this registry's entries do).
+            status: if entry.pointer("/metadata/deprecated") == Some(&json!(true)) {
+                Status::Deprecated
+            } else {
+                Status::Active
+            },
             is_latest: true,
             published_at: entry
                 .get("updatedAt")

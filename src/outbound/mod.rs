@@ -241,6 +241,8 @@ pub struct Fetched {
     /// The validators for a conditional request next time (`ETag`, `Last-Modified`).
     pub etag: Option<String>,
     pub last_modified: Option<String>,
+    /// An MCP server's `Mcp-Session-Id`, which later requests of that session must send.
+    pub mcp_session: Option<String>,
     pub body: Bytes,
 }
 
@@ -585,6 +587,7 @@ async fn read(
     };
     let etag = validator(header::ETAG);
     let last_modified = validator(header::LAST_MODIFIED);
+    let mcp_session = validator(header::HeaderName::from_static("mcp-session-id"));
     let too_large = || OutboundError::TooLarge {
         url: url.to_string(),
         limit: fetch.max_bytes,
@@ -619,6 +622,7 @@ async fn read(
         retry_after_secs,
         etag,
         last_modified,
+        mcp_session,
         body: Bytes::from(body),
     })
 }

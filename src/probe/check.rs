@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use url::Url;
 
 use crate::domain::health::{ProbeKind, ProbeTarget};
+use crate::domain::surface::Surface;
 use crate::domain::{A2aCard, HealthStatus, truncate};
 use crate::outbound::{Fetch, Fetched, JSON, Outbound, OutboundError};
 
@@ -33,12 +34,18 @@ const MCP_ANSWER: &[&str] = &["application/json", "text/event-stream"];
 /// An SSE stream's media type.
 const EVENT_STREAM: &[&str] = &["text/event-stream"];
 
+/// Most pages of `tools/list` read in one probe.
+const MAX_TOOL_PAGES: usize = 4;
+
 /// What one probe found.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Finding {
     pub status: HealthStatus,
     pub kind: ProbeKind,
     pub detail: Option<String>,
+    /// What the endpoint shows a model (an MCP server's tools, the card's skills), when the
+    /// probe read it.
+    pub surface: Option<Surface>,
 }
 
 impl Finding {
@@ -47,7 +54,13 @@ impl Finding {
             status: HealthStatus::Up,
             kind,
             detail: None,
+            surface: None,
         }
+    }
+
+    fn showing(mut self, surface: Option<Surface>) -> Self {
+        self.surface = surface;
+        self
     }
 
     fn down(kind: ProbeKind, detail: impl Into<String>) -> Self {
@@ -55,6 +68,7 @@ impl Finding {
             status: HealthStatus::Down,
             kind,
             detail: Some(truncate(&detail.into(), MAX_DETAIL_CHARS)),
+            surface: None,
         }
     }
 
@@ -63,12 +77,19 @@ impl Finding {
             status: HealthStatus::NotConformant,
             kind,
             detail: Some(truncate(&detail.into(), MAX_DETAIL_CHARS)),
+            surface: None,
         }
     }
 }
 
-/// Probe `target` within `limit` in total.
-pub async fn run(outbound: &Outbound, target: &ProbeTarget, limit: Duration) -> Finding {
+/// Probe `target` within `limit` in total; with `inspect`, also read what the endpoint shows a
+/// model (an MCP server's `tools/list`, the card's skills).
+pub async fn run(
+    outbound: &Outbound,
+    target: &ProbeTarget,
+    limit: Duration,
+    inspect: bool,
+) -> Finding {
     let deadline = Instant::now() + limit;
     match target {
         ProbeTarget::A2a {
@@ -76,16 +97,21 @@ pub async fn run(outbound: &Outbound, target: &ProbeTarget, limit: Duration) -> 
             endpoint,
             message,
         } => {
-            let found = a2a_card(outbound, card, limit).await;
+            let mut found = a2a_card(outbound, card, limit).await;
+            if !inspect {
+                found.surface = None;
+            }
             match (found.status, endpoint, message) {
                 (HealthStatus::Up, Some(endpoint), Some(message)) => {
                     let left = deadline.saturating_duration_since(Instant::now());
-                    send_message(outbound, endpoint, message, left).await
+                    send_message(outbound, endpoint, message, left)
+                        .await
+                        .showing(found.surface)
                 }
                 _ => found,
             }
         }
-        ProbeTarget::Mcp { url, sse: false } => mcp_initialize(outbound, url, limit).await,
+        ProbeTarget::Mcp { url, sse: false } => mcp_initialize(outbound, url, limit, inspect).await,
         ProbeTarget::Mcp { url, sse: true } => mcp_sse(outbound, url, limit).await,
     }
 }
@@ -138,8 +164,12 @@ async fn a2a_card(outbound: &Outbound, card: &str, limit: Duration) -> Finding {
             return Finding::not_conformant(kind, format!("the card is not valid JSON: {err}"));
         }
     };
+    let skills = document
+        .get("skills")
+        .and_then(Value::as_array)
+        .map(|skills| Surface::a2a_skills(skills));
     match A2aCard::parse(document) {
-        Ok(_) => Finding::up(kind),
+        Ok(_) => Finding::up(kind).showing(skills),
         Err(errors) => {
             let listed = errors
                 .iter()
@@ -239,8 +269,15 @@ fn jsonrpc_of(fetched: &Fetched) -> Option<Value> {
     }
 }
 
-/// An MCP `initialize` over streamable HTTP.
-async fn mcp_initialize(outbound: &Outbound, remote: &str, limit: Duration) -> Finding {
+/// An MCP `initialize` over streamable HTTP; with `inspect`, then `tools/list` in the same
+/// session (a server that does not list tools is still up).
+async fn mcp_initialize(
+    outbound: &Outbound,
+    remote: &str,
+    limit: Duration,
+    inspect: bool,
+) -> Finding {
+    let deadline = Instant::now() + limit;
     let kind = ProbeKind::McpStreamableHttp;
     let url = match parse_url(kind, remote) {
         Ok(url) => url,
@@ -275,10 +312,81 @@ async fn mcp_initialize(outbound: &Outbound, remote: &str, limit: Duration) -> F
         .and_then(|result| result.get("protocolVersion"))
         .is_some_and(Value::is_string);
     if speaks_mcp {
-        Finding::up(kind)
+        let lists_tools = result
+            .and_then(|result| result.get("capabilities"))
+            .is_some_and(|capabilities| capabilities.get("tools").is_some());
+        let surface = if inspect && lists_tools {
+            let session = fetched.mcp_session.clone();
+            list_tools(outbound, &url, session.as_deref(), deadline).await
+        } else {
+            None
+        };
+        Finding::up(kind).showing(surface)
     } else {
         Finding::not_conformant(kind, "the answer to initialize names no protocolVersion")
     }
+}
+
+/// The server's tools, read with `tools/list` (following `nextCursor` for at most four pages)
+/// after the `initialized` notification; `None` when it does not answer with a tool list in
+/// time.
+async fn list_tools(
+    outbound: &Outbound,
+    url: &Url,
+    session: Option<&str>,
+    deadline: Instant,
+) -> Option<Surface> {
+    let left = || deadline.saturating_duration_since(Instant::now());
+    let with_session = |fetch: Fetch| match session {
+        Some(session) => fetch.header(HeaderName::from_static("mcp-session-id"), session),
+        None => fetch,
+    };
+    let protocol = |fetch: Fetch| {
+        fetch.header(
+            HeaderName::from_static("mcp-protocol-version"),
+            MCP_PROTOCOL_VERSION,
+        )
+    };
+    let notification = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let notify = protocol(with_session(
+        Fetch::post_json(url.clone(), &notification, MCP_ANSWER, MAX_ANSWER_BYTES).timeout(left()),
+    ));
+    // A 202 with no body is the usual answer, which the accept check may refuse: either way
+    // the notification was delivered.
+    let _ = outbound.get(&notify).await;
+    let mut tools: Vec<Value> = Vec::new();
+    let mut cursor: Option<String> = None;
+    for page in 0..MAX_TOOL_PAGES {
+        if left().is_zero() {
+            break;
+        }
+        let mut params = json!({});
+        if let Some(cursor) = &cursor {
+            params["cursor"] = json!(cursor);
+        }
+        let body =
+            json!({"jsonrpc": "2.0", "id": page + 2, "method": "tools/list", "params": params});
+        let fetch = protocol(with_session(
+            Fetch::post_json(url.clone(), &body, MCP_ANSWER, MAX_ANSWER_BYTES)
+                .timeout(left())
+                .until(sse_event_complete),
+        ));
+        let fetched = outbound.get(&fetch).await.ok()?;
+        if !fetched.status.is_success() {
+            return None;
+        }
+        let answer = jsonrpc_of(&fetched)?;
+        let result = answer.get("result")?;
+        tools.extend(result.get("tools")?.as_array()?.iter().cloned());
+        cursor = result
+            .get("nextCursor")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if cursor.is_none() || tools.len() >= crate::domain::surface::MAX_ITEMS {
+            break;
+        }
+    }
+    Some(Surface::mcp_tools(&tools))
 }
 
 /// An MCP server's 2xx answer to `fetch`, or what the lack of one says: no answer, a status
@@ -297,6 +405,7 @@ async fn mcp_answer(
             status: HealthStatus::Up,
             kind,
             detail: Some("authorisation required".to_owned()),
+            surface: None,
         });
     }
     if !fetched.status.is_success() {

@@ -161,7 +161,7 @@ impl Prober {
         let _one_per_host = lock.lock().await;
         let at = Timestamp::now();
         let started = Instant::now();
-        let finding = check::run(&self.outbound, &target, self.timeout).await;
+        let finding = check::run(&self.outbound, &target, self.timeout, true).await;
         let latency = started.elapsed();
         let outcome = ProbeOutcome {
             status: finding.status,
@@ -178,6 +178,11 @@ impl Prober {
         metrics::histogram!("registry_probe_duration_seconds").record(latency.as_secs_f64());
         if let Err(err) = self.registry.record_probe(id, &outcome, next_at).await {
             tracing::warn!(error = %err, agent = id, "cannot record a probe");
+        }
+        if let Some(surface) = &finding.surface
+            && let Err(err) = self.registry.record_surface(id, surface, at).await
+        {
+            tracing::warn!(error = %err, agent = id, "cannot record what the endpoint shows");
         }
     }
 

@@ -38,6 +38,9 @@ pub(super) struct Doc {
     /// For a private agent, its owner: only viewers who see that owner's private agents find
     /// it. `None` for a public one.
     pub(super) private_to: Option<Arc<str>>,
+    /// The worst finding in what the prober last read from its endpoint (part of
+    /// `facets.severity`, kept apart so a new read can tell whether it moved).
+    pub(super) live_severity: Severity,
 }
 
 impl Doc {
@@ -57,10 +60,14 @@ impl Doc {
         let text = doc_text(agent);
         let id: Arc<str> = Arc::from(agent.id.as_str());
         let private = agent.visibility() == crate::domain::agent::Visibility::Private;
+        let live_severity = live_severity(agent);
+        let severity = severity
+            .unwrap_or_else(|| crate::domain::scan::scan(draft).max_severity)
+            .max(live_severity);
         let doc = Doc {
             id: Arc::clone(&id),
             revision: agent.revision,
-            listing: Arc::new(Listing::of(agent)),
+            listing: Arc::new(Listing::with_severity(agent, severity)),
             published_micros: agent.published_at.map_or(0, |t| t.micros()),
             name_key: draft.name.to_lowercase().into_boxed_str(),
             facets: Facets {
@@ -68,7 +75,8 @@ impl Doc {
                 category: draft.category.as_deref().map(str::to_lowercase),
                 verification_level: agent.verification_level,
                 payment_model: draft.payment.as_ref().map(|payment| payment.model),
-                severity: severity.unwrap_or_else(|| crate::domain::scan::scan(draft).max_severity),
+                severity,
+                deprecated: agent.shown_deprecation().is_some(),
             },
             content_hash: ContentHash::of(&embedding_text(&text)),
             text_hash: text_hash(&text),
@@ -78,9 +86,18 @@ impl Doc {
             rank: duplicates::Rank::of(agent, id),
             health: shown_health(agent),
             private_to: private.then(|| Arc::from(agent.owner.as_str())),
+            live_severity,
         };
         (doc, text)
     }
+}
+
+/// The worst finding in what the prober last read from `agent`'s endpoint.
+pub(super) fn live_severity(agent: &Agent) -> Severity {
+    agent
+        .inspection
+        .as_ref()
+        .map_or(Severity::None, |inspection| inspection.max_severity)
 }
 
 /// The health an indexed agent shows (`Health::shown`); the two `not_probed` values are shared

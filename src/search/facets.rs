@@ -119,6 +119,8 @@ pub struct Facets {
     pub payment_model: Option<PaymentModel>,
     /// The worst finding of the scanner in the agent's texts (`none` when clean).
     pub severity: Severity,
+    /// The publisher deprecated it.
+    pub deprecated: bool,
 }
 
 /// What the facet index reads of one agent: its facets, and its tags and category as listed.
@@ -242,6 +244,7 @@ struct Counted {
     payment_model: u8,
     /// `Severity` as an index of `Severity::ALL`.
     severity: u8,
+    deprecated: bool,
 }
 
 const NO_VALUE: u32 = u32::MAX;
@@ -254,6 +257,7 @@ impl Counted {
         tags_len: 0,
         payment_model: NO_MODEL,
         severity: 0,
+        deprecated: false,
     };
 
     fn tags(self) -> std::ops::Range<usize> {
@@ -285,6 +289,8 @@ pub struct FacetIndex {
     tags: HashMap<String, SlotList>,
     levels: HashMap<VerificationLevel, SlotList>,
     severities: HashMap<Severity, SlotList>,
+    /// The slots of deprecated agents (`true`) and of the others.
+    deprecations: HashMap<bool, SlotList>,
     /// Every slot holding an agent.
     live: SlotSet,
     category_values: Values,
@@ -346,6 +352,7 @@ impl FacetIndex {
         }
         insert_slot(&mut self.levels, facets.verification_level, slot);
         insert_slot(&mut self.severities, facets.severity, slot);
+        insert_slot(&mut self.deprecations, facets.deprecated, slot);
         let category = facets.category.as_deref().map_or(NO_VALUE, |key| {
             let label = of.category_label.unwrap_or(key);
             self.category_values.acquire(key, label)
@@ -368,6 +375,7 @@ impl FacetIndex {
             tags_len,
             payment_model: facets.payment_model.map_or(NO_MODEL, model_index),
             severity: u8::try_from(facets.severity.index()).unwrap_or(0),
+            deprecated: facets.deprecated,
         };
     }
 
@@ -402,6 +410,7 @@ impl FacetIndex {
         }
         remove_slot(&mut self.levels, &facets.verification_level, slot);
         remove_slot(&mut self.severities, &facets.severity, slot);
+        remove_slot(&mut self.deprecations, &facets.deprecated, slot);
         if let Some(counted) = self.counted.get_mut(slot as usize) {
             let counted = std::mem::replace(counted, Counted::EMPTY);
             if counted.category != NO_VALUE {
@@ -429,6 +438,14 @@ impl FacetIndex {
             any_of(&self.tags, &filters.tags),
             any_of(&self.levels, &filters.verification_levels),
             any_of(&self.severities, &filters.severities),
+            any_of(
+                &self.deprecations,
+                if filters.include_deprecated {
+                    &[]
+                } else {
+                    &[false]
+                },
+            ),
         ]
         .into_iter()
         .flatten()
@@ -439,6 +456,13 @@ impl FacetIndex {
             }
         }
         result
+    }
+
+    /// Whether the agent in `slot` is deprecated.
+    pub fn is_deprecated(&self, slot: u32) -> bool {
+        self.counted
+            .get(slot as usize)
+            .is_some_and(|counted| counted.deprecated)
     }
 
     /// Every slot holding an agent.
@@ -654,6 +678,7 @@ mod tests {
                 verification_level: level,
                 payment_model: None,
                 severity: Severity::None,
+                deprecated: false,
             },
             label: None,
             tags: crate::search::listing::Packed::of(tags.iter().copied()),
@@ -746,6 +771,7 @@ mod tests {
                 verification_level: VerificationLevel::Unverified,
                 payment_model: model,
                 severity: Severity::None,
+                deprecated: false,
             },
             label: Some(category.to_owned()),
             tags: crate::search::listing::Packed::of(tags.iter().copied()),

@@ -23,13 +23,15 @@ pub struct RawFilters {
     pub health: Option<String>,
     /// `max_severity`: the worst scanner finding an agent may have.
     pub max_severity: Option<String>,
+    /// `include_deprecated`: keep deprecated agents (default), or drop them.
+    pub include_deprecated: Option<bool>,
 }
 
 /// Most distinct values one filter may list.
 pub const MAX_FILTER_TERMS: usize = 32;
 
 /// Parsed filters. Empty lists are filters not applied.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Clone)]
 pub struct Filters {
     /// Lowercase; an agent's target must equal one of them (case-insensitively).
     pub targets: Vec<String>,
@@ -53,6 +55,8 @@ pub struct Filters {
     /// The scanner severities an agent's worst finding may have (`max_severity` and those
     /// below it); empty: any.
     pub severities: Vec<Severity>,
+    /// Keep deprecated agents (the default; they rank below their equals), or drop them.
+    pub include_deprecated: bool,
     /// A test on each listed agent that a transport compiled from its own filter language (the
     /// ARD API's term paths). No query string or body of the search paths sets it.
     pub listing: Option<ListingFilter>,
@@ -113,6 +117,26 @@ pub fn contains_ignoring_case(haystack: &str, needle: &str) -> bool {
         .any(|window| window.eq_ignore_ascii_case(needle.as_bytes()))
 }
 
+impl Default for Filters {
+    /// No filter: every agent, deprecated ones included, duplicates not collapsed.
+    fn default() -> Self {
+        Self {
+            targets: Vec::new(),
+            categories: Vec::new(),
+            tags: Vec::new(),
+            verification_levels: Vec::new(),
+            payment: PaymentFilter::default(),
+            x402: None,
+            mcp: None,
+            collapse_duplicates: false,
+            health: Vec::new(),
+            severities: Vec::new(),
+            include_deprecated: true,
+            listing: None,
+        }
+    }
+}
+
 impl Filters {
     /// No filter at all: every agent passes.
     pub fn is_empty(&self) -> bool {
@@ -125,6 +149,7 @@ impl Filters {
             && self.mcp.is_none()
             && self.health.is_empty()
             && self.severities.is_empty()
+            && self.include_deprecated
             && self.listing.is_none()
     }
 
@@ -231,6 +256,7 @@ impl Filters {
             collapse_duplicates: raw.collapse.unwrap_or(true),
             health,
             severities,
+            include_deprecated: raw.include_deprecated.unwrap_or(true),
             listing: None,
         })
     }

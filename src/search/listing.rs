@@ -33,6 +33,10 @@ pub struct Listing {
     pub published_at: Option<Timestamp>,
     /// When the record last changed.
     pub updated_at: Timestamp,
+    /// The worst scanner finding in its texts and in what its endpoint shows.
+    pub severity: crate::domain::scan::Severity,
+    /// The publisher's deprecation; boxed, as most agents have none.
+    pub deprecation: Option<Box<crate::domain::deprecation::Deprecation>>,
 }
 
 // The listing's fields, in `Listing::text`.
@@ -72,7 +76,13 @@ impl AgentKind {
 }
 
 impl Listing {
+    /// The listing of `agent`, scanned here (the index passes the stored verdict instead).
     pub fn of(agent: &Agent) -> Self {
+        Self::with_severity(agent, crate::wire::security_of(agent).max_severity)
+    }
+
+    /// The listing of `agent`, whose worst scanner finding is `severity`.
+    pub fn with_severity(agent: &Agent, severity: crate::domain::scan::Severity) -> Self {
         let draft = &agent.draft;
         let optional = [
             (VERSION, &draft.version),
@@ -116,6 +126,8 @@ impl Listing {
             payment: draft.payment.clone().map(Box::new),
             published_at: agent.published_at,
             updated_at: agent.updated_at,
+            severity,
+            deprecation: agent.shown_deprecation().map(Box::new),
         }
     }
 

@@ -20,6 +20,10 @@ use super::retrieve::{Expansion, neighbours};
 use super::text::{self, MatchVisitor};
 use super::{FacetCounts, Listing, MAX_LIMIT, Mode, SearchIndex, SearchRequest, Sort};
 
+/// The factor a deprecated agent's relevance is multiplied by: below an otherwise equal agent,
+/// never hidden from a strong match.
+pub const DEPRECATED_PRIOR: f64 = 0.9;
+
 impl SearchIndex {
     /// The page `request` asks for, after `cursor`, ranked with `query_vector` when there is
     /// one.
@@ -87,8 +91,16 @@ impl SearchIndex {
             .collapse_duplicates
             .then(|| catalog.groups.hidden());
         let shown = |slot: u32| base.contains(slot) && hidden.is_none_or(|set| !set.contains(slot));
-        // Agents the prober found not answering sink a little (the prior never exceeds 1).
-        let prior = |slot: u32, score: f64| score * catalog.health_status(slot).ranking_prior();
+        // Agents the prober found not answering, and deprecated ones, sink a little (the prior
+        // never exceeds 1).
+        let prior = |slot: u32, score: f64| {
+            let deprecated = if catalog.facets.is_deprecated(slot) {
+                DEPRECATED_PRIOR
+            } else {
+                1.0
+            };
+            score * catalog.health_status(slot).ranking_prior() * deprecated
+        };
         // Facet counts go over the very matches `total` counts, once each.
         let mut tally = Tally {
             catalog,

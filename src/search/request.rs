@@ -186,6 +186,15 @@ pub fn from_query_pairs(
             })?),
         },
         health: joined("health"),
+        include_deprecated: match joined("include_deprecated") {
+            None => None,
+            Some(value) => Some(parse_bool(&value).ok_or_else(|| {
+                invalid(
+                    "include_deprecated",
+                    "must be true (deprecated agents too, ranked below their equals) or false",
+                )
+            })?),
+        },
     };
     let facets = match joined("facets") {
         None => false,
@@ -285,6 +294,21 @@ pub fn from_json(body: &Value, limits: Limits) -> Result<SearchRequest, SearchEr
             Some(_) => return Err(invalid("collapse", "collapse must be true or false")),
         },
         health: filter(&["health"])?,
+        include_deprecated: match filters
+            .get("include_deprecated")
+            .or_else(|| filters.get("includeDeprecated"))
+            .or_else(|| object.get("include_deprecated"))
+            .or_else(|| object.get("includeDeprecated"))
+        {
+            None | Some(Value::Null) => None,
+            Some(Value::Bool(include)) => Some(*include),
+            Some(_) => {
+                return Err(invalid(
+                    "include_deprecated",
+                    "include_deprecated must be true or false",
+                ));
+            }
+        },
     };
     // A top-level member only: it asks for more in the answer, it filters nothing.
     let facets = match object.get("facets") {

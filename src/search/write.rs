@@ -95,6 +95,17 @@ impl SearchIndex {
                 .is_some_and(|doc| doc.revision == agent.revision)
     }
 
+    /// Whether the index holds `agent` with another worst finding in what its endpoint shows
+    /// than the agent now has (a probe of another process read something new).
+    pub fn live_severity_moved(&self, agent: &Agent) -> bool {
+        let catalog = self.read_catalog();
+        catalog
+            .slots
+            .get(agent.id.as_str())
+            .and_then(|slot| catalog.doc(*slot))
+            .is_some_and(|doc| doc.live_severity != super::catalog::live_severity(agent))
+    }
+
     /// Set an indexed agent's health as the prober (of any process) last recorded it; `None`
     /// clears it (its endpoint changed). Health older than the one held is ignored.
     pub fn set_health(&self, id: &str, health: Option<Health>) {

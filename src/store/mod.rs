@@ -123,6 +123,17 @@ pub trait Store: Send + Sync + 'static {
         at: Timestamp,
     ) -> StoreResult<Agent>;
 
+    /// Deprecate agent `id` (or, with `version`, one of its versions), or undo it with `None`:
+    /// a new revision, a `Deprecated` or `Undeprecated` change and an audit row. `NotFound`
+    /// when the agent, or that version of it, does not exist.
+    async fn set_deprecation(
+        &self,
+        id: &str,
+        version: Option<&str>,
+        deprecation: Option<&crate::domain::deprecation::Deprecation>,
+        at: Timestamp,
+    ) -> StoreResult<Agent>;
+
     /// Set the verification level of an agent.
     async fn set_verification(
         &self,
@@ -249,6 +260,29 @@ pub trait Store: Send + Sync + 'static {
     /// `Some(at)`, make its next probe due at `at` with its health reset to never probed (its
     /// endpoint changed). Its uptime history goes with it either way.
     async fn reset_probe(&self, agent_id: &str, due_at: Option<Timestamp>) -> StoreResult<()>;
+
+    /// What the prober last read from `agent_id`'s endpoint (its inspection, and the snapshot
+    /// it was made from); `None` before the first read, or after the endpoint changed.
+    async fn surface_of(
+        &self,
+        agent_id: &str,
+    ) -> StoreResult<
+        Option<(
+            crate::domain::surface::Inspection,
+            crate::domain::surface::Surface,
+        )>,
+    >;
+
+    /// Store what a probe read from `agent_id`'s endpoint: the inspection on the agent (shown
+    /// on its record) and the snapshot beside it; when `changed`, log a `Drift` change, public
+    /// when the agent is listed. `false` when the agent is gone.
+    async fn record_inspection(
+        &self,
+        agent_id: &str,
+        inspection: &crate::domain::surface::Inspection,
+        surface: &crate::domain::surface::Surface,
+        changed: bool,
+    ) -> StoreResult<bool>;
 
     /// The agents with these package names (any state, any owner); names of no agent are left
     /// out.

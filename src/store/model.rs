@@ -85,6 +85,13 @@ pub struct Agent {
     pub urn: AirUrn,
     /// Where a mirrored agent came from; `None` for an agent published here.
     pub provenance: Option<Provenance>,
+    /// What the prober last read from the agent's endpoint (its tools or skills, what the
+    /// scanner finds in them, the last change); `None` before the first read. Written by the
+    /// prober only, like `health`.
+    pub inspection: Option<crate::domain::surface::Inspection>,
+    /// The publisher's deprecation of the agent, if any: it stays listed and resolvable, ranked
+    /// below its equals, with the message and successor shown wherever it is.
+    pub deprecation: Option<crate::domain::deprecation::Deprecation>,
 }
 
 impl Agent {
@@ -141,11 +148,29 @@ impl Agent {
             draft,
             urn,
             provenance: None,
+            inspection: None,
+            deprecation: None,
         }
     }
 
     pub fn package_name(&self) -> &str {
         self.draft.package_name.as_str()
+    }
+
+    /// The deprecation every path shows: the publisher's, or for a mirrored agent its source's
+    /// (`status: deprecated`), which names no successor.
+    pub fn shown_deprecation(&self) -> Option<crate::domain::deprecation::Deprecation> {
+        if let Some(deprecation) = &self.deprecation {
+            return Some(deprecation.clone());
+        }
+        let provenance = self.provenance.as_ref()?;
+        (provenance.status.as_deref() == Some("deprecated")).then(|| {
+            crate::domain::deprecation::Deprecation {
+                message: format!("Deprecated at its source ({}).", provenance.source),
+                successor: None,
+                deprecated_at: provenance.fetched_at,
+            }
+        })
     }
 
     /// The agent's current version.
@@ -181,6 +206,8 @@ pub struct AgentVersion {
     pub revision: i64,
     /// When this version was written.
     pub published_at: Timestamp,
+    /// The publisher's deprecation of this version, if any.
+    pub deprecation: Option<crate::domain::deprecation::Deprecation>,
 }
 
 /// One version of an agent with its writable fields as they were at that version.
@@ -200,6 +227,13 @@ pub enum ChangeKind {
     Unpublished,
     Verified,
     Deleted,
+    /// A probe found that what the agent's endpoint shows (an MCP server's tools, an A2A card's
+    /// skills) changed since the last probe; public when the agent is listed.
+    Drift,
+    /// The publisher deprecated the agent, or one of its versions (`version` says which).
+    Deprecated,
+    /// The publisher took a deprecation back.
+    Undeprecated,
     /// The prober found a different health status. Never public: the record's fields did not
     /// change; serving processes re-read the agent's health. (`skip_deserializing` only keeps
     /// it out of the OpenAPI enum, which describes the public feed; it still serialises.)
@@ -217,6 +251,9 @@ impl ChangeKind {
             Self::Verified => "verified",
             Self::Deleted => "deleted",
             Self::Health => "health",
+            Self::Drift => "drift",
+            Self::Deprecated => "deprecated",
+            Self::Undeprecated => "undeprecated",
         }
     }
 
@@ -229,6 +266,9 @@ impl ChangeKind {
             Self::Verified,
             Self::Deleted,
             Self::Health,
+            Self::Drift,
+            Self::Deprecated,
+            Self::Undeprecated,
         ]
         .into_iter()
         .find(|kind| kind.as_str() == s)

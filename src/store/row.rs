@@ -148,6 +148,8 @@ pub struct AgentRow {
     pub updated_at: i64,
     pub published_at: Option<i64>,
     pub health: Option<String>,
+    pub surface: Option<String>,
+    pub deprecation: Option<String>,
     pub urn: Option<String>,
     pub provenance: Option<String>,
     pub visibility: String,
@@ -220,6 +222,8 @@ impl TryFrom<AgentRow> for Agent {
             health,
             urn,
             provenance: optional_json("provenance", row.provenance)?,
+            inspection: optional_json("surface", row.surface)?,
+            deprecation: optional_json("deprecation", row.deprecation)?,
         })
     }
 }
@@ -230,6 +234,7 @@ pub struct VersionRow {
     pub version: String,
     pub revision: i64,
     pub published_at: i64,
+    pub deprecation: Option<String>,
 }
 
 impl From<VersionRow> for AgentVersion {
@@ -238,6 +243,10 @@ impl From<VersionRow> for AgentVersion {
             version: row.version,
             revision: row.revision,
             published_at: Timestamp::from_micros(row.published_at),
+            // An unreadable deprecation is shown as none rather than failing the history.
+            deprecation: row
+                .deprecation
+                .and_then(|text| serde_json::from_str(&text).ok()),
         }
     }
 }

@@ -28,9 +28,11 @@ use sqlx::{Database, Executor, FromRow, IntoArguments, Pool, Transaction, Type};
 
 use crate::domain::access::Viewer;
 use crate::domain::agent::Visibility;
+use crate::domain::deprecation::Deprecation;
 use crate::domain::health::{self, ProbeCount, ProbeOutcome, Uptime};
 use crate::domain::org::OrgRole;
 use crate::domain::scan::{self, Severity};
+use crate::domain::surface::{Inspection, Surface};
 use crate::domain::{AgentDraft, DEFAULT_VERSION, Health, HealthStatus};
 use crate::timestamp::Timestamp;
 
@@ -141,7 +143,10 @@ const AGENT_OWN: &str = "id, package_name, owner, state, verification_level, \
     verification_token, revision, version, probe_message, created_at, updated_at, published_at, \
     urn, provenance, visibility";
 
-const AGENT_COLUMNS: Columns = Columns("", &[AGENT_OWN, "health", DRAFT_COLUMNS]);
+const AGENT_COLUMNS: Columns = Columns(
+    "",
+    &[AGENT_OWN, "health, surface, deprecation", DRAFT_COLUMNS],
+);
 
 const CHANGE_COLUMNS: &str = "seq, agent_id, package_name, kind, at, public, version";
 
@@ -151,7 +156,10 @@ const VERSION_KEY: &str = "agent_id, version";
 const VERSION_STAMP: &str = "revision, published_at";
 
 /// The columns of `agent_versions` (as `v`) that hold a version and its fields.
-const SNAPSHOT_COLUMNS: Columns = Columns("v.", &["version", VERSION_STAMP, DRAFT_COLUMNS]);
+const SNAPSHOT_COLUMNS: Columns = Columns(
+    "v.",
+    &["version", VERSION_STAMP, "deprecation", DRAFT_COLUMNS],
+);
 
 /// The columns a version row writes.
 const VERSION_WRITTEN: Columns = Columns("", &[VERSION_KEY, VERSION_STAMP, DRAFT_COLUMNS]);
@@ -516,7 +524,12 @@ where
         return Ok(None);
     };
     let deleted = Agent::try_from(row)?;
-    for table in ["agent_probes", "agent_probe_days", "agent_scans"] {
+    for table in [
+        "agent_probes",
+        "agent_probe_days",
+        "agent_scans",
+        "agent_surfaces",
+    ] {
         sqlx::query(&format!("DELETE FROM {table} WHERE agent_id = $1"))
             .bind(id)
             .execute(&mut **tx)
@@ -584,6 +597,9 @@ fn kind_action(kind: ChangeKind) -> &'static str {
         ChangeKind::Verified => "agent.verified",
         ChangeKind::Deleted => "agent.deleted",
         ChangeKind::Health => "agent.health",
+        ChangeKind::Drift => "agent.drift",
+        ChangeKind::Deprecated => "agent.deprecated",
+        ChangeKind::Undeprecated => "agent.undeprecated",
     }
 }
 
@@ -1177,6 +1193,69 @@ where
         Ok(updated)
     }
 
+    async fn set_deprecation(
+        &self,
+        id: &str,
+        version: Option<&str>,
+        deprecation: Option<&Deprecation>,
+        at: Timestamp,
+    ) -> StoreResult<Agent> {
+        let mut tx = self.writer.begin().await?;
+        let stored = deprecation.map(to_json).transpose()?;
+        if let Some(version) = version {
+            let done = sqlx::query(
+                "UPDATE agent_versions SET deprecation = $1 WHERE agent_id = $2 AND version = $3",
+            )
+            .bind(stored.clone())
+            .bind(id)
+            .bind(version)
+            .execute(&mut *tx)
+            .await?;
+            if DB::rows_affected(&done) == 0 {
+                tx.rollback().await?;
+                return Err(StoreError::NotFound);
+            }
+        }
+        // The agent's own deprecation changes only when no version is named; either way the
+        // record changed (its version history shows it), so it takes a new revision.
+        let sql = format!(
+            "UPDATE agents SET deprecation = CASE WHEN $1 THEN $2 ELSE deprecation END, \
+             updated_at = $3, revision = revision + 1 WHERE id = $4 RETURNING {AGENT_COLUMNS}"
+        );
+        let row: Option<AgentRow> = sqlx::query_as(&sql)
+            .bind(version.is_none())
+            .bind(stored)
+            .bind(at.micros())
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(row) = row else {
+            tx.rollback().await?;
+            return Err(StoreError::NotFound);
+        };
+        let updated = Agent::try_from(row)?;
+        let kind = if deprecation.is_some() {
+            ChangeKind::Deprecated
+        } else {
+            ChangeKind::Undeprecated
+        };
+        let mut change = change_insert(&updated, kind, at, Reach::of(&updated));
+        if let Some(version) = version {
+            change = logged_change(
+                &updated.id,
+                updated.package_name(),
+                version,
+                kind,
+                at,
+                Reach::of(&updated),
+            );
+        }
+        DB::log_change(&self.feed, &mut tx, change).await?;
+        audit_write::<DB>(&mut tx, kind_action(kind), &updated, at, None).await?;
+        tx.commit().await?;
+        Ok(updated)
+    }
+
     async fn set_verification(
         &self,
         id: &str,
@@ -1224,7 +1303,8 @@ where
             return Ok(Vec::new());
         }
         let rows: Vec<VersionRow> = sqlx::query_as(
-            "SELECT version, revision, published_at FROM agent_versions WHERE agent_id = $1 \
+            "SELECT version, revision, published_at, deprecation FROM agent_versions \
+             WHERE agent_id = $1 \
              ORDER BY revision DESC, version",
         )
         .bind(agent_id)
@@ -1612,6 +1692,15 @@ where
                 .await?;
             }
         }
+        // What the old endpoint showed says nothing about the new one.
+        sqlx::query("DELETE FROM agent_surfaces WHERE agent_id = $1")
+            .bind(agent_id)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("UPDATE agents SET surface = NULL WHERE id = $1 AND surface IS NOT NULL")
+            .bind(agent_id)
+            .execute(&mut *tx)
+            .await?;
         let cleared: Option<(String, Option<String>)> = sqlx::query_as(
             "UPDATE agents SET health = NULL WHERE id = $1 AND health IS NOT NULL \
              RETURNING package_name, version",
@@ -1634,6 +1723,66 @@ where
         }
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn surface_of(&self, agent_id: &str) -> StoreResult<Option<(Inspection, Surface)>> {
+        let row: Option<(String, Option<String>)> = sqlx::query_as(
+            "SELECT s.snapshot, a.surface FROM agents a \
+             JOIN agent_surfaces s ON s.agent_id = a.id WHERE a.id = $1",
+        )
+        .bind(agent_id)
+        .fetch_optional(&self.reader)
+        .await?;
+        let Some((snapshot, Some(inspection))) = row else {
+            return Ok(None);
+        };
+        Ok(Some((
+            from_json("surface", &inspection)?,
+            from_json("snapshot", &snapshot)?,
+        )))
+    }
+
+    async fn record_inspection(
+        &self,
+        agent_id: &str,
+        inspection: &Inspection,
+        surface: &Surface,
+        changed: bool,
+    ) -> StoreResult<bool> {
+        let mut tx = self.writer.begin().await?;
+        let sql = format!("UPDATE agents SET surface = $1 WHERE id = $2 RETURNING {AGENT_COLUMNS}");
+        let row: Option<AgentRow> = sqlx::query_as(&sql)
+            .bind(to_json(inspection)?)
+            .bind(agent_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(row) = row else {
+            return Ok(false);
+        };
+        let agent = Agent::try_from(row)?;
+        sqlx::query(
+            "INSERT INTO agent_surfaces (agent_id, hash, snapshot) VALUES ($1, $2, $3) \
+             ON CONFLICT (agent_id) DO UPDATE SET hash = excluded.hash, \
+             snapshot = excluded.snapshot",
+        )
+        .bind(agent_id)
+        .bind(&inspection.hash)
+        .bind(to_json(surface)?)
+        .execute(&mut *tx)
+        .await?;
+        if changed {
+            let change = logged_change(
+                agent_id,
+                agent.package_name(),
+                agent.version(),
+                ChangeKind::Drift,
+                inspection.inspected_at,
+                Reach::of(&agent),
+            );
+            DB::log_change(&self.feed, &mut tx, change).await?;
+        }
+        tx.commit().await?;
+        Ok(true)
     }
 
     async fn find_agents_by_name(&self, names: &[String]) -> StoreResult<Vec<Agent>> {

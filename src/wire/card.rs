@@ -8,6 +8,10 @@ use crate::store::Agent;
 
 /// URI of the card extension carrying the agent's health as the registry last probed it.
 pub const HEALTH_EXTENSION_URI: &str = "https://a2a-registry.org/extensions/health/v1";
+/// What the registry's scanner found in the agent's texts and in what its endpoint shows.
+pub const SECURITY_EXTENSION_URI: &str = "https://a2a-registry.org/extensions/security/v1";
+/// The publisher's deprecation of the agent.
+pub const DEPRECATION_EXTENSION_URI: &str = "https://a2a-registry.org/extensions/deprecation/v1";
 /// Where a mirrored agent came from.
 pub const PROVENANCE_EXTENSION_URI: &str = "https://a2a-registry.org/extensions/provenance/v1";
 
@@ -200,6 +204,27 @@ pub fn health_extension(health: &Health) -> Value {
         "description": "Whether this agent's endpoint answered the agent registry's last liveness probe.",
         "required": false,
         "params": {"health": health}
+    })
+}
+
+/// The registry extension with what its scanner found (`status`, `max_severity`, `findings`,
+/// and what changed at the endpoint since it was listed).
+pub fn security_extension(report: &crate::domain::scan::Report) -> Value {
+    json!({
+        "uri": SECURITY_EXTENSION_URI,
+        "description": "What the agent registry's scanner found in this agent's texts and in what its endpoint shows a model: hidden instructions, invisible characters, pasted credentials, changes since it was listed.",
+        "required": false,
+        "params": {"security": report}
+    })
+}
+
+/// The registry extension carrying the publisher's deprecation.
+pub fn deprecation_extension(deprecation: &crate::domain::deprecation::Deprecation) -> Value {
+    json!({
+        "uri": DEPRECATION_EXTENSION_URI,
+        "description": "The publisher deprecated this agent: the message says why, the successor (when named) what to use instead.",
+        "required": false,
+        "params": {"deprecation": deprecation}
     })
 }
 
@@ -419,9 +444,19 @@ pub fn card_of(agent: &Agent) -> Value {
     if signed_by_publisher {
         return card;
     }
+    let operated = agent.owner == crate::domain::access::SYSTEM_OWNER;
     let added = [
         agent.health.as_ref().map(health_extension),
         agent.provenance.as_ref().map(provenance_extension),
+        // Only when there is something to say: a clean card is served as its publisher wrote it.
+        (!operated)
+            .then(|| crate::wire::security_of(agent))
+            .filter(|report| report.status == "flagged" || report.drift.is_some())
+            .map(|report| security_extension(&report)),
+        agent
+            .shown_deprecation()
+            .as_ref()
+            .map(deprecation_extension),
     ];
     for extension in added.into_iter().flatten() {
         if let Some(capabilities) = card.get_mut("capabilities").and_then(Value::as_object_mut) {

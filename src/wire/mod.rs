@@ -108,6 +108,10 @@ pub struct AgentRecord {
     /// input schemas, card skills): hidden instructions, invisible characters, pasted
     /// credentials. `status` is `clean` or `flagged`; see docs/security.md.
     pub security: crate::domain::scan::Report,
+    /// The publisher's deprecation (`message`, `successor`, `deprecated_at`): the agent is still
+    /// listed and resolvable, ranked below its equals. Absent when not deprecated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deprecation: Option<crate::domain::deprecation::Deprecation>,
     /// `public` (listed everywhere), `unlisted` (resolvable by whoever knows it, listed
     /// nowhere) or `private` (seen only by its owner, its organisation's members and the
     /// master key).
@@ -119,6 +123,14 @@ pub struct AgentRecord {
     /// out, when the owner opted in.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub probe_message: Option<String>,
+}
+
+/// What the scanner finds in `agent`: in its record's texts (scanned as of its last write)
+/// and in what the prober last read from its endpoint.
+pub fn security_of(agent: &Agent) -> crate::domain::scan::Report {
+    let mut report = crate::domain::scan::scan(&agent.draft);
+    report.scanned_at = Some(agent.updated_at);
+    report.with_live(agent.inspection.as_ref())
 }
 
 impl AgentRecord {
@@ -152,7 +164,8 @@ impl AgentRecord {
             card_signature: draft.card_signature.clone(),
             health: agent.health.clone().unwrap_or_else(Health::unknown),
             provenance: agent.provenance.clone(),
-            security: crate::domain::scan::scan(draft),
+            security: security_of(agent),
+            deprecation: agent.shown_deprecation(),
             visibility: draft.visibility.unwrap_or_default(),
             verification_token: None,
             has_card: None,
@@ -196,6 +209,12 @@ pub struct AgentSummary {
     /// What the liveness prober last found (`unknown`: not probed yet; `not_probed`: no
     /// endpoint to probe).
     pub health: Health,
+    /// The worst scanner finding in its texts and in what its endpoint shows (`none`: clean);
+    /// the record's `security` lists the findings.
+    pub max_severity: crate::domain::scan::Severity,
+    /// The publisher's deprecation, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deprecation: Option<crate::domain::deprecation::Deprecation>,
 }
 
 impl AgentSummary {
@@ -226,6 +245,8 @@ impl AgentSummary {
             capabilities: listing.capabilities().map(str::to_owned).collect(),
             published_at: listing.published_at,
             health: health.cloned().unwrap_or_else(Health::unknown),
+            max_severity: listing.severity,
+            deprecation: listing.deprecation.as_deref().cloned(),
         }
     }
 }
@@ -387,6 +408,14 @@ fn write_hit(out: &mut Vec<u8>, hit: &Hit, base_url: &str) -> serde_json::Result
         Some(health) => serde_json::to_writer(&mut *out, health)?,
         None => serde_json::to_writer(&mut *out, &Health::unknown())?,
     }
+    // A severity name: nothing to escape.
+    out.extend_from_slice(b",\"max_severity\":\"");
+    out.extend_from_slice(listing.severity.as_str().as_bytes());
+    out.push(b'"');
+    if let Some(deprecation) = &listing.deprecation {
+        out.extend_from_slice(b",\"deprecation\":");
+        serde_json::to_writer(&mut *out, deprecation)?;
+    }
     if let Some(score) = hit.score {
         out.extend_from_slice(b",\"score\":");
         serde_json::to_writer(&mut *out, &score)?;
@@ -445,6 +474,9 @@ pub struct VersionEntry {
     pub published_at: Timestamp,
     /// This is the agent's current version, the one every other path serves.
     pub is_latest: bool,
+    /// The publisher's deprecation of this version, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deprecation: Option<crate::domain::deprecation::Deprecation>,
 }
 
 /// An agent's versions.
@@ -465,6 +497,7 @@ impl VersionList {
                     version: version.version.clone(),
                     published_at: version.published_at,
                     is_latest: at == 0,
+                    deprecation: version.deprecation.clone(),
                 })
                 .collect(),
         }

@@ -102,6 +102,10 @@ hand_written_schema!(
     TransferRequest
 );
 hand_written_schema!(
+    /// `POST /api/agents/{id}/deprecate`.
+    DeprecateRequest
+);
+hand_written_schema!(
     /// `POST /api/playground/session`.
     CreateSessionRequest
 );

@@ -15,6 +15,7 @@ mod card_fetch;
 pub mod cards;
 mod catalog;
 mod changes;
+mod deprecation;
 mod errors;
 mod facets;
 mod health;

@@ -39,6 +39,9 @@ fn redact(mut record: Value) -> Value {
             record[key] = json!(format!("[{key}]"));
         }
     }
+    if let Some(scanned_at) = record.pointer_mut("/security/scanned_at") {
+        *scanned_at = json!("[scanned_at]");
+    }
     record
 }
 

@@ -41,9 +41,41 @@ async fn findings_are_on_the_record_under_the_flag_policy() {
         fields.contains(&"capabilities[0].input_schema.properties.notes.description"),
         "{security}"
     );
-    // Everyone reading the record sees the same.
+    // Everyone reading the record sees the same; the card carries it in an extension, a
+    // clean agent's card has none.
     let public = app.get("/public/agents/com.example.adder").await;
     assert_eq!(public.body["security"], *security);
+    let extension = |card: &Value| {
+        card["capabilities"]["extensions"]
+            .as_array()
+            .and_then(|extensions| {
+                extensions
+                    .iter()
+                    .find(|e| e["uri"] == "https://a2a-registry.org/extensions/security/v1")
+                    .cloned()
+            })
+    };
+    let card = app.get("/public/agents/resolve/com.example.adder").await;
+    let carried = extension(&card.body).expect("the security extension");
+    assert_eq!(carried["params"]["security"]["max_severity"], "high");
+    let clean_card = app.get("/public/agents/resolve/com.example.clean").await;
+    assert_eq!(extension(&clean_card.body), None);
+    // Search results carry the worst severity; ARD entries carry it as metadata.
+    let hits = app.get("/public/agents?q=adder&collapse=false").await;
+    let hit = hits.body["agents"]
+        .as_array()
+        .expect("agents")
+        .iter()
+        .find(|agent| agent["package_name"] == "com.example.adder")
+        .cloned()
+        .expect("the flagged agent");
+    assert_eq!(hit["max_severity"], "high");
+    let entry = app.get("/ard/agents/urn:air:example.com:adder").await;
+    assert_eq!(
+        entry.body["metadata"]["securityMaxSeverity"], "high",
+        "{}",
+        entry.text
+    );
 }
 
 #[tokio::test]

@@ -87,15 +87,40 @@ function renderFacts(record) {
   ].filter(([, value]) => value);
   facts.replaceChildren(...rows.flatMap(([name, value]) => [el("dt", {}, name), el("dd", {}, value)]));
   document.getElementById("agent-badges").replaceChildren(...agentBadges(record));
+  renderDeprecation(record);
 }
 
-/** What the scanner found in the agent's texts, one line per finding; null when clean. */
+/** What the scanner found in the agent's texts and at its endpoint, one line per finding, and
+ * what changed at the endpoint since it was listed; null when there is nothing to say. */
 function securityFact(security) {
-  if (!security || security.status !== "flagged") return null;
-  return el("ul", { class: "findings" }, ...security.findings.map((finding) =>
+  if (!security) return null;
+  const drift = security.drift;
+  const changes = drift && drift.changes;
+  const driftLine = changes ? el("p", { class: "drift" },
+    el("strong", { text: "Changed since listed: " }),
+    `${changes.added_count} added, ${changes.removed_count} removed, ${changes.changed_count} changed, seen ${when(drift.detected_at)}`,
+    changes.added.length ? [" (added: ", el("code", { text: changes.added.join(", ") }), ")"] : null) : null;
+  if (security.status !== "flagged" && !driftLine) return null;
+  const findings = security.findings.length ? el("ul", { class: "findings" }, ...security.findings.map((finding) =>
     el("li", {},
       el("strong", { text: `${finding.severity} · ${finding.rule}` }), " in ",
-      el("code", { text: finding.field }), ": ", el("span", { text: finding.excerpt }))));
+      el("code", { text: finding.field }), ": ", el("span", { text: finding.excerpt })))) : null;
+  return [driftLine, findings].filter(Boolean);
+}
+
+/** The publisher's deprecation, above the details: the message, and a link to the successor. */
+function renderDeprecation(record) {
+  const box = document.getElementById("agent-deprecated");
+  const deprecation = record.deprecation;
+  if (!deprecation) {
+    box.hidden = true;
+    return;
+  }
+  const successor = deprecation.successor
+    ? [" Use ", el("a", { href: `/agents/${encodeURIComponent(deprecation.successor)}` }, el("code", { text: deprecation.successor })), " instead."]
+    : null;
+  box.replaceChildren(el("strong", {}, "Deprecated: "), el("span", { text: deprecation.message }), successor);
+  box.hidden = false;
 }
 
 /** What the liveness prober found, for the details list; null before the first probe. */

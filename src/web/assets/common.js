@@ -234,6 +234,14 @@ export function agentBadges(agent) {
     badges.push(el("span", { class: "badge warning", title: "The registry's scanner found text a model may obey or a reviewer may not see: see Security below" },
       `⚠ Security: ${security.max_severity}`));
   }
+  // Search results carry the worst severity alone; a record carries the whole report.
+  if (!security && agent.max_severity && agent.max_severity !== "none") {
+    badges.push(el("span", { class: "badge warning", title: "The registry's scanner found text a model may obey or a reviewer may not see" },
+      `⚠ Security: ${agent.max_severity}`));
+  }
+  if (agent.deprecation) {
+    badges.push(el("span", { class: "badge warning", title: agent.deprecation.message }, "Deprecated"));
+  }
   if (agent.visibility === "private") badges.push(el("span", { class: "badge", title: "Only its owner, its organisation's members and the operator see it" }, "Private"));
   else if (agent.visibility === "unlisted") badges.push(el("span", { class: "badge", title: "Listed nowhere; found by whoever knows its name" }, "Unlisted"));
   const model = agent.payment && agent.payment.model;

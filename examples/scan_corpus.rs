@@ -5,7 +5,13 @@
 //! ```sh
 //! cargo run --release --example scan_corpus -- examples/agents.jsonl
 //! cargo run --release --example scan_corpus -- path/to/agents-real.jsonl --list medium
+//! cargo run --release --example scan_corpus -- eval/scan/labelled.jsonl --labelled
 //! ```
+//!
+//! With `--labelled`, the file is a labelled corpus (`{"kind", "text", "expect"}` per line) and
+//! the answer is, per rule, the texts it found that were labelled with it (true positives), found
+//! and not labelled (false positives) and labelled and not found (misses), with precision and
+//! recall; and per kind, the texts found exactly as labelled.
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
@@ -23,10 +29,84 @@ struct Args {
     /// List every finding at this severity or above.
     #[arg(long, default_value = "high")]
     list: String,
+    /// The file is a labelled corpus: report precision and recall per rule.
+    #[arg(long)]
+    labelled: bool,
+}
+
+/// Per rule: found and labelled, found only, labelled only.
+#[derive(Default)]
+struct Tally {
+    hit: usize,
+    false_positive: usize,
+    missed: usize,
+}
+
+fn labelled(path: &PathBuf) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(path)?;
+    let mut rules: BTreeMap<String, Tally> = BTreeMap::new();
+    let mut exact: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for line in text.lines().filter(|line| !line.trim().is_empty()) {
+        let case: serde_json::Value = serde_json::from_str(line)?;
+        let kind = case["kind"].as_str().unwrap_or("?").to_owned();
+        let mut findings = Vec::new();
+        scan::scan_text(
+            "description",
+            case["text"].as_str().unwrap_or(""),
+            &mut findings,
+        );
+        let found: std::collections::BTreeSet<String> =
+            findings.iter().map(|f| f.rule.to_string()).collect();
+        let expected: std::collections::BTreeSet<String> = case["expect"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|rule| rule.as_str().map(str::to_owned))
+            .collect();
+        for rule in found.union(&expected) {
+            let tally = rules.entry(rule.clone()).or_default();
+            match (found.contains(rule), expected.contains(rule)) {
+                (true, true) => tally.hit += 1,
+                (true, false) => tally.false_positive += 1,
+                _ => tally.missed += 1,
+            }
+        }
+        let entry = exact.entry(kind).or_default();
+        entry.1 += 1;
+        if found == expected {
+            entry.0 += 1;
+        }
+    }
+    println!("| rule | found and labelled | false positives | misses | precision | recall |");
+    println!("|---|---|---|---|---|---|");
+    for (rule, tally) in &rules {
+        let ratio = |part: usize, whole: usize| {
+            if whole == 0 {
+                "—".to_owned()
+            } else {
+                format!("{:.2}", part as f64 / whole as f64)
+            }
+        };
+        println!(
+            "| `{rule}` | {} | {} | {} | {} | {} |",
+            tally.hit,
+            tally.false_positive,
+            tally.missed,
+            ratio(tally.hit, tally.hit + tally.false_positive),
+            ratio(tally.hit, tally.hit + tally.missed)
+        );
+    }
+    for (kind, (right, all)) in &exact {
+        println!("{kind}: {right} of {all} found exactly as labelled");
+    }
+    Ok(())
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if args.labelled {
+        return labelled(&args.corpus);
+    }
     let list = match args.list.as_str() {
         "low" => Severity::Low,
         "medium" => Severity::Medium,

@@ -14,7 +14,7 @@ use serde_json::Value;
 use super::AgentDraft;
 
 /// The scanner's name and version: raise it whenever a rule changes what it finds.
-pub const SCANNER: &str = "agent-registry-scan@1";
+pub const SCANNER: &str = "agent-registry-scan@2";
 
 /// Longest excerpt a finding shows, in characters.
 const EXCERPT_CHARS: usize = 160;
@@ -212,28 +212,28 @@ const TEXT_RULES: &[TextRule] = &[
     TextRule {
         id: "instruction-override",
         severity: Severity::High,
-        pattern: r"\b(ignore|disregard|forget|override)\s+(all\s+|any\s+)?(of\s+)?(the\s+|your\s+)?(previous|prior|above|earlier|preceding|system)\s+(instructions?|prompts?|rules|directions|messages)",
+        pattern: r"\b(ignore|disregard|forget|override)\s+(all\s+|any\s+)?(of\s+)?(the\s+|your\s+)?(previous|prior|above|earlier|preceding|system)\s+(instructions?|prompts?|rules|directions)|\bnew\s+(system\s+)?instructions\s*:|\byou\s+are\s+now\s+(in\s+)?(developer|jailbreak|unrestricted|god)\s+mode\b",
     },
     TextRule {
         id: "conceal-from-user",
         severity: Severity::High,
-        pattern: r"\b(do\s+not|don'?t|never)\s+(tell|inform|mention|reveal|show|disclose|let)\s+(this\s+|it\s+|anything\s+)?(to\s+)?the\s+user|\bwithout\s+(telling|informing|notifying|asking)\s+the\s+user|\bhide\s+(this|it)\s+from\s+the\s+user",
+        pattern: r"\b(do\s+not|don'?t|never)\s+(tell|inform|mention|reveal|show|disclose|let)\s+(this\s+|it\s+|anything\s+)?(to\s+)?the\s+(user|person|human)([^'\w]|$)|\bwithout\s+(telling|informing|notifying|asking)\s+the\s+(user|person|human)\b|\bhide\s+(this|it)\s+from\s+the\s+(user|person|human)\b|\bkeep\s+(this|it)(\s+\w+)?\s+to\s+yourself\b|\bsay\s+nothing\s+(about\s+[^.\n]{1,40}\s+)?to\s+the\s+(user|person|human)\b",
     },
     TextRule {
         id: "model-directive-block",
         severity: Severity::Medium,
-        pattern: r"<\s*/?\s*(important|system|instructions?|secret|hidden)\s*>|\[\s*/?\s*inst\s*\]|<\|im_start\|>",
+        pattern: r"<\s*(important|system|instructions?|secret|hidden)\s*>\s*[a-z]|\[\s*/?\s*inst\s*\]|<\|im_start\|>",
     },
     // An instruction to read a credential file, or to pass one along.
     TextRule {
         id: "sensitive-file-access",
         severity: Severity::High,
-        pattern: r"\b(read|cat|open|load|include|attach|pass|send|upload|copy|print|return|provide)\b[^.\n]{0,60}(~/\.ssh|\.ssh/|\bid_(rsa|dsa|ecdsa|ed25519)\b|/etc/(passwd|shadow)|\.aws/credentials|\.npmrc|\.netrc|\.git-credentials|\bmcp\.json\b|\.cursor/|\.env\b|private\s+keys?\b)",
+        pattern: r"\b(read|cat|open|load|include|attach|pass|send|upload|copy|print|return|provide|fetch|grab|collect|paste|dump)\b[^.\n]{0,60}(~/\.ssh|\.ssh/|\bid_(rsa|dsa|ecdsa|ed25519)\b([^.]|$)|/etc/(passwd|shadow)|\.aws/credentials|\.npmrc|\.netrc|\.git-credentials|\bmcp\.json\b|\.cursor/|private\s+keys?\b)|\b(read|cat|open|include|attach|pass|send|upload|print|return|provide|paste|dump)\b[^.\n]{0,60}\.env([^.\w]|$)",
     },
     TextRule {
         id: "environment-exfiltration",
         severity: Severity::High,
-        pattern: r"\b(send|post|upload|forward|transmit|exfiltrate|include)\b[^.\n]{0,60}\b(environment\s+variables|env\s+vars|api[\s_-]?keys?|secrets?|credentials|passwords?|tokens?)\b[^.\n]{0,60}\b(to|at)\s+(https?://|the\s+(url|endpoint|server)\b)",
+        pattern: r"\b(send|post|upload|forward|transmit|exfiltrate|include)\b[^.\n]{0,60}\b(environment\s+variables|env\s+vars|api[\s_-]?keys?|secrets?|credentials|passwords?|tokens?)\b[^.\n]{0,60}\b(to|at)\s+(https?://|the\s+(url|endpoint|server)\b)|\b(environment\s+variables|env\s+vars|process\.env|os\.environ|api[\s_-]?keys|secrets|credentials|passwords)\b[^.\n]{0,60}\b(send|post|upload|forward|transmit|exfiltrate|append)\b[^.\n]{0,40}\b(to|at|with)\s+(https?://|the\s+(url|endpoint|server)\b|every\s+(request|call))",
     },
     // A description that tells the model how to use other tools.
     TextRule {
@@ -241,13 +241,13 @@ const TEXT_RULES: &[TextRule] = &[
         severity: Severity::Medium,
         // What another tool must do, not when to call this one ("call this before using other
         // tools" is an ordering hint, and common).
-        pattern: r"\b(all|any|every)\s+other\s+(tools?|functions?|servers?)\s+(must|should|have\s+to|need\s+to|are\s+to)\b|\b(when|whenever|every\s+time)\s+(using|calling|invoking)\s+(any|every|all|other|another)\s+(other\s+)?(tools?|functions?|servers?)\b[^.\n]{0,40}\b(always|must|also)\s+(send|include|add|pass|append|forward|use)\b|\binstead\s+of\s+(using|calling)\s+the\s+\S{1,40}\s+tool\b",
+        pattern: r"\b(all|any|every)\s+other\s+(tools?|functions?|servers?)\s+(must|should|have\s+to|need\s+to|are\s+to)\b|\b(when|whenever|every\s+time)\s+(using|calling|invoking)\s+(any|every|all|other|another)\s+(other\s+)?(tools?|functions?|servers?)\b[^.\n]{0,40}\b(always|must|also)\s+(send|include|add|pass|append|forward|use)\b|\binstead\s+of\s+(using|calling)\s+the\s+\S{1,40}\s+tool\b|\bwhen(ever)?\s+(the\s+)?[a-z0-9]+_[a-z0-9_]+\s+(tool\s+)?([^.\n]{1,40}\s+)?is\s+(invoked|called|used)\b[^.\n]{0,60}\b(change|replace|redirect|rewrite|override)\b",
     },
     // A link whose query carries a placeholder for data the model is to fill in.
     TextRule {
         id: "data-carrying-url",
         severity: Severity::Medium,
-        pattern: r"https?://[^\s)\]]+[?&][a-z_]*=(\{[^}\s]{1,40}\}|\$\{?[a-z_]{2,40}\}?|<[a-z_ ]{2,40}>)",
+        pattern: r"https?://[^\s)\]]+[?&][a-z_]*=(\{[^}\s]{0,40}(conversation|chat|history|message|prompt|context|memory|secret|token|key|password|credential|env|session|email|summary|user)[^}\s]{0,40}\}|\$\{?[a-z_]{2,40}\}?|<[^>\n]{0,40}(conversation|chat|history|message|prompt|context|memory|secret|token|key|password|credential|summary)[^>\n]{0,40}>|\[[a-z_ ]{0,40}(conversation|chat|history|message|prompt|context|memory|secret|token|key|password|credential|summary)[a-z_ ]{0,40}\])",
     },
 ];
 
@@ -353,8 +353,7 @@ pub fn scan_text(field: &str, text: &str, findings: &mut Vec<Finding>) {
 /// Invisible characters: tag characters (which can spell a hidden message), bidi controls
 /// (which reorder what a reviewer sees), and zero-width characters inside words.
 fn invisible(field: &str, text: &str, findings: &mut Vec<Finding>) {
-    let tags: String = text
-        .chars()
+    let tags: String = outside_emoji_tags(text)
         .filter(|c| ('\u{E0000}'..='\u{E007F}').contains(c))
         .map(|c| {
             char::from_u32(c as u32 - 0xE0000)
@@ -375,8 +374,7 @@ fn invisible(field: &str, text: &str, findings: &mut Vec<Finding>) {
             excerpt: format!("hidden text: {hidden:?}"),
         });
     }
-    let bidi = |c: char| matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}');
-    if let Some(at) = text.find(bidi) {
+    if let Some(at) = reordering_bidi(text) {
         findings.push(Finding {
             rule: Cow::Borrowed("bidi-control"),
             severity: Severity::High,
@@ -401,6 +399,57 @@ fn invisible(field: &str, text: &str, findings: &mut Vec<Finding>) {
             excerpt: excerpt(text, at, at + chars[position].len_utf8() * 3),
         });
     }
+}
+
+/// The characters of `text` outside emoji tag sequences: a black flag (U+1F3F4) followed by tag
+/// characters and a cancel tag (U+E007F) is how the flags of England, Scotland and Wales are
+/// written, and hides nothing.
+fn outside_emoji_tags(text: &str) -> impl Iterator<Item = char> + '_ {
+    let mut in_flag = false;
+    let mut after_flag = false;
+    text.chars().filter(move |c| {
+        let tag = ('\u{E0020}'..='\u{E007F}').contains(c);
+        if *c == '\u{1F3F4}' {
+            after_flag = true;
+            in_flag = false;
+            return true;
+        }
+        if tag && (after_flag || in_flag) {
+            after_flag = false;
+            in_flag = *c != '\u{E007F}';
+            return false;
+        }
+        after_flag = false;
+        in_flag = false;
+        true
+    })
+}
+
+/// Where the first bidi control that can reorder what a reviewer reads is: an override
+/// (U+202D, U+202E) anywhere; an embedding or isolate (U+202A, U+202B, U+2066–U+2068) left
+/// open, or around ASCII letters or digits (code, amounts, file names). A name in a
+/// right-to-left script wrapped in an isolate, which is how such names are displayed in
+/// left-to-right text, is not one.
+fn reordering_bidi(text: &str) -> Option<usize> {
+    let mut open: Vec<(usize, bool)> = Vec::new();
+    for (at, c) in text.char_indices() {
+        match c {
+            '\u{202D}' | '\u{202E}' => return Some(at),
+            '\u{202A}' | '\u{202B}' | '\u{2066}'..='\u{2068}' => open.push((at, false)),
+            '\u{202C}' | '\u{2069}' => match open.pop() {
+                Some((start, true)) => return Some(start),
+                Some((_, false)) => {}
+                None => return Some(at),
+            },
+            c if c.is_ascii_alphanumeric() => {
+                if let Some(last) = open.last_mut() {
+                    last.1 = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    open.first().map(|(start, _)| *start)
 }
 
 /// Every text of `draft` a host or model may read, with where it is.
@@ -706,7 +755,9 @@ mod tests {
     }
 
     /// The labelled corpus (`eval/scan/labelled.jsonl`): each attack finds exactly the rules it
-    /// is labelled with, and no benign look-alike finds anything.
+    /// is labelled with, and no benign look-alike finds anything, except the cases marked
+    /// `known` (a documented miss or false positive), which must still disagree: a rule change
+    /// that fixes one updates its label.
     #[test]
     fn the_labelled_corpus_is_found_exactly() {
         let mut wrong = Vec::new();
@@ -728,8 +779,16 @@ mod tests {
                 .map(|rule| rule.as_str().expect("rule"))
                 .collect();
             expected.sort_unstable();
-            if found != expected {
-                wrong.push(format!("{text:?}: found {found:?}, labelled {expected:?}"));
+            let known = case.get("known").is_some();
+            if (found != expected) != known {
+                wrong.push(format!(
+                    "{text:?}: found {found:?}, labelled {expected:?}{}",
+                    if known {
+                        " (marked known, but now agrees)"
+                    } else {
+                        ""
+                    }
+                ));
             }
         }
         assert!(wrong.is_empty(), "{wrong:#?}");

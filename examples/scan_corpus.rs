@@ -49,12 +49,19 @@ fn labelled(path: &PathBuf) -> anyhow::Result<()> {
     for line in text.lines().filter(|line| !line.trim().is_empty()) {
         let case: serde_json::Value = serde_json::from_str(line)?;
         let kind = case["kind"].as_str().unwrap_or("?").to_owned();
-        let mut findings = Vec::new();
-        scan::scan_text(
-            "description",
-            case["text"].as_str().unwrap_or(""),
-            &mut findings,
-        );
+        let text = case["text"].as_str().unwrap_or("");
+        // A case of a name is scanned as an agent's name; the others as a description.
+        let findings = if case["field"] == "name" {
+            let body = serde_json::json!({"package_name": "com.example.agent", "name": text,
+                "description": "An agent."});
+            let draft = AgentDraft::parse(&body)
+                .map_err(|_| anyhow::anyhow!("not a valid name: {text}"))?;
+            scan::scan(&draft).findings
+        } else {
+            let mut findings = Vec::new();
+            scan::scan_text("description", text, &mut findings);
+            findings
+        };
         let found: std::collections::BTreeSet<String> =
             findings.iter().map(|f| f.rule.to_string()).collect();
         let expected: std::collections::BTreeSet<String> = case["expect"]

@@ -317,7 +317,168 @@ pub fn scan(draft: &AgentDraft) -> Report {
     for (field, text) in texts(draft) {
         scan_text(&field, &text, &mut findings);
     }
+    look_alike("name", &draft.name, &mut findings);
+    look_alike("package_name", draft.package_name.as_str(), &mut findings);
     Report::of(findings)
+}
+
+/// Names of widely used services and agents that impostors copy. A name that only *looks* like
+/// one of them (`PаyPal` with a Cyrillic `а`, `G1tHub`) is a finding; the name itself, used by a
+/// connector to that service, is not.
+const WELL_KNOWN: &[&str] = &[
+    "github",
+    "gitlab",
+    "slack",
+    "stripe",
+    "paypal",
+    "google",
+    "gmail",
+    "microsoft",
+    "outlook",
+    "openai",
+    "chatgpt",
+    "anthropic",
+    "claude",
+    "notion",
+    "linear",
+    "atlassian",
+    "jira",
+    "confluence",
+    "salesforce",
+    "shopify",
+    "figma",
+    "zoom",
+    "dropbox",
+    "amazon",
+    "aws",
+    "azure",
+    "cloudflare",
+    "supabase",
+    "vercel",
+    "sentry",
+    "twilio",
+    "discord",
+    "telegram",
+    "whatsapp",
+    "coinbase",
+    "binance",
+    "metamask",
+    "playwright",
+    "puppeteer",
+    "filesystem",
+    "postgres",
+    "docker",
+    "kubernetes",
+    "hubspot",
+    "zapier",
+    "airtable",
+    "asana",
+    "trello",
+    "apple",
+];
+
+/// What a character is read as: Latin letters for the Cyrillic and Greek ones drawn alike,
+/// fullwidth forms for their ASCII, and digits for the letters they pass for.
+fn skeleton_char(c: char) -> Option<char> {
+    let c = match c {
+        '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFEE0)?,
+        c => c,
+    };
+    Some(match c.to_lowercase().next().unwrap_or(c) {
+        'а' => 'a',
+        'е' | 'ё' => 'e',
+        'о' | 'ο' | '0' => 'o',
+        'р' | 'ρ' => 'p',
+        'с' | 'ϲ' => 'c',
+        'у' => 'y',
+        'х' | 'χ' => 'x',
+        'і' | 'ı' | 'ι' | '1' | '|' | 'l' | 'ӏ' => 'l',
+        'ѕ' | '5' => 's',
+        'ј' => 'j',
+        'ԁ' => 'd',
+        'ɡ' => 'g',
+        'һ' => 'h',
+        'ԛ' => 'q',
+        'ԝ' => 'w',
+        'κ' => 'k',
+        'ν' => 'v',
+        'τ' => 't',
+        'α' => 'a',
+        'β' => 'b',
+        'ε' | '3' => 'e',
+        'η' => 'n',
+        'i' => 'l',
+        c => c,
+    })
+}
+
+/// `text` as read: confusable characters folded, `rn` as `m`, `vv` as `w`, letters only.
+fn skeleton(text: &str) -> String {
+    let folded: String = text.chars().filter_map(skeleton_char).collect();
+    folded
+        .replace("rn", "m")
+        .replace("vv", "w")
+        .chars()
+        .filter(|c| c.is_alphanumeric())
+        .collect()
+}
+
+/// A name, or a word of it, that reads as a well-known name without being it: `critical` when
+/// it mixes in letters of another script (a reviewer cannot see the difference), `medium` when
+/// it swaps ASCII look-alikes (`0` for `o`, `1` for `l`, `rn` for `m`).
+fn look_alike(field: &str, text: &str, findings: &mut Vec<Finding>) {
+    for word in text.split(|c: char| c.is_whitespace() || matches!(c, '.' | '-' | '_' | '/' | '@'))
+    {
+        // Every well-known name has 4 to 10 letters; a look-alike may add a few look-alike pairs.
+        if !(4..=16).contains(&word.chars().count()) {
+            continue;
+        }
+        // The name itself, whatever surrounds it (`(GitHub)`, `Notion™`), is no look-alike.
+        let plain: String = word
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric())
+            .collect();
+        if WELL_KNOWN.contains(&plain.as_str()) {
+            continue;
+        }
+        static KNOWN: LazyLock<Vec<(String, &str)>> = LazyLock::new(|| {
+            WELL_KNOWN
+                .iter()
+                .filter(|known| known.len() >= 4)
+                .map(|known| (skeleton(known), *known))
+                .collect()
+        });
+        let read = skeleton(word);
+        let Some((_, known)) = KNOWN.iter().find(|(shape, _)| *shape == read) else {
+            continue;
+        };
+        let foreign = !word.is_ascii();
+        findings.push(Finding {
+            rule: Cow::Borrowed("look-alike-name"),
+            severity: if foreign {
+                Severity::Critical
+            } else {
+                Severity::Medium
+            },
+            field: field.to_owned(),
+            excerpt: format!("{} reads as \"{known}\"", escape_confusables(word)),
+        });
+        return;
+    }
+}
+
+/// `word` with every non-ASCII character written as `\u{…}`, so the look-alike shows.
+fn escape_confusables(word: &str) -> String {
+    word.chars()
+        .map(|c| {
+            if c.is_ascii() {
+                c.to_string()
+            } else {
+                format!("\\u{{{:X}}}", c as u32)
+            }
+        })
+        .collect()
 }
 
 /// Every finding in one text at `field`.
@@ -764,8 +925,14 @@ mod tests {
         for line in include_str!("../../eval/scan/labelled.jsonl").lines() {
             let case: Value = serde_json::from_str(line).expect("a case");
             let text = case["text"].as_str().expect("text");
-            let mut findings = Vec::new();
-            scan_text("description", text, &mut findings);
+            // A case of a name is scanned as an agent's name; the others as a description.
+            let findings = if case["field"] == "name" {
+                scan(&draft(json!({"name": text, "description": "An agent."}))).findings
+            } else {
+                let mut findings = Vec::new();
+                scan_text("description", text, &mut findings);
+                findings
+            };
             let mut found: Vec<&str> = findings
                 .iter()
                 .map(|finding| finding.rule.as_ref())
@@ -792,6 +959,21 @@ mod tests {
             }
         }
         assert!(wrong.is_empty(), "{wrong:#?}");
+    }
+
+    #[test]
+    fn a_package_name_that_reads_as_a_well_known_one_is_flagged() {
+        let mut body = json!({"name": "Checkout", "description": "Pays."});
+        body["package_name"] = json!("com.paypa1.checkout");
+        let report = scan(&AgentDraft::parse(&body).expect("valid"));
+        assert_eq!(rules(&report), ["look-alike-name"]);
+        assert_eq!(report.findings[0].field, "package_name");
+        assert_eq!(report.max_severity, Severity::Medium);
+        body["package_name"] = json!("com.paypal.checkout");
+        assert_eq!(
+            scan(&AgentDraft::parse(&body).expect("valid")).status,
+            "clean"
+        );
     }
 
     #[test]

@@ -284,6 +284,11 @@ impl Registry {
     }
 
     /// The same registry under scan policy `policy` (`flag` unless said).
+    /// What the scanner's findings do to writes (`flag` or `block`).
+    pub fn scan_policy(&self) -> ScanPolicy {
+        self.scan_policy
+    }
+
     pub fn with_scan_policy(mut self, policy: ScanPolicy) -> Self {
         self.scan_policy = policy;
         self

@@ -417,6 +417,14 @@ impl<'a> Pass<'a> {
                 }
             }
         }
+        let registry = &self.mirrors.registry;
+        // Under `--scan-policy block`, what a publisher could not publish is not copied either:
+        // the entry is counted as skipped, and a copy written before is removed.
+        let reads = if registry.scan_policy() == crate::config::ScanPolicy::Block {
+            plan::without_blocked(reads)
+        } else {
+            reads
+        };
         let names: Vec<String> = reads
             .iter()
             .filter_map(|read| match read {
@@ -425,7 +433,6 @@ impl<'a> Pass<'a> {
                 Read::Skipped(_) => None,
             })
             .collect();
-        let registry = &self.mirrors.registry;
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -554,7 +561,7 @@ impl<'a> Pass<'a> {
             *by_class.entry(skip.class.as_str()).or_default() += 1;
             if matches!(
                 skip.class.as_str(),
-                plan::Skip::COLLISION | plan::Skip::RESERVED_NAME
+                plan::Skip::COLLISION | plan::Skip::RESERVED_NAME | plan::Skip::SECURITY_FINDING
             ) {
                 tracing::warn!(source = %source, entry = %skip.upstream_id,
                     reason = %skip.reason, "mirror entry left out");

@@ -64,6 +64,8 @@ impl Skip {
     pub const COLLISION: &str = "collision";
     /// The entry's package name is one of the registry's own (`registry.*`).
     pub const RESERVED_NAME: &str = "reserved_name";
+    /// The scanner finds something at `high` or above in it, and the policy is `block`.
+    pub const SECURITY_FINDING: &str = "security_finding";
 
     pub fn new(upstream_id: &str, class: &str, reason: impl Into<String>) -> Self {
         Self {
@@ -118,6 +120,42 @@ impl Entry {
     pub(super) fn status_text(&self) -> Option<String> {
         (self.status == Status::Deprecated).then(|| "deprecated".to_owned())
     }
+}
+
+/// `reads` without the entries the scanner finds something at `high` or above in: each is
+/// skipped, with its findings as the reason, and (its latest version) read as gone, so a copy
+/// written before it changed is removed.
+pub fn without_blocked(reads: Vec<Read>) -> Vec<Read> {
+    let mut kept = Vec::with_capacity(reads.len());
+    for read in reads {
+        let Read::Entry(entry) = read else {
+            kept.push(read);
+            continue;
+        };
+        let report = crate::domain::scan::scan(&entry.draft);
+        if report.max_severity < crate::domain::scan::Severity::High {
+            kept.push(Read::Entry(entry));
+            continue;
+        }
+        let reason = report
+            .findings
+            .iter()
+            .filter(|finding| finding.severity >= crate::domain::scan::Severity::High)
+            .map(|finding| format!("{} in {}", finding.rule, finding.field))
+            .collect::<Vec<_>>()
+            .join("; ");
+        kept.push(Read::Skipped(Skip::new(
+            &entry.upstream_id,
+            Skip::SECURITY_FINDING,
+            format!("the scanner blocks it: {reason}"),
+        )));
+        if entry.is_latest {
+            kept.push(Read::Gone {
+                package_name: entry.draft.package_name.as_str().to_owned(),
+            });
+        }
+    }
+    kept
 }
 
 /// A page decided: the writes, and the package names left out because another owner holds them.

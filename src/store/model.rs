@@ -483,7 +483,8 @@ pub struct MirrorSkip {
     /// identifier; a package name for a collision), at most 200 characters.
     pub upstream_id: String,
     /// What kind of reason, one of a few: `identifier`, `status`, `invalid_field:{field}`
-    /// (`{field}` a top-level field of a publish body), `collision`, `reserved_name`.
+    /// (`{field}` a top-level field of a publish body), `collision`, `reserved_name`,
+    /// `security_finding` (the scanner blocks it under `--scan-policy block`).
     pub class: String,
     /// Why, in full, at most 500 characters.
     pub reason: String,

@@ -492,6 +492,10 @@ fn publish_request() -> Value {
         org
     });
     properties.insert(
+        "inspect_tools".to_owned(),
+        json!({"type": ["boolean", "null"], "description": "Whether the liveness prober may also list the endpoint's tools (an MCP server's `tools/list`) or read its card's skills, to scan them and to notice when they change after listing (default true). `false`: not read, and the record's `security.live` says `not_inspected`. An update without it keeps the agent's."}),
+    );
+    properties.insert(
         "probe_message".to_owned(),
         optional_text(
             MAX_PROBE_MESSAGE_CHARS,

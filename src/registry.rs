@@ -735,6 +735,7 @@ impl Registry {
         draft.version = current.draft.version.clone();
         // An update that does not say keeps the agent's visibility.
         draft.visibility = draft.visibility.or(current.draft.visibility);
+        draft.inspect_tools = draft.inspect_tools.or(current.draft.inspect_tools);
         if draft == current.draft && named.as_deref().is_none_or(|v| v == current.version()) {
             return Ok(None);
         }
@@ -1161,6 +1162,7 @@ impl Registry {
         // The registry's own agents are public: the stored record says so explicitly.
         let mut draft = draft;
         draft.visibility.get_or_insert_default();
+        draft.inspect_tools.get_or_insert(true);
         let mut agent = match found {
             Some(existing) if existing.draft == draft => existing,
             Some(existing) => store.update_agent(&existing.id, &draft, None, now).await?,

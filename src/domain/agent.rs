@@ -97,6 +97,10 @@ pub struct AgentDraft {
     /// Who finds the agent in lists; `None` when the body does not say (a publish is then
     /// public, an update keeps what the agent had).
     pub visibility: Option<Visibility>,
+    /// Whether the prober may list the endpoint's tools (an MCP server's `tools/list`) or read
+    /// its card's skills to scan them and notice changes; `None` when the body does not say (a
+    /// publish then allows it, an update keeps what the agent had).
+    pub inspect_tools: Option<bool>,
 }
 
 /// Who finds an ACTIVE agent without knowing it already.
@@ -239,6 +243,14 @@ impl Sources<'_> {
                 None
             }
         };
+        let inspect_tools = match present(self.body, "inspect_tools") {
+            None => None,
+            Some(Value::Bool(inspect)) => Some(*inspect),
+            Some(_) => {
+                errors.push(FieldError::new("inspect_tools", "must be true or false"));
+                None
+            }
+        };
         let representative_queries = self.representative_queries(errors);
         let identifier = parse_identifier(
             either(self.body, "identifier", "identifier"),
@@ -264,6 +276,7 @@ impl Sources<'_> {
             representative_queries,
             identifier,
             visibility,
+            inspect_tools,
         })
     }
 

@@ -259,6 +259,7 @@ pub fn plan(
                 }
                 // A source says nothing of visibility: the copy keeps its own.
                 draft.visibility = draft.visibility.or(agent.draft.visibility);
+                draft.inspect_tools = draft.inspect_tools.or(agent.draft.inspect_tools);
                 let same_status =
                     agent.provenance.as_ref().map(|p| &p.status) == Some(&provenance.status);
                 if draft == agent.draft && same_status {

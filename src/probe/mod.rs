@@ -161,7 +161,8 @@ impl Prober {
         let _one_per_host = lock.lock().await;
         let at = Timestamp::now();
         let started = Instant::now();
-        let finding = check::run(&self.outbound, &target, self.timeout, true).await;
+        let inspect = agent.draft.inspect_tools != Some(false);
+        let finding = check::run(&self.outbound, &target, self.timeout, inspect).await;
         let latency = started.elapsed();
         let outcome = ProbeOutcome {
             status: finding.status,

@@ -844,6 +844,16 @@ async fn a_server_whose_tools_change_after_listing_is_flagged_at_the_next_probe(
         json!({"remotes": [{"type": "streamable-http", "url": format!("http://up.test:{port}/mcp")}]}),
     );
     registry.import(agent, "alice", live).await.expect("import");
+    // Its publisher opted out of tool listing: probed for health, its tools never read.
+    let opted_out = draft(
+        "test.opted-out",
+        json!({"remotes": [{"type": "streamable-http", "url": format!("http://other.test:{port}/mcp")}],
+            "inspect_tools": false}),
+    );
+    registry
+        .import(opted_out, "alice", live)
+        .await
+        .expect("import");
     let config = ProbeConfig {
         probe_interval_secs: 1,
         probe_timeout_secs: 2,
@@ -872,6 +882,28 @@ async fn a_server_whose_tools_change_after_listing_is_flagged_at_the_next_probe(
     .await;
     let first = inspection().await.expect("inspected");
     assert_eq!(first.count, 2);
+    wait_until("the opted-out agent probed", || async {
+        registry
+            .find("test.opted-out")
+            .await
+            .expect("find")
+            .and_then(|agent| agent.health)
+            .is_some_and(|health| health.status == HealthStatus::Up)
+    })
+    .await;
+    let opted_out = registry
+        .find("test.opted-out")
+        .await
+        .expect("find")
+        .expect("agent");
+    assert_eq!(opted_out.inspection, None, "its tools were not read");
+    assert_eq!(
+        crate::wire::AgentRecord::public(&opted_out)
+            .security
+            .live
+            .map(|live| live.status),
+        Some("not_inspected")
+    );
     assert_eq!(first.max_severity, Severity::None);
     assert_eq!((first.changes_seen, first.drift.as_ref()), (0, None));
     let clean = |max: &str| {
@@ -894,7 +926,7 @@ async fn a_server_whose_tools_change_after_listing_is_flagged_at_the_next_probe(
     };
     assert_eq!(
         registry.search(&clean("none")).await.expect("search").total,
-        1
+        2
     );
 
     // The server changes its tools after it was listed.
@@ -956,12 +988,12 @@ async fn a_server_whose_tools_change_after_listing_is_flagged_at_the_next_probe(
             .await
             .expect("search")
             .total
-            == 0
+            == 1
     })
     .await;
     assert_eq!(
         registry.search(&clean("high")).await.expect("search").total,
-        1
+        2
     );
     let changes = store.changes_since(0, 1000).await.expect("changes");
     let drifts: Vec<_> = changes

@@ -41,6 +41,8 @@ pub(super) struct Doc {
     /// The worst finding in what the prober last read from its endpoint (part of
     /// `facets.severity`, kept apart so a new read can tell whether it moved).
     pub(super) live_severity: Severity,
+    /// The worst finding in the record's own texts (the scanner's stored verdict).
+    pub(super) text_severity: Severity,
 }
 
 impl Doc {
@@ -61,9 +63,9 @@ impl Doc {
         let id: Arc<str> = Arc::from(agent.id.as_str());
         let private = agent.visibility() == crate::domain::agent::Visibility::Private;
         let live_severity = live_severity(agent);
-        let severity = severity
-            .unwrap_or_else(|| crate::domain::scan::scan(draft).max_severity)
-            .max(live_severity);
+        let text_severity =
+            severity.unwrap_or_else(|| crate::domain::scan::scan(draft).max_severity);
+        let severity = text_severity.max(live_severity);
         let doc = Doc {
             id: Arc::clone(&id),
             revision: agent.revision,
@@ -87,6 +89,7 @@ impl Doc {
             health: shown_health(agent),
             private_to: private.then(|| Arc::from(agent.owner.as_str())),
             live_severity,
+            text_severity,
         };
         (doc, text)
     }
@@ -94,6 +97,9 @@ impl Doc {
 
 /// The worst finding in what the prober last read from `agent`'s endpoint.
 pub(super) fn live_severity(agent: &Agent) -> Severity {
+    if agent.draft.inspect_tools == Some(false) {
+        return Severity::None;
+    }
     agent
         .inspection
         .as_ref()

@@ -12,6 +12,9 @@ use super::vectors::VectorStore;
 use crate::domain::scan::Severity;
 use crate::store::{Agent, AgentState, Store};
 
+/// A re-scan at load says how far it is every this many agents.
+const RESCAN_REPORT_EVERY: usize = 10_000;
+
 impl SearchIndex {
     /// Replace the whole index with the ACTIVE agents among `agents`, vectors included: vectors
     /// come from the store when their content hash still matches; the rest are embedded (from
@@ -107,7 +110,7 @@ impl SearchIndex {
                     let found = docs
                         .iter()
                         .filter(|(doc, _)| !scanned.contains_key(&*doc.id))
-                        .map(|(doc, _)| (doc.id.to_string(), doc.facets.severity))
+                        .map(|(doc, _)| (doc.id.to_string(), doc.text_severity))
                         .collect();
                     build.add(docs, &text)?;
                     Ok((build, found))
@@ -115,7 +118,19 @@ impl SearchIndex {
             )
             .await??;
             build = built;
-            unscanned.extend(found);
+            if !found.is_empty() {
+                // A new scanner version re-scans every agent as it loads: say how far it is.
+                let before = unscanned.len() / RESCAN_REPORT_EVERY;
+                unscanned.extend(found);
+                metrics::gauge!("registry_scanner_rescanned").set(unscanned.len() as f64);
+                if unscanned.len() / RESCAN_REPORT_EVERY > before {
+                    tracing::info!(
+                        agents = unscanned.len(),
+                        scanner = crate::domain::scan::SCANNER,
+                        "scanning the agents without a verdict of this scanner version"
+                    );
+                }
+            }
             catalogued += began.elapsed();
         }
         let (catalog, mut counts) = build.finish(&text)?;
@@ -158,14 +173,18 @@ impl SearchIndex {
         if !unscanned.is_empty() {
             // Agents written before verdicts were stored (or by another scanner version):
             // stored now, off the start-up's path, so the next start reads them.
+            metrics::gauge!("registry_scanner_verdicts_pending").set(unscanned.len() as f64);
             let store = Arc::clone(&self.store);
             tokio::spawn(async move {
                 match store.record_scan_severities(&unscanned).await {
-                    Ok(()) => tracing::info!(
-                        agents = unscanned.len(),
-                        scanner = crate::domain::scan::SCANNER,
-                        "scanned the agents that had no stored verdict"
-                    ),
+                    Ok(()) => {
+                        metrics::gauge!("registry_scanner_verdicts_pending").set(0.0);
+                        tracing::info!(
+                            agents = unscanned.len(),
+                            scanner = crate::domain::scan::SCANNER,
+                            "scanned the agents that had no stored verdict, and stored the verdicts"
+                        )
+                    }
                     Err(err) => {
                         tracing::warn!(error = %err, "cannot store the scanner's verdicts")
                     }

@@ -1086,11 +1086,13 @@ pub async fn every_version_is_kept_with_its_fields(store: &dyn Store) {
         .await
         .expect("find")
         .expect("the first version");
-    // A version keeps the agent's content; its visibility is the agent's, not a version's.
+    // A version keeps the agent's content; its visibility and whether its tools are read are
+    // the agent's, not a version's.
     assert_eq!(
         first.draft,
         AgentDraft {
             visibility: None,
+            inspect_tools: None,
             ..agent.draft.clone()
         }
     );
@@ -1104,6 +1106,7 @@ pub async fn every_version_is_kept_with_its_fields(store: &dyn Store) {
         current.draft,
         AgentDraft {
             visibility: None,
+            inspect_tools: None,
             ..again.clone()
         }
     );

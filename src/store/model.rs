@@ -129,6 +129,7 @@ impl Agent {
             .get_or_insert_with(|| DEFAULT_VERSION.to_owned());
         // A stored agent always has a visibility: public unless the draft said otherwise.
         draft.visibility.get_or_insert_default();
+        draft.inspect_tools.get_or_insert(true);
         // The identifier lives on the agent, not in its versions.
         let urn = draft
             .identifier

@@ -128,6 +128,7 @@ impl DraftRow {
             // The agent's identifier is its own column (`Agent::urn`), not a draft field.
             identifier: None,
             visibility: None,
+            inspect_tools: None,
         })
     }
 }
@@ -153,6 +154,7 @@ pub struct AgentRow {
     pub urn: Option<String>,
     pub provenance: Option<String>,
     pub visibility: String,
+    pub inspect_tools: bool,
     #[sqlx(flatten)]
     pub draft: DraftRow,
 }
@@ -200,6 +202,7 @@ impl TryFrom<AgentRow> for Agent {
             crate::domain::agent::Visibility::parse(&row.visibility)
                 .ok_or_else(|| corrupt("visibility", &row.visibility))?,
         );
+        draft.inspect_tools = Some(row.inspect_tools);
         let stored = optional_json("health", row.health)?;
         let health = Health::shown(&draft, stored);
         // A row an older program wrote has no identifier yet: the one it will be given.

@@ -141,7 +141,7 @@ impl std::fmt::Display for Columns<'_> {
 /// order `agent_insert` binds them: every one but `health`, which only the prober writes.
 const AGENT_OWN: &str = "id, package_name, owner, state, verification_level, \
     verification_token, revision, version, probe_message, created_at, updated_at, published_at, \
-    urn, provenance, visibility";
+    urn, provenance, visibility, inspect_tools";
 
 const AGENT_COLUMNS: Columns = Columns(
     "",
@@ -350,6 +350,7 @@ where
     Option<String>: Encode<'q, DB>,
     i64: Encode<'q, DB> + Type<DB>,
     Option<i64>: Encode<'q, DB>,
+    bool: Encode<'q, DB> + Type<DB>,
 {
     let insert = sqlx::query(&AGENT_INSERT)
         .bind(agent.id.as_str())
@@ -366,7 +367,8 @@ where
         .bind(agent.published_at.map(Timestamp::micros))
         .bind(agent.urn.as_str())
         .bind(provenance)
-        .bind(agent.draft.visibility.unwrap_or_default().as_str());
+        .bind(agent.draft.visibility.unwrap_or_default().as_str())
+        .bind(agent.draft.inspect_tools.unwrap_or(true));
     columns.bind(insert)
 }
 
@@ -377,10 +379,12 @@ static AGENT_UPDATE: LazyLock<String> = LazyLock::new(|| {
     format!(
         "UPDATE agents SET version = $1, probe_message = $2, updated_at = $3, \
          revision = revision + 1, provenance = COALESCE($4, provenance), \
-         visibility = COALESCE(CAST(${} AS TEXT), visibility), {} \
+         visibility = COALESCE(CAST(${} AS TEXT), visibility), \
+         inspect_tools = COALESCE(CAST(${} AS BOOLEAN), inspect_tools), {} \
          WHERE id = $5 AND (CAST($6 AS BIGINT) IS NULL OR revision = $6) \
          RETURNING {AGENT_COLUMNS}",
         7 + DRAFT_COLUMNS.split(',').count(),
+        8 + DRAFT_COLUMNS.split(',').count(),
         Columns("", &[DRAFT_COLUMNS]).set_from(7)
     )
 });
@@ -401,6 +405,8 @@ where
     Option<String>: Encode<'q, DB>,
     i64: Encode<'q, DB> + Type<DB>,
     Option<i64>: Encode<'q, DB>,
+    Option<bool>: Encode<'q, DB>,
+    bool: Type<DB>,
 {
     let update = sqlx::query(&AGENT_UPDATE)
         .bind(&draft.version)
@@ -412,6 +418,7 @@ where
     columns
         .bind(update)
         .bind(draft.visibility.map(|visibility| visibility.as_str()))
+        .bind(draft.inspect_tools)
 }
 
 /// After `agent`'s row is written in `tx` at `at`: its draft as its current version (a new row
@@ -910,6 +917,7 @@ where
     for<'q> Vec<u8>: Encode<'q, DB> + Type<DB>,
     for<'r> (i64,): FromRow<'r, DB::Row>,
     for<'r> (Option<i64>,): FromRow<'r, DB::Row>,
+    for<'q> Option<bool>: Encode<'q, DB>,
     for<'r> (String, i64): FromRow<'r, DB::Row>,
     for<'r> (String, String): FromRow<'r, DB::Row>,
     for<'r> (String, Option<String>): FromRow<'r, DB::Row>,

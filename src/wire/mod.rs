@@ -119,6 +119,9 @@ pub struct AgentRecord {
     /// Owner's view only: whether the owner published a full A2A card with the record.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub has_card: Option<bool>,
+    /// Owner's view only: whether the prober may list the endpoint's tools (`inspect_tools`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub inspect_tools: Option<bool>,
     /// Owner's view only: the message the prober sends with `SendMessage` once the card checks
     /// out, when the owner opted in.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -130,6 +133,10 @@ pub struct AgentRecord {
 pub fn security_of(agent: &Agent) -> crate::domain::scan::Report {
     let mut report = crate::domain::scan::scan(&agent.draft);
     report.scanned_at = Some(agent.updated_at);
+    if agent.draft.inspect_tools == Some(false) {
+        // The publisher opted out: whatever was read before no longer stands for the endpoint.
+        return report.not_inspected();
+    }
     report.with_live(agent.inspection.as_ref())
 }
 
@@ -169,6 +176,7 @@ impl AgentRecord {
             visibility: draft.visibility.unwrap_or_default(),
             verification_token: None,
             has_card: None,
+            inspect_tools: None,
             probe_message: None,
         }
     }
@@ -179,6 +187,7 @@ impl AgentRecord {
             verification_token: Some(agent.verification_token.clone()),
             has_card: Some(agent.draft.card.is_some()),
             probe_message: agent.draft.probe_message.clone(),
+            inspect_tools: Some(agent.draft.inspect_tools != Some(false)),
             ..Self::public(agent)
         }
     }

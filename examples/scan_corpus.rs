@@ -126,6 +126,7 @@ fn main() -> anyhow::Result<()> {
     let mut by_severity: BTreeMap<Severity, usize> = BTreeMap::new();
     let mut by_rule: BTreeMap<String, usize> = BTreeMap::new();
     let mut listed = Vec::new();
+    let mut each = Vec::new();
     let started = Instant::now();
     for line in std::io::BufReader::new(file).lines() {
         let line = line?;
@@ -142,7 +143,9 @@ fn main() -> anyhow::Result<()> {
             invalid += 1;
             continue;
         };
+        let began = Instant::now();
         let report = scan::scan(&draft);
+        each.push(began.elapsed());
         *by_severity.entry(report.max_severity).or_default() += 1;
         for finding in &report.findings {
             *by_rule.entry(finding.rule.to_string()).or_default() += 1;
@@ -162,6 +165,18 @@ fn main() -> anyhow::Result<()> {
     println!(
         "{scanned} agents scanned ({invalid} lines not valid agents) in {:.2} s",
         started.elapsed().as_secs_f64()
+    );
+    each.sort_unstable();
+    let at = |q: f64| {
+        each.get(((each.len() as f64 - 1.0) * q) as usize)
+            .copied()
+            .unwrap_or_default()
+    };
+    println!(
+        "one agent's scan: median {:.1} µs, p99 {:.1} µs, max {:.1} µs",
+        at(0.5).as_secs_f64() * 1e6,
+        at(0.99).as_secs_f64() * 1e6,
+        at(1.0).as_secs_f64() * 1e6
     );
     println!("worst severity per agent:");
     for (severity, count) in &by_severity {

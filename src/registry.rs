@@ -804,11 +804,21 @@ impl Registry {
                         Some(found.package_name().to_owned())
                     }
                 };
-                Some(Deprecation {
+                let deprecation = Deprecation {
                     message,
                     successor,
                     deprecated_at: at,
-                })
+                };
+                // The message is read by whoever reads the card: the same policy as its texts.
+                if self.scan_policy == ScanPolicy::Block {
+                    let mut findings = Vec::new();
+                    scan::scan_deprecation(Some(&deprecation), &mut findings);
+                    findings.retain(|finding| finding.severity >= Severity::High);
+                    if !findings.is_empty() {
+                        return Err(RegistryError::SecurityFinding { findings });
+                    }
+                }
+                Some(deprecation)
             }
         };
         let no_version = |version: &str| RegistryError::VersionNotFound {

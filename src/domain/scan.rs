@@ -136,6 +136,27 @@ pub struct Live {
 }
 
 impl Report {
+    /// This report with more findings (the deprecation message's).
+    pub fn with_findings(mut self, more: Vec<Finding>) -> Self {
+        if more.is_empty() {
+            return self;
+        }
+        self.findings.extend(more);
+        let Self {
+            scanned_at,
+            live,
+            drift,
+            findings,
+            ..
+        } = self;
+        Self {
+            scanned_at,
+            live,
+            drift,
+            ..Self::of(findings)
+        }
+    }
+
     /// This report with what the prober last read from the endpoint added: its findings, its
     /// summary under `live` and its last change under `drift`.
     pub fn with_live(mut self, inspection: Option<&super::surface::Inspection>) -> Self {
@@ -479,6 +500,17 @@ fn escape_confusables(word: &str) -> String {
             }
         })
         .collect()
+}
+
+/// Every finding in the publisher's deprecation message, which cards and entries carry to
+/// whoever reads them (at `deprecation.message`).
+pub fn scan_deprecation(
+    deprecation: Option<&super::deprecation::Deprecation>,
+    findings: &mut Vec<Finding>,
+) {
+    if let Some(deprecation) = deprecation {
+        scan_text("deprecation.message", &deprecation.message, findings);
+    }
 }
 
 /// Every finding in one text at `field`.

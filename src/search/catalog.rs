@@ -65,7 +65,12 @@ impl Doc {
         let live_severity = live_severity(agent);
         let text_severity =
             severity.unwrap_or_else(|| crate::domain::scan::scan(draft).max_severity);
-        let severity = text_severity.max(live_severity);
+        let mut deprecation = Vec::new();
+        crate::domain::scan::scan_deprecation(agent.deprecation.as_ref(), &mut deprecation);
+        let deprecation_severity = deprecation.iter().map(|f| f.severity).max();
+        let severity = text_severity
+            .max(live_severity)
+            .max(deprecation_severity.unwrap_or(Severity::None));
         let doc = Doc {
             id: Arc::clone(&id),
             revision: agent.revision,

@@ -131,7 +131,9 @@ pub struct AgentRecord {
 /// What the scanner finds in `agent`: in its record's texts (scanned as of its last write)
 /// and in what the prober last read from its endpoint.
 pub fn security_of(agent: &Agent) -> crate::domain::scan::Report {
-    let mut report = crate::domain::scan::scan(&agent.draft);
+    let mut deprecation = Vec::new();
+    crate::domain::scan::scan_deprecation(agent.deprecation.as_ref(), &mut deprecation);
+    let mut report = crate::domain::scan::scan(&agent.draft).with_findings(deprecation);
     report.scanned_at = Some(agent.updated_at);
     if agent.draft.inspect_tools == Some(false) {
         // The publisher opted out: whatever was read before no longer stands for the endpoint.

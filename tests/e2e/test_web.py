@@ -560,3 +560,27 @@ def test_a_flagged_agent_shows_its_findings_and_the_search_can_leave_it_out(page
     page.get_by_label("Security findings").select_option("none")
     expect(page.locator("#results")).not_to_contain_text("Poisoned Adder")
     expect(page).to_have_url(re.compile(r"max_severity=none"))
+
+
+def test_a_deprecated_agent_says_so_and_links_its_successor(page: Page, registry: str) -> None:
+    for package, name in [("com.example.tides-v1", "Tide Tables One"), ("com.example.tides-v2", "Tide Tables Two")]:
+        status, record = api(registry, "POST", "/api/agents/publish", {
+            "package_name": package, "name": name, "description": "Tide tables for harbours.",
+        })
+        assert status == 201, record
+        status, _ = api(registry, "POST", f"/api/agents/{record['id']}/go-live")
+        assert status == 200
+    status, record = api(registry, "POST", "/api/agents/com.example.tides-v1/deprecate", {
+        "message": "Replaced by Tide Tables Two.", "successor": "com.example.tides-v2",
+    })
+    assert status == 200, record
+
+    page.goto("/agents/com.example.tides-v1")
+    expect(page.locator("#agent-badges")).to_contain_text("Deprecated")
+    notice = page.locator("#agent-deprecated")
+    expect(notice).to_be_visible()
+    expect(notice).to_contain_text("Replaced by Tide Tables Two.")
+    screenshot(page, "agent-deprecated")
+    notice.get_by_role("link", name="com.example.tides-v2").click()
+    expect(page).to_have_url(re.compile(r"/agents/com\.example\.tides-v2$"))
+    expect(page.locator("#agent-deprecated")).to_be_hidden()

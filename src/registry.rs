@@ -1314,7 +1314,9 @@ impl Registry {
         let written = self.store.write_mirror_page(page).await?;
         if let Some(index) = &self.index {
             let deleted: Vec<String> = written.deleted.iter().map(|a| a.id.clone()).collect();
-            index.apply_batch(&written.written, &deleted).await;
+            index
+                .apply_batch_scanned(&written.written, &deleted, &written.severities)
+                .await;
         }
         let now = Timestamp::now();
         let mut due = Vec::new();

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::SearchIndex;
-use super::catalog::read_active;
+use super::catalog::read_active_scanned;
 use super::text::DocText;
 use super::vectors::VectorStore;
 use crate::domain::{Health, HealthStatus};
@@ -22,7 +22,19 @@ impl SearchIndex {
     /// ids in `deleted` removed) with one text-index commit: the change-log follower applies a
     /// whole batch of changes this way. Vectors are embedded together; stale writes lose.
     pub async fn apply_batch(&self, agents: &[Agent], deleted: &[String]) {
-        let docs = read_active(agents.iter());
+        self.apply_batch_scanned(agents, deleted, &HashMap::new())
+            .await;
+    }
+
+    /// `apply_batch`, with the scanner's verdicts on some of the agents' texts as their write
+    /// stored them (the others are scanned).
+    pub async fn apply_batch_scanned(
+        &self,
+        agents: &[Agent],
+        deleted: &[String],
+        scanned: &HashMap<String, crate::domain::scan::Severity>,
+    ) {
+        let docs = read_active_scanned(agents.iter(), scanned);
         let embedder = self.embedder();
         let mut vectors = self.vectors_for(embedder.as_ref(), &docs).await;
         let _guard = self.writes.lock().await;

@@ -575,6 +575,9 @@ pub struct MirrorPage {
 pub struct MirrorWritten {
     pub written: Vec<Agent>,
     pub deleted: Vec<Agent>,
+    /// The scanner's verdict on each written agent's texts, by id, as the write stored it: the
+    /// index takes it instead of scanning the texts again.
+    pub severities: std::collections::HashMap<String, crate::domain::scan::Severity>,
 }
 
 /// A signed-in browser's session as stored: found by the hash of its cookie's secret.

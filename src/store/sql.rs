@@ -432,7 +432,7 @@ async fn log_write<DB: Dialect>(
     at: Timestamp,
     inserted: bool,
     before: Option<(bool, Visibility)>,
-) -> StoreResult<()>
+) -> StoreResult<Severity>
 where
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     for<'q> DB::Arguments<'q>: IntoArguments<'q, DB>,
@@ -501,7 +501,7 @@ where
         };
         audit_write::<DB>(&mut **tx, action, agent, at, None).await?;
     }
-    Ok(())
+    Ok(severity)
 }
 
 /// Delete agent `id` in `tx` with its probe schedule and history, and log it; the agent as it
@@ -1918,7 +1918,7 @@ where
                 tx.rollback().await?;
                 return Err(taken(err));
             }
-            log_write::<DB>(
+            let severity = log_write::<DB>(
                 &self.feed,
                 &mut tx,
                 agent,
@@ -1928,6 +1928,7 @@ where
                 None,
             )
             .await?;
+            written.severities.insert(agent.id.clone(), severity);
             written.written.push(agent.clone());
         }
         for update in &page.updates {
@@ -1959,7 +1960,9 @@ where
                 }
             };
             let updated = Agent::try_from(row)?;
-            log_write::<DB>(&self.feed, &mut tx, &updated, &columns, at, false, None).await?;
+            let severity =
+                log_write::<DB>(&self.feed, &mut tx, &updated, &columns, at, false, None).await?;
+            written.severities.insert(updated.id.clone(), severity);
             written.written.push(updated);
         }
         for (agent_id, draft, published_at) in &page.history {

@@ -270,7 +270,7 @@ fn jsonrpc_of(fetched: &Fetched) -> Option<Value> {
 }
 
 /// An MCP `initialize` over streamable HTTP; with `inspect`, then `tools/list` in the same
-/// session (a server that does not list tools is still up).
+/// session (a server that does not answer it is still up, and not inspected).
 async fn mcp_initialize(
     outbound: &Outbound,
     remote: &str,
@@ -312,10 +312,9 @@ async fn mcp_initialize(
         .and_then(|result| result.get("protocolVersion"))
         .is_some_and(Value::is_string);
     if speaks_mcp {
-        let lists_tools = result
-            .and_then(|result| result.get("capabilities"))
-            .is_some_and(|capabilities| capabilities.get("tools").is_some());
-        let surface = if inspect && lists_tools {
+        // Asked even when `initialize` declares no `tools` capability (some servers leave it
+        // out): one that has no tools answers with an error, and is not inspected.
+        let surface = if inspect {
             let session = fetched.mcp_session.clone();
             list_tools(outbound, &url, session.as_deref(), deadline).await
         } else {

@@ -785,7 +785,7 @@ async fn spawn_drifting_mcp(
                         Some("initialize") => (
                             session,
                             axum::Json(json!({"jsonrpc": "2.0", "id": body["id"], "result": {
-                            "protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                            "protocolVersion": "2025-06-18", "capabilities": {},
                             "serverInfo": {"name": "calculator", "version": "1"}}})),
                         )
                             .into_response(),

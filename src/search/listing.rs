@@ -78,7 +78,7 @@ impl AgentKind {
 impl Listing {
     /// The listing of `agent`, scanned here (the index passes the stored verdict instead).
     pub fn of(agent: &Agent) -> Self {
-        Self::with_severity(agent, crate::wire::security_of(agent).max_severity)
+        Self::with_severity(agent, agent.security().max_severity)
     }
 
     /// The listing of `agent`, whose worst scanner finding is `severity`.

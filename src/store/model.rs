@@ -158,6 +158,22 @@ impl Agent {
         self.draft.package_name.as_str()
     }
 
+    /// What the scanner finds in the agent: in its record's texts (scanned as of its last
+    /// write), in its deprecation message, and in what the prober last read from its endpoint
+    /// (unless the publisher opted out of that).
+    pub fn security(&self) -> crate::domain::scan::Report {
+        let mut deprecation = Vec::new();
+        crate::domain::scan::scan_deprecation(self.deprecation.as_ref(), &mut deprecation);
+        let mut report = crate::domain::scan::scan(&self.draft).with_findings(deprecation);
+        report.scanned_at = Some(self.updated_at);
+        if self.draft.inspect_tools == Some(false) {
+            // The publisher opted out: whatever was read before no longer stands for the
+            // endpoint.
+            return report.not_inspected();
+        }
+        report.with_live(self.inspection.as_ref())
+    }
+
     /// The deprecation every path shows: the publisher's, or for a mirrored agent its source's
     /// (`status: deprecated`), which names no successor.
     pub fn shown_deprecation(&self) -> Option<crate::domain::deprecation::Deprecation> {

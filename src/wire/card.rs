@@ -450,7 +450,7 @@ pub fn card_of(agent: &Agent) -> Value {
         agent.provenance.as_ref().map(provenance_extension),
         // Only when there is something to say: a clean card is served as its publisher wrote it.
         (!operated)
-            .then(|| crate::wire::security_of(agent))
+            .then(|| agent.security())
             .filter(|report| report.status == "flagged" || report.drift.is_some())
             .map(|report| security_extension(&report)),
         agent

@@ -128,20 +128,6 @@ pub struct AgentRecord {
     pub probe_message: Option<String>,
 }
 
-/// What the scanner finds in `agent`: in its record's texts (scanned as of its last write)
-/// and in what the prober last read from its endpoint.
-pub fn security_of(agent: &Agent) -> crate::domain::scan::Report {
-    let mut deprecation = Vec::new();
-    crate::domain::scan::scan_deprecation(agent.deprecation.as_ref(), &mut deprecation);
-    let mut report = crate::domain::scan::scan(&agent.draft).with_findings(deprecation);
-    report.scanned_at = Some(agent.updated_at);
-    if agent.draft.inspect_tools == Some(false) {
-        // The publisher opted out: whatever was read before no longer stands for the endpoint.
-        return report.not_inspected();
-    }
-    report.with_live(agent.inspection.as_ref())
-}
-
 impl AgentRecord {
     /// The public view: no owner-only fields.
     pub fn public(agent: &Agent) -> Self {
@@ -173,7 +159,7 @@ impl AgentRecord {
             card_signature: draft.card_signature.clone(),
             health: agent.health.clone().unwrap_or_else(Health::unknown),
             provenance: agent.provenance.clone(),
-            security: security_of(agent),
+            security: agent.security(),
             deprecation: agent.shown_deprecation(),
             visibility: draft.visibility.unwrap_or_default(),
             verification_token: None,

@@ -1496,6 +1496,20 @@ impl Registry {
         Ok(())
     }
 
+    /// `agent`'s worst scanner severity as the index holds it (its texts' stored verdict, its
+    /// deprecation message and what its endpoint showed), when the index holds it at this
+    /// revision; a probe read newer than the index's is counted too. `None` when not indexed
+    /// (an unlisted agent, another revision): the caller scans.
+    pub fn worst_severity(&self, agent: &Agent) -> Option<Severity> {
+        let held = self.index.as_ref()?.severity_of(agent)?;
+        let live = agent
+            .inspection
+            .as_ref()
+            .filter(|_| agent.draft.inspect_tools != Some(false))
+            .map_or(Severity::None, |inspection| inspection.max_severity);
+        Some(held.max(live))
+    }
+
     /// Indexed agents by health status (never probed: `unknown`).
     pub fn health_counts(&self) -> Vec<(HealthStatus, usize)> {
         self.index

@@ -54,5 +54,8 @@ pub async fn ard_search(
 /// `agent_not_found` otherwise.
 pub async fn resolve(state: &AppState, package: &str, viewer: &Viewer) -> ApiResult<Value> {
     let agent = state.registry.find_active(package, viewer).await?;
-    Ok(state.signer.sign(&crate::wire::card::card_of(&agent)))
+    let worst = state.registry.worst_severity(&agent);
+    Ok(state
+        .signer
+        .sign(&crate::wire::card::card_of(&agent, worst)))
 }

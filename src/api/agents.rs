@@ -188,22 +188,7 @@ pub async fn deprecate(
     JsonBody(body): JsonBody,
 ) -> ApiResult<Response> {
     caller.require(Scope::AgentsWrite)?;
-    let Some(object) = body.as_object() else {
-        return Err(ApiError::validation(vec![FieldError::new(
-            "body",
-            "must be a JSON object",
-        )]));
-    };
-    let text = |name: &str| -> ApiResult<Option<&str>> {
-        match object.get(name) {
-            None | Some(serde_json::Value::Null) => Ok(None),
-            Some(serde_json::Value::String(text)) => Ok(Some(text.as_str())),
-            Some(_) => Err(ApiError::validation(vec![FieldError::new(
-                name,
-                "must be a string",
-            )])),
-        }
-    };
+    let text = |name: &str| super::string_field(&body, name);
     let message = text("message")?
         .ok_or_else(|| ApiError::validation(vec![FieldError::new("message", "is required")]))?;
     let successor = text("successor")?;

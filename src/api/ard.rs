@@ -251,7 +251,11 @@ pub async fn lookup(
             }
             other => other.into(),
         })?;
-    let listing = Listing::of(&agent);
+    let worst = ard.registry.worst_severity(&agent);
+    let listing = match worst {
+        Some(worst) => Listing::with_severity(&agent, worst),
+        None => Listing::of(&agent),
+    };
     let entry = entry::of_listing(&listing, &ard.base_url, Detail::Full);
     let response = crate::cached::card_response(None, &headers, &entry, Some(agent.updated_at));
     Ok(crate::cached::per_viewer(response, &viewer))

@@ -92,24 +92,6 @@ pub struct OrgList {
     pub orgs: Vec<OrgView>,
 }
 
-/// A string field of a JSON object body.
-fn field<'a>(body: &'a Value, name: &str) -> Result<Option<&'a str>, ApiError> {
-    let Some(object) = body.as_object() else {
-        return Err(ApiError::validation(vec![FieldError::new(
-            "body",
-            "must be a JSON object",
-        )]));
-    };
-    match object.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(text)) => Ok(Some(text.as_str())),
-        Some(_) => Err(ApiError::validation(vec![FieldError::new(
-            name,
-            "must be a string",
-        )])),
-    }
-}
-
 /// 403 for a token restricted to namespaces (a CI job's): organisations are people's.
 fn refuse_restricted(caller: &Caller) -> ApiResult<()> {
     if caller.namespaces.is_some() {
@@ -135,7 +117,7 @@ pub async fn create_org(
     caller.require(Scope::AgentsWrite)?;
     refuse_restricted(&caller)?;
     let mut errors = Vec::new();
-    let name = match field(&body, "name")? {
+    let name = match super::string_field(&body, "name")? {
         Some(name) => parse_org_name(name)
             .map_err(|message| errors.push(FieldError::new("name", message)))
             .ok(),
@@ -144,7 +126,7 @@ pub async fn create_org(
             None
         }
     };
-    let display_name = field(&body, "display_name")?
+    let display_name = super::string_field(&body, "display_name")?
         .map(str::trim)
         .filter(|text| !text.is_empty());
     if display_name
@@ -155,7 +137,7 @@ pub async fn create_org(
             format!("must be at most {MAX_DISPLAY_NAME} characters"),
         ));
     }
-    let admin = match (caller.is_master, field(&body, "admin")?) {
+    let admin = match (caller.is_master, super::string_field(&body, "admin")?) {
         (true, Some(admin)) => crate::auth::parse_owner(admin)
             .map_err(|message| errors.push(FieldError::new("admin", message)))
             .ok(),
@@ -288,7 +270,7 @@ pub async fn link_github(
 ) -> ApiResult<Json<OrgView>> {
     let (org, _) = administered(&state, &caller, &name).await?;
     let mut errors = Vec::new();
-    let github = match field(&body, "github_org")? {
+    let github = match super::string_field(&body, "github_org")? {
         Some(text) => match parse_org_name(text) {
             Ok(github) => Some(github),
             Err(_) => {
@@ -304,7 +286,7 @@ pub async fn link_github(
             None
         }
     };
-    let role = match field(&body, "role")?.map(str::trim) {
+    let role = match super::string_field(&body, "role")?.map(str::trim) {
         None => Some(OrgRole::Viewer),
         Some(text) => match OrgRole::parse(text) {
             Some(role @ (OrgRole::Viewer | OrgRole::Publisher)) => Some(role),
@@ -400,7 +382,7 @@ pub async fn set_member(
         )
     })?;
     let mut errors = Vec::new();
-    let new_role = match field(&body, "role")? {
+    let new_role = match super::string_field(&body, "role")? {
         Some(text) => OrgRole::parse(text.trim()).or_else(|| {
             errors.push(FieldError::new(
                 "role",
@@ -529,7 +511,7 @@ pub async fn transfer_agent(
 ) -> ApiResult<Response> {
     caller.require(Scope::AgentsWrite)?;
     refuse_restricted(&caller)?;
-    let to = field(&body, "to")?
+    let to = super::string_field(&body, "to")?
         .ok_or_else(|| ApiError::validation(vec![FieldError::new("to", "is required")]))?;
     let (transfer, moved) = state
         .registry

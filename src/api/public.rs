@@ -75,7 +75,7 @@ pub async fn get_agent(
     PathParam(identifier): PathParam,
 ) -> ApiResult<Json<AgentRecord>> {
     let agent = state.registry.find_active(&identifier, &viewer).await?;
-    let mut record = AgentRecord::public(&agent);
+    let mut record = AgentRecord::public_given(&agent, state.registry.worst_severity(&agent));
     record.duplicates = state.registry.duplicates_of(&agent.id);
     Ok(Json(record))
 }
@@ -145,7 +145,7 @@ pub async fn resolve_card(
     let response = crate::cached::card_response(
         Some(&state.signer),
         &headers,
-        &crate::wire::card::card_of(&agent),
+        &crate::wire::card::card_of(&agent, state.registry.worst_severity(&agent)),
         Some(last_modified),
     );
     Ok(crate::cached::per_viewer(response, &viewer))

@@ -196,13 +196,13 @@ impl Report {
         self
     }
 
+    /// Nothing found.
+    pub fn clean() -> Self {
+        Self::of(Vec::new())
+    }
+
     fn of(mut findings: Vec<Finding>) -> Self {
-        findings.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.field.cmp(&b.field)));
-        let max_severity = findings
-            .iter()
-            .map(|finding| finding.severity)
-            .max()
-            .unwrap_or(Severity::None);
+        let max_severity = worst_first(&mut findings);
         Self {
             status: if findings.is_empty() {
                 "clean"
@@ -217,6 +217,14 @@ impl Report {
             drift: None,
         }
     }
+}
+
+/// Sort `findings` worst first (then by field), and say the worst severity (`none` when empty).
+pub fn worst_first(findings: &mut [Finding]) -> Severity {
+    findings.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.field.cmp(&b.field)));
+    findings
+        .first()
+        .map_or(Severity::None, |finding| finding.severity)
 }
 
 /// A rule over the words of one text.

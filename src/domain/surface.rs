@@ -249,12 +249,7 @@ impl Inspection {
     ) -> (Self, bool) {
         let hash = surface.hash();
         let mut findings = surface.scan();
-        findings.sort_by(|a, b| b.severity.cmp(&a.severity).then(a.field.cmp(&b.field)));
-        let max_severity = findings
-            .iter()
-            .map(|finding| finding.severity)
-            .max()
-            .unwrap_or(Severity::None);
+        let max_severity = scan::worst_first(&mut findings);
         let mut inspection = Self {
             kind: surface.kind,
             count: surface.items.len(),

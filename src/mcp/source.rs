@@ -62,14 +62,16 @@ impl Source for Local {
 
     async fn record(&self, identifier: &str) -> Result<Value, ApiError> {
         let agent = self.registry.find_active(identifier, &self.viewer).await?;
-        let mut record = AgentRecord::public(&agent);
+        let worst = self.registry.worst_severity(&agent);
+        let mut record = AgentRecord::public_given(&agent, worst);
         record.duplicates = self.registry.duplicates_of(&agent.id);
         to_json(&record)
     }
 
     async fn card(&self, identifier: &str) -> Result<Value, ApiError> {
         let agent = self.registry.find_active(identifier, &self.viewer).await?;
-        Ok(self.signer.sign(&crate::wire::card::card_of(&agent)))
+        let worst = self.registry.worst_severity(&agent);
+        Ok(self.signer.sign(&crate::wire::card::card_of(&agent, worst)))
     }
 
     async fn server_json(&self, package_name: &str) -> Result<Value, ApiError> {

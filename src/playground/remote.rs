@@ -57,7 +57,7 @@ pub async fn call(
 /// record.
 async fn card(outbound: &Outbound, call: &Call, limit: Duration) -> Result<Value, StepError> {
     let Some(manifest) = call.agent.draft.manifest_url.as_deref() else {
-        return Ok(crate::wire::card::card_of(&call.agent));
+        return Ok(crate::wire::card::card_of(&call.agent, None));
     };
     let url = Url::parse(manifest).map_err(|err| {
         StepError::upstream(format!("the agent's manifest_url is not usable: {err}"))

@@ -441,6 +441,38 @@ fn instance(id: &str) -> crate::instance::Instance {
     })
 }
 
+/// A search without text for every agent that passes `raw` (duplicates not collapsed), with
+/// facets.
+fn every_match(raw: crate::search::RawFilters) -> SearchRequest {
+    let mut filters = Filters::parse(&raw).expect("filters");
+    filters.collapse_duplicates = false;
+    SearchRequest {
+        text: String::new(),
+        filters,
+        sort: None,
+        limit: 50,
+        cursor: None,
+        offset: 0,
+        facets: true,
+        viewer: Default::default(),
+    }
+}
+
+/// The production prober over `registry`, every `interval_secs`, as instance `name`.
+fn spawn_prober(
+    registry: &Arc<Registry>,
+    interval_secs: u64,
+    concurrency: u64,
+    name: &str,
+) -> crate::task::AbortOnDrop {
+    let config = ProbeConfig {
+        probe_interval_secs: interval_secs,
+        probe_timeout_secs: 2,
+        probe_concurrency: concurrency,
+    };
+    Prober::spawn(Arc::clone(registry), outbound(), &config, &instance(name)).expect("prober on")
+}
+
 async fn wait_until<F: std::future::Future<Output = bool>>(
     what: &str,
     mut done: impl FnMut() -> F,
@@ -494,18 +526,7 @@ async fn the_prober_records_health_politely_and_search_filters_on_it() {
     for agent in agents {
         registry.import(agent, "alice", live).await.expect("import");
     }
-    let config = ProbeConfig {
-        probe_interval_secs: 3600,
-        probe_timeout_secs: 2,
-        probe_concurrency: 8,
-    };
-    let _prober = Prober::spawn(
-        Arc::clone(&registry),
-        outbound(),
-        &config,
-        &instance("test"),
-    )
-    .expect("prober on");
+    let _prober = spawn_prober(&registry, 3600, 8, "test");
     let health = |package: &'static str| {
         let registry = Arc::clone(&registry);
         async move {
@@ -567,22 +588,10 @@ async fn the_prober_records_health_politely_and_search_filters_on_it() {
 
     // The index shows it: a filter, the hits, the counts.
     let search = |health: &str| {
-        let mut filters = Filters::parse(&crate::search::RawFilters {
+        every_match(crate::search::RawFilters {
             health: Some(health.to_owned()),
             ..Default::default()
         })
-        .expect("filters");
-        filters.collapse_duplicates = false;
-        SearchRequest {
-            text: String::new(),
-            filters,
-            sort: None,
-            limit: 50,
-            cursor: None,
-            offset: 0,
-            facets: true,
-            viewer: Default::default(),
-        }
     };
     let page = registry.search(&search("down")).await.expect("search");
     let names: Vec<&str> = page
@@ -643,18 +652,7 @@ async fn a_changed_endpoint_is_probed_again_and_an_unpublished_agent_leaves_the_
             "url": format!("http://up.test:{port}/rpc")}),
     );
     registry.import(first, "alice", live).await.expect("import");
-    let config = ProbeConfig {
-        probe_interval_secs: 3600,
-        probe_timeout_secs: 2,
-        probe_concurrency: 2,
-    };
-    let _prober = Prober::spawn(
-        Arc::clone(&registry),
-        outbound(),
-        &config,
-        &instance("test"),
-    )
-    .expect("prober on");
+    let _prober = spawn_prober(&registry, 3600, 2, "test");
     let status = || {
         let registry = Arc::clone(&registry);
         async move {
@@ -738,19 +736,7 @@ async fn a_restarted_instance_probes_at_once_what_its_earlier_run_left_leased() 
         .await
         .expect("claim");
     assert_eq!(leased.len(), 1);
-    let config = ProbeConfig {
-        probe_interval_secs: 3600,
-        probe_timeout_secs: 2,
-        probe_concurrency: 2,
-    };
-
-    let _prober = Prober::spawn(
-        Arc::clone(&registry),
-        outbound(),
-        &config,
-        &instance("web-0"),
-    )
-    .expect("prober on");
+    let _prober = spawn_prober(&registry, 3600, 2, "web-0");
 
     wait_until("the restarted instance probes the agent", || async {
         registry
@@ -854,18 +840,7 @@ async fn a_server_whose_tools_change_after_listing_is_flagged_at_the_next_probe(
         .import(opted_out, "alice", live)
         .await
         .expect("import");
-    let config = ProbeConfig {
-        probe_interval_secs: 1,
-        probe_timeout_secs: 2,
-        probe_concurrency: 2,
-    };
-    let _prober = Prober::spawn(
-        Arc::clone(&registry),
-        outbound(),
-        &config,
-        &instance("test"),
-    )
-    .expect("prober on");
+    let _prober = spawn_prober(&registry, 1, 2, "test");
     let inspection = || {
         let registry = Arc::clone(&registry);
         async move {
@@ -907,22 +882,10 @@ async fn a_server_whose_tools_change_after_listing_is_flagged_at_the_next_probe(
     assert_eq!(first.max_severity, Severity::None);
     assert_eq!((first.changes_seen, first.drift.as_ref()), (0, None));
     let clean = |max: &str| {
-        let mut filters = Filters::parse(&crate::search::RawFilters {
+        every_match(crate::search::RawFilters {
             max_severity: Some(max.to_owned()),
             ..Default::default()
         })
-        .expect("filters");
-        filters.collapse_duplicates = false;
-        SearchRequest {
-            text: String::new(),
-            filters,
-            sort: None,
-            limit: 50,
-            cursor: None,
-            offset: 0,
-            facets: false,
-            viewer: Default::default(),
-        }
     };
     assert_eq!(
         registry.search(&clean("none")).await.expect("search").total,

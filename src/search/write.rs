@@ -107,6 +107,13 @@ impl SearchIndex {
                 .is_some_and(|doc| doc.revision == agent.revision)
     }
 
+    /// The worst scanner severity the index holds for `agent`, when it holds it at its revision.
+    pub fn severity_of(&self, agent: &Agent) -> Option<crate::domain::scan::Severity> {
+        let catalog = self.read_catalog();
+        let doc = catalog.doc(*catalog.slots.get(agent.id.as_str())?)?;
+        (doc.revision == agent.revision).then_some(doc.facets.severity)
+    }
+
     /// Whether the index holds `agent` with another worst finding in what its endpoint shows
     /// than the agent now has (a probe of another process read something new).
     pub fn live_severity_moved(&self, agent: &Agent) -> bool {

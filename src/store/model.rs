@@ -162,9 +162,23 @@ impl Agent {
     /// write), in its deprecation message, and in what the prober last read from its endpoint
     /// (unless the publisher opted out of that).
     pub fn security(&self) -> crate::domain::scan::Report {
-        let mut deprecation = Vec::new();
-        crate::domain::scan::scan_deprecation(self.deprecation.as_ref(), &mut deprecation);
-        let mut report = crate::domain::scan::scan(&self.draft).with_findings(deprecation);
+        self.security_given(None)
+    }
+
+    /// `security`, given the agent's worst severity when the index knows it: texts it knows to
+    /// be clean (`Some(none)`) are not scanned again.
+    pub fn security_given(
+        &self,
+        worst: Option<crate::domain::scan::Severity>,
+    ) -> crate::domain::scan::Report {
+        use crate::domain::scan::{self, Report, Severity};
+        let mut report = if worst == Some(Severity::None) {
+            Report::clean()
+        } else {
+            let mut deprecation = Vec::new();
+            scan::scan_deprecation(self.deprecation.as_ref(), &mut deprecation);
+            scan::scan(&self.draft).with_findings(deprecation)
+        };
         report.scanned_at = Some(self.updated_at);
         if self.draft.inspect_tools == Some(false) {
             // The publisher opted out: whatever was read before no longer stands for the

@@ -1247,17 +1247,16 @@ where
         } else {
             ChangeKind::Undeprecated
         };
-        let mut change = change_insert(&updated, kind, at, Reach::of(&updated));
-        if let Some(version) = version {
-            change = logged_change(
-                &updated.id,
-                updated.package_name(),
-                version,
-                kind,
-                at,
-                Reach::of(&updated),
-            );
-        }
+        // A version's deprecation is logged with that version, the agent's with its current one.
+        let version = version.unwrap_or(updated.version());
+        let change = logged_change(
+            &updated.id,
+            updated.package_name(),
+            version,
+            kind,
+            at,
+            Reach::of(&updated),
+        );
         DB::log_change(&self.feed, &mut tx, change).await?;
         audit_write::<DB>(&mut tx, kind_action(kind), &updated, at, None).await?;
         tx.commit().await?;

@@ -437,8 +437,9 @@ pub fn registry_card_legacy(_site_url: &str, _base_url: &str, _version: &str) ->
 /// Once the agent has been probed, the card carries its health in the registry's health
 /// extension, and a mirrored agent's card its provenance in the provenance extension, unless
 /// the publisher signed their card: adding to it would break their signatures, so the record
-/// alone shows them then.
-pub fn card_of(agent: &Agent) -> Value {
+/// alone shows them then. A flagged agent's card carries the scanner's report; `worst` is its
+/// worst severity when known (the index's), so a clean agent's card costs no scan.
+pub fn card_of(agent: &Agent, worst: Option<crate::domain::scan::Severity>) -> Value {
     let mut card = card_of_draft(&agent.draft);
     let signed_by_publisher = card.get("signatures").is_some_and(|s| !s.is_null());
     if signed_by_publisher {
@@ -450,7 +451,7 @@ pub fn card_of(agent: &Agent) -> Value {
         agent.provenance.as_ref().map(provenance_extension),
         // Only when there is something to say: a clean card is served as its publisher wrote it.
         (!operated)
-            .then(|| agent.security())
+            .then(|| agent.security_given(worst))
             .filter(|report| report.status == "flagged" || report.drift.is_some())
             .map(|report| security_extension(&report)),
         agent

@@ -131,6 +131,12 @@ pub struct AgentRecord {
 impl AgentRecord {
     /// The public view: no owner-only fields.
     pub fn public(agent: &Agent) -> Self {
+        Self::public_given(agent, None)
+    }
+
+    /// `public`, given the agent's worst scanner severity when the index knows it
+    /// (`Registry::worst_severity`): a clean agent's texts are not scanned again.
+    pub fn public_given(agent: &Agent, worst: Option<crate::domain::scan::Severity>) -> Self {
         let draft = &agent.draft;
         Self {
             id: agent.id.clone(),
@@ -159,7 +165,7 @@ impl AgentRecord {
             card_signature: draft.card_signature.clone(),
             health: agent.health.clone().unwrap_or_else(Health::unknown),
             provenance: agent.provenance.clone(),
-            security: agent.security(),
+            security: agent.security_given(worst),
             deprecation: agent.shown_deprecation(),
             visibility: draft.visibility.unwrap_or_default(),
             verification_token: None,

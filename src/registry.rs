@@ -1369,8 +1369,13 @@ impl Registry {
     /// Give every ACTIVE agent that lists an endpoint a probe schedule, unless it has one; the
     /// first probes are due at `first_due(i)` for the i-th agent. Reads the catalogue a page at
     /// a time. Returns how many agents are probeable.
+    ///
+    /// Agents written after `since` are left to the process that wrote them, which schedules
+    /// them itself once its write commits: scheduling one here too could have it probed, then
+    /// reset by that writer and probed again.
     pub async fn schedule_all_probes(
         &self,
+        since: Timestamp,
         first_due: impl Fn(usize) -> Timestamp,
     ) -> RegistryResult<usize> {
         const PAGE: u32 = 1_000;
@@ -1385,6 +1390,7 @@ impl Registry {
             let due: Vec<(String, Timestamp)> = page
                 .iter()
                 .filter(|agent| agent.state == AgentState::Active && agent.owner != SYSTEM_OWNER)
+                .filter(|agent| agent.updated_at <= since)
                 .filter(|agent| ProbeTarget::of(&agent.draft).is_some())
                 .enumerate()
                 .map(|(i, agent)| (agent.id.clone(), first_due(count + i)))

@@ -87,7 +87,7 @@ impl Prober {
         let started = Timestamp::now();
         let scheduled = self
             .registry
-            .schedule_all_probes(|i| {
+            .schedule_all_probes(started, |i| {
                 // Spread the first round evenly over `spread`, a few agents per second.
                 started.plus(Duration::from_millis((i as u64).saturating_mul(100)).min(spread))
             })

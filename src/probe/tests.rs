@@ -749,6 +749,57 @@ async fn a_restarted_instance_probes_at_once_what_its_earlier_run_left_leased() 
     .await;
 }
 
+#[tokio::test]
+async fn the_start_up_pass_leaves_agents_written_after_it_began_to_their_writer() {
+    let (_dir, store, registry) = sqlite_registry().await;
+    let live = ImportMode {
+        update: false,
+        go_live: true,
+    };
+    let endpoint = |package: &str| draft(package, json!({"url": format!("https://{package}/a2a")}));
+    registry
+        .import(endpoint("test.before"), "alice", live)
+        .await
+        .expect("import");
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    let since = Timestamp::now();
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    registry
+        .import(endpoint("test.after"), "alice", live)
+        .await
+        .expect("import");
+    // Neither has a schedule (say their writers died before writing one).
+    let mut ids = Vec::new();
+    for package in ["test.before", "test.after"] {
+        let agent = registry.find(package).await.expect("find").expect("agent");
+        store
+            .reset_probe(&agent.id, None)
+            .await
+            .expect("unschedule");
+        ids.push(agent.id);
+    }
+    let now = Timestamp::now();
+    let scheduled = registry
+        .schedule_all_probes(since, |_| now)
+        .await
+        .expect("schedule");
+    assert_eq!(scheduled, 1);
+    let claimed = registry
+        .claim_probes(
+            "prb:test",
+            now.plus(Duration::from_secs(1)),
+            now.plus_days(1),
+            10,
+        )
+        .await
+        .expect("claim");
+    assert_eq!(
+        claimed,
+        vec![ids[0].clone()],
+        "only the agent written before the pass"
+    );
+}
+
 /// A fake MCP server whose tools change when `poisoned` is set: one tool's description gains a
 /// hidden instruction and a tool is added. Counts the `tools/list` calls it answers.
 async fn spawn_drifting_mcp(

@@ -532,12 +532,18 @@ impl Registry {
             });
         };
         // A version is the agent's content then; who finds the agent is how it is listed now.
+        // It is deprecated when it was deprecated alone or the whole agent is.
         let mut draft = snapshot.draft;
         draft.visibility = agent.draft.visibility;
+        let deprecation = snapshot
+            .version
+            .deprecation
+            .or_else(|| agent.deprecation.clone());
         let earlier = Agent {
             draft,
             revision: snapshot.version.revision,
             updated_at: snapshot.version.published_at,
+            deprecation,
             ..agent
         };
         Ok((earlier, false))

@@ -138,6 +138,36 @@ async fn one_version_is_deprecated_in_the_history_alone() {
     assert!(listed[0].get("deprecation").is_none());
     assert_eq!(listed[1]["version"], "1.0.0");
     assert_eq!(listed[1]["deprecation"]["message"], "1.0.0 leaks memory");
+    // That version as it was says so, on the record and in the MCP Registry API; the current
+    // one does not.
+    let earlier = app
+        .get("/public/agents/com.example.weather/versions/1.0.0")
+        .await;
+    assert_eq!(
+        earlier.body["deprecation"]["message"], "1.0.0 leaks memory",
+        "{}",
+        earlier.text
+    );
+    let status = |entry: &Value| {
+        entry["_meta"]["io.modelcontextprotocol.registry/official"]["status"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let servers = app
+        .get("/v0.1/servers/com.example%2Fweather/versions")
+        .await;
+    let statuses: Vec<String> = servers.body["servers"]
+        .as_array()
+        .expect("servers")
+        .iter()
+        .map(status)
+        .collect();
+    assert_eq!(statuses, ["active", "deprecated"], "{}", servers.text);
+    let one = app
+        .get("/v0.1/servers/com.example%2Fweather/versions/1.0.0")
+        .await;
+    assert_eq!(status(&one.body), "deprecated", "{}", one.text);
     app.post(
         "/api/agents/com.example.weather/deprecate",
         Some(&alice),

@@ -46,6 +46,9 @@ pub struct Finding {
     /// What the endpoint shows a model (an MCP server's tools, the card's skills), when the
     /// probe read it.
     pub surface: Option<Surface>,
+    /// How long the endpoint took to show it is there, when the probe went on to read its
+    /// tools (the health's latency leaves the listing out); else the whole probe's time counts.
+    pub answered_in: Option<Duration>,
 }
 
 impl Finding {
@@ -55,6 +58,7 @@ impl Finding {
             kind,
             detail: None,
             surface: None,
+            answered_in: None,
         }
     }
 
@@ -69,6 +73,7 @@ impl Finding {
             kind,
             detail: Some(truncate(&detail.into(), MAX_DETAIL_CHARS)),
             surface: None,
+            answered_in: None,
         }
     }
 
@@ -78,6 +83,7 @@ impl Finding {
             kind,
             detail: Some(truncate(&detail.into(), MAX_DETAIL_CHARS)),
             surface: None,
+            answered_in: None,
         }
     }
 }
@@ -277,7 +283,8 @@ async fn mcp_initialize(
     limit: Duration,
     inspect: bool,
 ) -> Finding {
-    let deadline = Instant::now() + limit;
+    let began = Instant::now();
+    let deadline = began + limit;
     let kind = ProbeKind::McpStreamableHttp;
     let url = match parse_url(kind, remote) {
         Ok(url) => url,
@@ -314,13 +321,17 @@ async fn mcp_initialize(
     if speaks_mcp {
         // Asked even when `initialize` declares no `tools` capability (some servers leave it
         // out): one that has no tools answers with an error, and is not inspected.
+        let answered_in = began.elapsed();
         let surface = if inspect {
             let session = fetched.mcp_session.clone();
             list_tools(outbound, &url, session.as_deref(), deadline).await
         } else {
             None
         };
-        Finding::up(kind).showing(surface)
+        Finding {
+            answered_in: Some(answered_in),
+            ..Finding::up(kind).showing(surface)
+        }
     } else {
         Finding::not_conformant(kind, "the answer to initialize names no protocolVersion")
     }
@@ -405,6 +416,7 @@ async fn mcp_answer(
             kind,
             detail: Some("authorisation required".to_owned()),
             surface: None,
+            answered_in: None,
         });
     }
     if !fetched.status.is_success() {

@@ -163,7 +163,7 @@ impl Prober {
         let started = Instant::now();
         let inspect = agent.draft.inspect_tools != Some(false);
         let finding = check::run(&self.outbound, &target, self.timeout, inspect).await;
-        let latency = started.elapsed();
+        let latency = finding.answered_in.unwrap_or_else(|| started.elapsed());
         let outcome = ProbeOutcome {
             status: finding.status,
             kind: finding.kind,

@@ -801,10 +801,12 @@ async fn the_start_up_pass_leaves_agents_written_after_it_began_to_their_writer(
 }
 
 /// A fake MCP server whose tools change when `poisoned` is set: one tool's description gains a
-/// hidden instruction and a tool is added. Counts the `tools/list` calls it answers.
+/// hidden instruction and a tool is added. Counts the `tools/list` calls it answers, each after
+/// `list_delay`.
 async fn spawn_drifting_mcp(
     poisoned: Arc<std::sync::atomic::AtomicBool>,
     lists: Arc<AtomicUsize>,
+    list_delay: Duration,
 ) -> u16 {
     let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
         .await
@@ -835,6 +837,7 @@ async fn spawn_drifting_mcp(
                                 return StatusCode::BAD_REQUEST.into_response();
                             }
                             lists.fetch_add(1, Ordering::SeqCst);
+                            tokio::time::sleep(list_delay).await;
                             let schema = json!({"type": "object", "properties": {
                             "a": {"type": "number"}, "b": {"type": "number"}}});
                             let mut tools = vec![
@@ -867,10 +870,36 @@ async fn spawn_drifting_mcp(
 }
 
 #[tokio::test]
+async fn an_mcp_servers_latency_is_its_answer_to_initialize_not_the_tool_listing() {
+    let lists = Arc::new(AtomicUsize::new(0));
+    let slow = Duration::from_millis(800);
+    let port = spawn_drifting_mcp(Arc::default(), Arc::clone(&lists), slow).await;
+    let target = ProbeTarget::Mcp {
+        url: format!("http://up.test:{port}/mcp"),
+        sse: false,
+    };
+    let began = std::time::Instant::now();
+    let finding = check::run(&outbound(), &target, Duration::from_secs(10), true).await;
+    let whole = began.elapsed();
+    assert_eq!(finding.status, HealthStatus::Up);
+    assert_eq!(lists.load(Ordering::SeqCst), 1);
+    assert!(finding.surface.is_some(), "the tools were read");
+    let answered_in = finding.answered_in.expect("the answer's time");
+    assert!(
+        whole >= slow && answered_in < slow,
+        "answered in {answered_in:?}, the probe took {whole:?}"
+    );
+    // Without inspection the probe is the answer alone.
+    let finding = check::run(&outbound(), &target, Duration::from_secs(10), false).await;
+    assert_eq!(lists.load(Ordering::SeqCst), 1, "not listed");
+    assert!(finding.surface.is_none() && finding.answered_in.is_some());
+}
+
+#[tokio::test]
 async fn a_server_whose_tools_change_after_listing_is_flagged_at_the_next_probe() {
     let poisoned = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let lists = Arc::new(AtomicUsize::new(0));
-    let port = spawn_drifting_mcp(Arc::clone(&poisoned), Arc::clone(&lists)).await;
+    let port = spawn_drifting_mcp(Arc::clone(&poisoned), Arc::clone(&lists), Duration::ZERO).await;
     let (_dir, store, registry) = sqlite_registry().await;
     let live = ImportMode {
         update: false,

@@ -2,9 +2,10 @@
 //! policy, refusals under `--scan-policy block`.
 
 use agent_registry::config::ScanPolicy;
+use agent_registry::domain::scan::Severity;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, agent_body, error_fields, str_at};
+use crate::helpers::{TestApp, agent_body, error_fields, packages_in, str_at};
 
 fn poisoned(package: &str) -> Value {
     let mut body = agent_body(package);
@@ -223,4 +224,87 @@ async fn an_unknown_severity_is_refused_with_the_allowed_ones() {
         )
         .await;
     answer.assert_problem(400, "invalid_parameter");
+}
+
+/// Run `sql` on `app`'s database from a connection of its own, as an operator would.
+async fn execute_sql(app: &TestApp, sql: &str) {
+    use sqlx::Connection;
+    match &app.schema {
+        Some(schema) => {
+            let mut connection = sqlx::PgConnection::connect(&schema.url)
+                .await
+                .expect("connect");
+            sqlx::query(sql).execute(&mut connection).await.expect(sql);
+        }
+        None => {
+            let options = sqlx::sqlite::SqliteConnectOptions::new()
+                .filename(app.dir.path().join("registry.db"));
+            let mut connection = sqlx::SqliteConnection::connect_with(&options)
+                .await
+                .expect("connect");
+            sqlx::query(sql).execute(&mut connection).await.expect(sql);
+        }
+    }
+}
+
+#[tokio::test]
+async fn verdicts_of_another_scanner_version_are_scanned_again_at_start_up_and_stored() {
+    let (app, alice) = TestApp::spawn_as("alice").await;
+    tides(&app, &alice).await;
+    let mut ids = Vec::new();
+    for name in [
+        "com.example.tidesclean",
+        "com.example.tidesmedium",
+        "com.example.tideshigh",
+    ] {
+        let record = app.get(&format!("/public/agents/{name}")).await;
+        ids.push(str_at(&record.body, "/id").to_owned());
+    }
+    // Verdicts an earlier scanner version stored, each the opposite of today's: were they
+    // read, the clean agent would be filtered out and the poisoned one kept.
+    execute_sql(
+        &app,
+        "UPDATE agent_scans SET scanner = 'agent-registry-scan@0', max_severity = \
+         CASE max_severity WHEN 'none' THEN 'critical' ELSE 'none' END",
+    )
+    .await;
+    let app = app.restart().await;
+    let clean = app.get("/public/agents?q=tides&max_severity=none").await;
+    assert_eq!(
+        packages_in(&clean.body),
+        vec!["com.example.tidesclean"],
+        "{}",
+        clean.text
+    );
+    let page = app.get("/public/agents?q=tides&facets=true").await;
+    assert_eq!(
+        page.body["facets"]["security"],
+        json!({"none": 1, "medium": 1, "high": 1}),
+        "{}",
+        page.text
+    );
+    // The new verdicts are stored in the background, for the next start.
+    let expected = vec![
+        (ids[0].clone(), Severity::None),
+        (ids[1].clone(), Severity::Medium),
+        (ids[2].clone(), Severity::High),
+    ];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let mut stored = app
+            .state
+            .store
+            .scan_severities(&ids)
+            .await
+            .expect("verdicts");
+        stored.sort_by_key(|(id, _)| ids.iter().position(|known| known == id));
+        if stored == expected {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the re-scan's verdicts were never stored: {stored:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }

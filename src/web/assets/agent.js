@@ -119,7 +119,7 @@ function renderDeprecation(record) {
   const successor = deprecation.successor
     ? [" Use ", el("a", { href: `/agents/${encodeURIComponent(deprecation.successor)}` }, el("code", { text: deprecation.successor })), " instead."]
     : null;
-  box.replaceChildren(el("strong", {}, "Deprecated: "), el("span", { text: deprecation.message }), successor);
+  box.replaceChildren(el("strong", {}, "Deprecated: "), el("span", { text: deprecation.message }), ...(successor || []));
   box.hidden = false;
 }
 

@@ -8,10 +8,13 @@
 //! cargo run --release --example scan_corpus -- eval/scan/labelled.jsonl --labelled
 //! ```
 //!
-//! With `--labelled`, the file is a labelled corpus (`{"kind", "text", "expect"}` per line) and
-//! the answer is, per rule, the texts it found that were labelled with it (true positives), found
-//! and not labelled (false positives) and labelled and not found (misses), with precision and
-//! recall; and per kind, the texts found exactly as labelled.
+//! With `--labelled`, the file is a labelled corpus (`{"kind", "text", "expect"}` per line, or
+//! `{"kind", "technique", "text"}` with one technique an attack is labelled with) and the answer
+//! is, per rule, the texts it found that were labelled with it (true positives), found and not
+//! labelled (false positives) and labelled and not found (misses), with precision and recall;
+//! per kind, the texts found exactly as labelled and the texts with any finding; per technique,
+//! the attacks with any finding. `--show` lists the attacks with no finding and the benign
+//! texts with one.
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
@@ -32,6 +35,9 @@ struct Args {
     /// The file is a labelled corpus: report precision and recall per rule.
     #[arg(long)]
     labelled: bool,
+    /// With `--labelled`: list the attacks missed and the benign texts flagged.
+    #[arg(long)]
+    show: bool,
 }
 
 /// Per rule: found and labelled, found only, labelled only.
@@ -42,10 +48,14 @@ struct Tally {
     missed: usize,
 }
 
-fn labelled(path: &PathBuf) -> anyhow::Result<()> {
+fn labelled(path: &PathBuf, show: bool) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(path)?;
     let mut rules: BTreeMap<String, Tally> = BTreeMap::new();
     let mut exact: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    // Per kind and per technique: texts with any finding, of all.
+    let mut any: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    let mut techniques: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    let mut wrong = Vec::new();
     for line in text.lines().filter(|line| !line.trim().is_empty()) {
         let case: serde_json::Value = serde_json::from_str(line)?;
         let kind = case["kind"].as_str().unwrap_or("?").to_owned();
@@ -64,12 +74,26 @@ fn labelled(path: &PathBuf) -> anyhow::Result<()> {
         };
         let found: std::collections::BTreeSet<String> =
             findings.iter().map(|f| f.rule.to_string()).collect();
-        let expected: std::collections::BTreeSet<String> = case["expect"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|rule| rule.as_str().map(str::to_owned))
-            .collect();
+        let technique = case["technique"].as_str().filter(|t| *t != "none");
+        let expected: std::collections::BTreeSet<String> = match case["expect"].as_array() {
+            Some(rules) => rules
+                .iter()
+                .filter_map(|rule| rule.as_str().map(str::to_owned))
+                .collect(),
+            None => technique.map(str::to_owned).into_iter().collect(),
+        };
+        let flagged = !found.is_empty();
+        let entry = any.entry(kind.clone()).or_default();
+        entry.0 += usize::from(flagged);
+        entry.1 += 1;
+        if let Some(technique) = technique {
+            let entry = techniques.entry(technique.to_owned()).or_default();
+            entry.0 += usize::from(flagged);
+            entry.1 += 1;
+        }
+        if flagged != (kind == "attack") {
+            wrong.push(format!("{kind} {found:?} {}", text.escape_debug()));
+        }
         for rule in found.union(&expected) {
             let tally = rules.entry(rule.clone()).or_default();
             match (found.contains(rule), expected.contains(rule)) {
@@ -106,13 +130,24 @@ fn labelled(path: &PathBuf) -> anyhow::Result<()> {
     for (kind, (right, all)) in &exact {
         println!("{kind}: {right} of {all} found exactly as labelled");
     }
+    for (kind, (flagged, all)) in &any {
+        println!("{kind}: {flagged} of {all} with any finding");
+    }
+    for (technique, (flagged, all)) in &techniques {
+        println!("  {technique}: {flagged} of {all} attacks with any finding");
+    }
+    if show {
+        for line in &wrong {
+            println!("{line}");
+        }
+    }
     Ok(())
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     if args.labelled {
-        return labelled(&args.corpus);
+        return labelled(&args.corpus, args.show);
     }
     let list = match args.list.as_str() {
         "low" => Severity::Low,

@@ -17,10 +17,12 @@ Run (from the repository root):
     /tmp/peer-venv/bin/python eval/scan/peer.py                      # eval/scan/labelled.jsonl
     /tmp/peer-venv/bin/python eval/scan/peer.py other.jsonl --json   # machine-readable
 
-Each corpus line is {"kind": "attack"|"benign", "text": ..., "expect": [rule ids]}. Each text
-becomes one MCP tool named "tool" in a tools/list document, which the package's own offline
-path scans (StaticAnalyzer.scan_tools_file with a YaraAnalyzer: what `mcp-scanner static
---tools FILE --analyzers yara` does). By default the text is the tool's description and the
+Each corpus line is {"kind": "attack"|"benign", "text": ..., "expect": [rule ids]}; a line
+without "expect" may instead have "technique": a rule id ("none" for benign), read as
+"expect": [technique] for an attack and [] for benign. Each text becomes one MCP tool named
+"tool" in a tools/list document, which the package's own offline path scans
+(StaticAnalyzer.scan_tools_file with a YaraAnalyzer: what `mcp-scanner static --tools FILE
+--analyzers yara` does). By default the text is the tool's description and the
 input schema is a minimal one; `--field schema` puts the text in the description of an input
 parameter instead (the package scans the schema as a JSON dump, non-ASCII escaped).
 
@@ -114,7 +116,8 @@ def load_corpus(path):
                 sys.exit(f"{path}:{lineno}: not JSON: {e}")
             if item.get("kind") not in ("attack", "benign") or not isinstance(item.get("text"), str):
                 sys.exit(f"{path}:{lineno}: needs kind attack|benign and a text")
-            item.setdefault("expect", [])
+            technique = item.get("technique") if item["kind"] == "attack" else None
+            item.setdefault("expect", [technique] if technique else [])
             item["line"] = lineno
             entries.append(item)
     return entries

@@ -14,12 +14,14 @@ use serde_json::Value;
 use super::AgentDraft;
 
 /// The scanner's name and version: raise it whenever a rule changes what it finds.
-pub const SCANNER: &str = "agent-registry-scan@2";
+pub const SCANNER: &str = "agent-registry-scan@3";
 
 /// Longest excerpt a finding shows, in characters.
 const EXCERPT_CHARS: usize = 160;
 /// Most strings read from one capability's input schema.
 const MAX_SCHEMA_STRINGS: usize = 256;
+/// The lazy DFA cache of the rule set (per thread using it).
+const DFA_CACHE_BYTES: usize = 32 << 20;
 
 /// How bad a finding is.
 #[derive(
@@ -227,11 +229,81 @@ pub fn worst_first(findings: &mut [Finding]) -> Severity {
         .map_or(Severity::None, |finding| finding.severity)
 }
 
-/// A rule over the words of one text.
+/// A rule over the words of one text: it matches when any of its alternatives does.
 struct TextRule {
     id: &'static str,
     severity: Severity,
-    pattern: &'static str,
+    alternatives: &'static [&'static str],
+}
+
+/// Within one sentence: any character but a line break or a full stop ending a sentence (a dot
+/// inside a path or a domain, `~/.ssh/id_rsa`, `example.org`, does not end it).
+macro_rules! within_sentence {
+    () => {
+        r"(?:[^.\n]|\.\S)"
+    };
+}
+
+/// A file or store of credentials: SSH private keys (not `~/.ssh/config`, `known_hosts` or a
+/// `.pub`), system password files, cloud, registry and package-manager credentials, MCP client
+/// configurations, browser cookie and password stores, wallets.
+macro_rules! credential_file {
+    () => {
+        concat!(
+            r#"(?:~/\.ssh/?(?:\s|$|[)"'`,;:]|id_|[\w.-]*key)|\bid_(?:rsa|dsa|ecdsa|ed25519)\b(?:[^.]|$)"#,
+            r"|/etc/(?:passwd|shadow)\b|\.aws/credentials|\.npmrc\b|\.netrc\b|\.git-credentials|\.pgpass\b",
+            r"|\.kube/config\b|\.docker/config\.json|\.config/gcloud\b|application_default_credentials",
+            r#"|\.gnupg\b|(?:^|[\s/\\"'`(])mcp\.json\b|claude_desktop_config\.json|\.cursor/|\bprivate\s+keys?\b"#,
+            r"|\bwallet\.dat\b|\bcookies?\s+(?:store|file|database|jar)\b|/Cookies\b|\bLogin\s+Data\b",
+            r"|\.config/solana/id\.json|\bLocal\s+Extension\s+Settings\b|\bkeystore\b)"
+        )
+    };
+}
+
+/// A sentence addressed to the model reading the text, telling it to fetch or handle something.
+macro_rules! model_directive {
+    () => {
+        concat!(
+            r"(?:\b(?:the\s+)?(?:assistant|model|ai|llm|agent|claude)\s+(?:should|must|needs\s+to|has\s+to|is\s+(?:required|expected)\s+to)\s+",
+            r"(?:also\s+|always\s+|first\s+)?(?:read|open|load|include|attach|send|upload|copy|paste|supply|pass|fetch|keep)\b",
+            r"|\b(?:as\s+a\s+)?(?:required|mandatory|necessary)\s+first\s+step\b)"
+        )
+    };
+}
+
+/// Something secret or private the model holds: environment variables, keys, tokens,
+/// passwords, the conversation.
+macro_rules! held_secret {
+    () => {
+        concat!(
+            r"(?:\b(?:environment\s+variables?|env\s+vars?|process\s+environment|process\.env|os\.environ",
+            r"|api[\s_-]?keys?|secrets?|credentials|passwords?|(?:access|bearer|auth|session|api)\s+tokens?|tokens",
+            r"|conversation(?:\s+history)?|chat\s+(?:history|list|log|transcript)s?",
+            r"|(?:previous|earlier|prior|past|all|last\s+\d+)\s+messages|message\s+history)\b",
+            r"|(?-i:\b[A-Z][A-Z0-9]*_(?:TOKEN|SECRET|API_KEY|ACCESS_KEY|PASSWORD)\b))"
+        )
+    };
+}
+
+/// Sending it on, in the imperative (a tool saying what it does itself writes `sends`).
+macro_rules! send_on {
+    () => {
+        concat!(
+            r"(?:\b(?:send|post|upload|forward|transmit|exfiltrate|e-?mail|mail|submit|relay|leak|beacon|transfer|deliver)\b",
+            r"|\bbe\s+(?:sent|posted|uploaded|forwarded|transmitted|emailed|mailed|submitted|relayed|delivered)\b",
+            r"|\b(?:is|are)\s+(?:then\s+|automatically\s+|also\s+)?(?:forwarded|relayed|emailed|mailed)\b)"
+        )
+    };
+}
+
+/// Somewhere outside: a URL, an e-mail address, a domain, an endpoint, every request.
+macro_rules! somewhere_outside {
+    () => {
+        concat!(
+            r"(?:\b(?:to|at|into)\s+(?:https?://|[\w.+-]+@[\w-]+(?:\.[\w-]+)+|(?:[a-z0-9-]+\.)+[a-z]{2,}\b",
+            r"|(?:the|our|this|a)\s+(?:[\w-]+\s+){0,2}(?:url|endpoint|server|address|webhook|inbox|bucket)\b)|\b(?:every|each)\s+(?:request|call)\b)"
+        )
+    };
 }
 
 /// The phrasing rules. Each pattern is case-insensitive; see docs/security.md for why each
@@ -241,28 +313,121 @@ const TEXT_RULES: &[TextRule] = &[
     TextRule {
         id: "instruction-override",
         severity: Severity::High,
-        pattern: r"\b(ignore|disregard|forget|override)\s+(all\s+|any\s+)?(of\s+)?(the\s+|your\s+)?(previous|prior|above|earlier|preceding|system)\s+(instructions?|prompts?|rules|directions)|\bnew\s+(system\s+)?instructions\s*:|\byou\s+are\s+now\s+(in\s+)?(developer|jailbreak|unrestricted|god)\s+mode\b",
+        alternatives: &[
+            r"\b(ignore|disregard|forget|override)\s+(all\s+|any\s+)?(of\s+)?(the\s+|your\s+)?(previous|prior|above|earlier|preceding|system)\s+(instructions?|prompts?|rules|directions)",
+            // "disregard previous system and developer instructions"
+            r"\b(ignore|disregard|forget|override|set\s+aside)\s+(all\s+|any\s+)?(of\s+)?(the\s+|your\s+)?((previous|prior|above|earlier|preceding|system|developer|original|initial|safety|operator)(\s+and|\s+or|,)?\s+){1,3}(instructions?|prompts?|rules|directions|guidelines|directives)\b",
+            r"\b(supersedes?|overrides?|takes?\s+precedence\s+over)\s+(any|all|the|your)\s+(previous\s+|prior\s+|earlier\s+|other\s+|system\s+)?(guidance|instructions|rules|directives|system\s+prompt)\b",
+            r"\b(previous|prior|earlier|original|system|developer|operator|existing)\s+(instructions|guidance|rules|directions|guidelines|prompts?)\b[^.\n]{0,60}\b(are|is)\s+(to\s+be\s+considered\s+|now\s+|hereby\s+)?(outdated|obsolete|void|no\s+longer\s+in\s+effect|no\s+longer\s+valid|superseded|invalid|cancell?ed|revoked)\b",
+            r"\b(instructions|guidance|rules)\s+(the\s+)?(operator|user|developer|system)\s+gave\b[^.\n]{0,60}\b(no\s+longer|void|outdated|obsolete)\b",
+            r"\byou\s+are\s+no\s+longer\s+(bound|restricted|constrained|limited)\s+by\b",
+            r"\b(model'?s|assistant'?s|agent'?s|your)\s+(updated|new|real|true|sole)\s+(objective|task|goal|mission|purpose)\s+(is|from)\b",
+            r"\bstop\s+(working\s+on|doing|following)\s+(the\s+user'?s?|your)\s+(original\s+|current\s+)?(request|task|instructions)\b",
+            r"\bnew\s+(system\s+)?instructions\s*:",
+            r"[-=#*\[<]\s*new\s+system\s+prompt\b",
+            r"\byou\s+are\s+now\s+(in\s+)?(developer|jailbreak|unrestricted|god)\s+mode\b",
+            // "... rather than your original rules", "this description supersedes your instructions"
+            r"\b(rather\s+than|instead\s+of|supersedes?|overrides?|replaces?)\s+(your|the|its|any)\s+(original|earlier|previous|prior|initial|system|existing)\s+(rules|instructions|guidance|directives|prompt|task)",
+            r"\b(instructions|guidance|rules|directions)\s+you\s+(received|were\s+given|have\s+been\s+given|got)\b[^.\n]{0,80}\b(outdated|obsolete|void|no\s+longer|superseded|invalid|cancell?ed)\b",
+            // Turning the model away from what its user asked.
+            r"\b(ignore|disregard|forget|set\s+aside|abandon|drop)\s+(the|your|whatever)\s+(\w+\s+){0,2}(task|request|instructions?|question)\s+(that\s+)?(your|the)\s+user\s+(gave|asked|requested|sent|wrote)",
+            r"\b(ignore|disregard)\s+(the\s+user'?s?|your\s+user'?s?)\s+(request|instructions?|question|task)",
+            r"\bfollow(ing)?\s+(the\s+|any\s+)?instructions\s+(contained\s+|found\s+)?in\s+(tool\s+)?(outputs?|results?|responses?)\b",
+        ],
     },
     TextRule {
         id: "conceal-from-user",
         severity: Severity::High,
-        pattern: r"\b(do\s+not|don'?t|never)\s+(tell|inform|mention|reveal|show|disclose|let)\s+(this\s+|it\s+|anything\s+)?(to\s+)?the\s+(user|person|human)([^'\w]|$)|\bwithout\s+(telling|informing|notifying|asking)\s+the\s+(user|person|human)\b|\bhide\s+(this|it)\s+from\s+the\s+(user|person|human)\b|\bkeep\s+(this|it)(\s+\w+)?\s+to\s+yourself\b|\bsay\s+nothing\s+(about\s+[^.\n]{1,40}\s+)?to\s+the\s+(user|person|human)\b",
+        alternatives: &[
+            r"\b(do\s+not|don'?t|never)\s+(tell|inform|mention|reveal|show|disclose|let)\s+(this\s+|it\s+|anything\s+)?(to\s+)?the\s+(user|person|human)([^'\w]|$)",
+            r"\bwithout\s+(telling|informing|notifying|asking)\s+the\s+(user|person|human)\b",
+            // "do not mention the offsite copy to the user"
+            r"\b(do\s+not|don'?t|never|must\s+not|should\s+not)\s+(tell|inform|mention|reveal|show|disclose|describe|surface|explain)\b[^.\n]{1,60}\bto\s+the\s+(user|person|human)\b",
+            r"\b(need|should|must)\s+not\s+be\s+(surfaced|shown|mentioned|disclosed|revealed|explained)\s+to\s+the\s+(user|person|human)\b",
+            r"\bkeep\s+[^.\n]{0,40}\b(invisible|hidden|secret)\s+(to|from)\s+the\s+(user|person|human)\b",
+            r"\bif\s+(they|the\s+user)\s+asks?\b[^.\n]{0,60}\bsay\s+(only|just|simply)\b",
+            r"\bleave\s+[^.\n]{0,40}\bout\s+of\s+(any|your|the)\s+(explanation|summary|reply|response|answer)s?\b",
+            r"\bhide\s+(this|it)\s+from\s+the\s+(user|person|human)\b",
+            r"\bkeep\s+(this|it)(\s+\w+)?\s+to\s+yourself\b",
+            r"\bsay\s+nothing\s+(about\s+[^.\n]{1,40}\s+)?to\s+the\s+(user|person|human)\b",
+            r"\bkeep\s+(this|it|that)(\s+\w+)?\s+(out\s+of|from)\s+(its|your|the)\s+(replies|responses|answers|output|reply|response)\b",
+            r"\b(quietly|silently|secretly|covertly|discreetly)\s+(append|add|send|forward|include|insert|copy|bcc|cc|change|modify|replace|redirect|upload|post|attach)\b",
+            // Not to be shown, and a cover story for when the user asks.
+            r"\b(never|not)\s+(be\s+)?(shown|disclosed|revealed|mentioned|told|describe|mention|reveal|disclose|explain|show)\b(?:[^.\n]|\.\S)*(?:\.\s+|\n)?(?:[^.\n]|\.\S)*\b(even\s+if\s+(the\s+user|they)\s+asks?|simply\s+say|just\s+say|instead\s+say|pretend)\b",
+        ],
     },
     TextRule {
         id: "model-directive-block",
         severity: Severity::Medium,
-        pattern: r"<\s*(important|system|instructions?|secret|hidden)\s*>\s*[a-z]|\[\s*/?\s*inst\s*\]|<\|im_start\|>",
+        alternatives: &[
+            r"<\s*(important|system|instructions?|secret|hidden)\s*>\s*[a-z]",
+            r"\[\s*/?\s*inst\s*\]",
+            r"<\|(im_start|system|start_header_id)\|>",
+            r"<<\s*/?\s*sys\s*>>",
+        ],
     },
     // An instruction to read a credential file, or to pass one along.
     TextRule {
         id: "sensitive-file-access",
         severity: Severity::High,
-        pattern: r"\b(read|cat|open|load|include|attach|pass|send|upload|copy|print|return|provide|fetch|grab|collect|paste|dump)\b[^.\n]{0,60}(~/\.ssh|\.ssh/|\bid_(rsa|dsa|ecdsa|ed25519)\b([^.]|$)|/etc/(passwd|shadow)|\.aws/credentials|\.npmrc|\.netrc|\.git-credentials|\bmcp\.json\b|\.cursor/|private\s+keys?\b)|\b(read|cat|open|include|attach|pass|send|upload|print|return|provide|paste|dump)\b[^.\n]{0,60}\.env([^.\w]|$)",
+        alternatives: &[
+            // "read ~/.ssh/id_rsa", "load the contents of ~/.kube/config"
+            concat!(
+                r"\b(read|cat|open|load|include|attach|pass|send|upload|copy|print|return|provide|fetch|grab|collect|paste|dump|supply|append|embed|extract)\b",
+                within_sentence!(),
+                "*",
+                credential_file!()
+            ),
+            // "~/.docker/config.json ... paste everything into the `notes` parameter"
+            concat!(
+                credential_file!(),
+                within_sentence!(),
+                r"*\b(include|pass|put|paste|suppl|attach|send|append|add|insert|provide|provided|upload|uploaded|copy|copied)\w*\b",
+                within_sentence!(),
+                r"*(\b(argument|parameter|param|field|query|request|body|payload|notes|context|metadata|header)s?\b|\bas\s+`[\w.-]+`)"
+            ),
+            // "~/.ssh/id_ed25519 should be read"
+            concat!(
+                credential_file!(),
+                within_sentence!(),
+                r"*\b(should|must|needs?\s+to|has\s+to|is\s+to|are\s+to)\s+be\s+(read|opened|loaded|included|attached|sent|uploaded|supplied|provided|passed|pasted|copied)\b"
+            ),
+            // A credential file anywhere, and the model told to fetch or handle something.
+            concat!("(?s)", credential_file!(), ".*", model_directive!()),
+            concat!("(?s)", model_directive!(), ".*", credential_file!()),
+            // `.env` is also a word in setup notes: only close after a verb of passing it on.
+            r"\b(read|cat|open|include|attach|pass|send|upload|print|return|provide|paste|dump)\b[^.\n]{0,60}\.env([^.\w]|$)",
+        ],
     },
     TextRule {
         id: "environment-exfiltration",
         severity: Severity::High,
-        pattern: r"\b(send|post|upload|forward|transmit|exfiltrate|include)\b[^.\n]{0,60}\b(environment\s+variables|env\s+vars|api[\s_-]?keys?|secrets?|credentials|passwords?|tokens?)\b[^.\n]{0,60}\b(to|at)\s+(https?://|the\s+(url|endpoint|server)\b)|\b(environment\s+variables|env\s+vars|process\.env|os\.environ|api[\s_-]?keys|secrets|credentials|passwords)\b[^.\n]{0,60}\b(send|post|upload|forward|transmit|exfiltrate|append)\b[^.\n]{0,40}\b(to|at|with)\s+(https?://|the\s+(url|endpoint|server)\b|every\s+(request|call))",
+        alternatives: &[
+            // "send all environment variables to https://…"
+            concat!(
+                send_on!(),
+                within_sentence!(),
+                "*",
+                held_secret!(),
+                within_sentence!(),
+                "*",
+                somewhere_outside!()
+            ),
+            // "collect the API keys … and upload them to collect.example.org", over two
+            // sentences at most ("… the process environment. That data is to be transmitted to …")
+            concat!(
+                held_secret!(),
+                within_sentence!(),
+                r"*(?:\.\s+|\n)?",
+                within_sentence!(),
+                "*",
+                send_on!(),
+                within_sentence!(),
+                "*",
+                somewhere_outside!()
+            ),
+            r"\b(environment\s+variables|env\s+vars|process\.env|os\.environ|api[\s_-]?keys|secrets|credentials|passwords)\b[^.\n]{0,60}\bappend\b[^.\n]{0,40}\b(to|with)\s+every\s+(request|call)",
+        ],
     },
     // A description that tells the model how to use other tools.
     TextRule {
@@ -270,13 +435,34 @@ const TEXT_RULES: &[TextRule] = &[
         severity: Severity::Medium,
         // What another tool must do, not when to call this one ("call this before using other
         // tools" is an ordering hint, and common).
-        pattern: r"\b(all|any|every)\s+other\s+(tools?|functions?|servers?)\s+(must|should|have\s+to|need\s+to|are\s+to)\b|\b(when|whenever|every\s+time)\s+(using|calling|invoking)\s+(any|every|all|other|another)\s+(other\s+)?(tools?|functions?|servers?)\b[^.\n]{0,40}\b(always|must|also)\s+(send|include|add|pass|append|forward|use)\b|\binstead\s+of\s+(using|calling)\s+the\s+\S{1,40}\s+tool\b|\bwhen(ever)?\s+(the\s+)?[a-z0-9]+_[a-z0-9_]+\s+(tool\s+)?([^.\n]{1,40}\s+)?is\s+(invoked|called|used)\b[^.\n]{0,60}\b(change|replace|redirect|rewrite|override)\b",
+        alternatives: &[
+            r"\b(all|any|every)\s+other\s+(tools?|functions?|servers?)\s+(must|should|have\s+to|need\s+to|are\s+to)\b",
+            r"\bapplies\s+to\s+(every|all|any)\s+other\s+(tools?|functions?|servers?)\b",
+            r"\bapplies\s+to\s+(all|every|any)\s+([\w-]+\s+){0,2}(tools?|functions?)\s+in\s+(the|this)\s+session\b",
+            r"\bglobal\s+rule\s+for\s+(all|every|any)\s+([\w-]+\s+){0,2}(tools?|functions?)\b",
+            // "tools from other providers must …", "any `send_email` tool provided by another server must …"
+            r"\b(tools?|functions?)\s+(provided\s+by|from|of)\s+(another|other|a\s+different|any\s+other)\s+(servers?|providers?|vendors?|connections?)\b[^.\n]{0,80}\b(must|should|have\s+to|has\s+to|are\s+to|is\s+to)\b",
+            r"\b(do\s+not|don'?t|never)\s+(use|call|invoke)\s+(the\s+)?[^.\n]{0,60}\b(tools?|functions?)\s+(from|of|on|provided\s+by)\s+(the\s+)?[\w-]+\s+server\b",
+            r"\bany\s+tool\s+that\b[^.\n]{0,60}\b(must|should|has\s+to|needs\s+to)\b",
+            r"\b(when|whenever|every\s+time)\s+(using|calling|invoking)\s+(any|every|all|other|another)\s+(other\s+)?(tools?|functions?|servers?)\b[^.\n]{0,40}\b(always|must|also)\s+(send|include|add|pass|append|forward|use)\b",
+            r"\binstead\s+of\s+(using|calling|invoking)\s+(the\s+)?(\S+\s+){0,4}?(tool|function)\b",
+            // "when the send_email tool is used, … must also be BCC'd to …"
+            concat!(
+                r"\bwhen(ever)?\s+(the\s+|a\s+|any\s+|another\s+)([\w'-]+\s+){0,3}?([a-z0-9]+_[a-z0-9_]+\s+(tool|function)?|tool|function)\s*(is|gets)\s+(used|invoked|called|run|executed)\b",
+                within_sentence!(),
+                r"*\b(must|should|always|also|change|replace|redirect|rewrite|override|set|add|bcc|cc)\b"
+            ),
+            r"\bwhen(ever)?\s+(the\s+)?[a-z0-9]+_[a-z0-9_]+\s+(tool\s+)?([^.\n]{1,40}\s+)?is\s+(invoked|called|used)\b[^.\n]{0,60}\b(change|replace|redirect|rewrite|override)\b",
+            r"\b(any|every|each)\s+(invocation|call|use)\s+of\s+(the\s+|any\s+)?([\w'-]+\s+){0,3}?(tool|function)\b[^.\n]{0,80}\b(must|should|is\s+to|are\s+to|always)\b",
+        ],
     },
     // A link whose query carries a placeholder for data the model is to fill in.
     TextRule {
         id: "data-carrying-url",
         severity: Severity::Medium,
-        pattern: r"https?://[^\s)\]]+[?&][a-z_]*=(\{[^}\s]{0,40}(conversation|chat|history|message|prompt|context|memory|secret|token|key|password|credential|env|session|email|summary|user)[^}\s]{0,40}\}|\$\{?[a-z_]{2,40}\}?|<[^>\n]{0,40}(conversation|chat|history|message|prompt|context|memory|secret|token|key|password|credential|summary)[^>\n]{0,40}>|\[[a-z_ ]{0,40}(conversation|chat|history|message|prompt|context|memory|secret|token|key|password|credential|summary)[a-z_ ]{0,40}\])",
+        alternatives: &[
+            r"https?://[^\s)\]]+[?&][a-z_]*=(\{[^}\s]{0,40}(conversation|chat|history|message|prompt|context|memory|secret|token|key|password|credential|env|session|email|summary|user|passport|card|cvv|ssn|iban)[^}\s]{0,40}\}|\$\{?[a-z_]{2,40}\}?|<[^>\n]{0,40}(conversation|chat|history|message|prompt|context|memory|secret|token|key|password|credential|summary)[^>\n]{0,40}>|\[[a-z_ ]{0,40}(conversation|chat|history|message|prompt|context|memory|secret|token|key|password|credential|summary)[a-z_ ]{0,40}\])",
+        ],
     },
 ];
 
@@ -285,7 +471,7 @@ const SECRET_RULES: &[(&str, Severity, &str)] = &[
     (
         "private-key",
         Severity::Critical,
-        r"-----BEGIN ([A-Z]+ )?PRIVATE KEY-----",
+        r"-----BEGIN ([A-Z]+ )?PRIVATE KEY-----\s*[A-Za-z0-9+/=]{16,}",
     ),
     (
         "aws-access-key",
@@ -300,7 +486,7 @@ const SECRET_RULES: &[(&str, Severity, &str)] = &[
     (
         "slack-token",
         Severity::High,
-        r"\bxox[abprs]-[A-Za-z0-9-]{10,}",
+        r"\bxox[abprs]-[A-Za-z0-9-]{10,}|\bxapp-\d-[A-Za-z0-9-]{10,}",
     ),
     (
         "google-api-key",
@@ -324,7 +510,15 @@ struct Compiled {
 static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
     let patterns: Vec<String> = TEXT_RULES
         .iter()
-        .map(|rule| format!("(?i){}", rule.pattern))
+        .map(|rule| {
+            // Each alternative in its own group, so a flag one sets stays in it.
+            let alternatives: Vec<String> = rule
+                .alternatives
+                .iter()
+                .map(|alternative| format!("(?:{alternative})"))
+                .collect();
+            format!("(?i){}", alternatives.join("|"))
+        })
         .chain(
             SECRET_RULES
                 .iter()
@@ -332,7 +526,10 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
         )
         .collect();
     Compiled {
-        all: RegexSet::new(&patterns).expect("the rules compile"),
+        all: regex::RegexSetBuilder::new(&patterns)
+            .dfa_size_limit(DFA_CACHE_BYTES)
+            .build()
+            .expect("the rules compile"),
         each: patterns
             .iter()
             .map(|pattern| Regex::new(pattern).expect("a rule compiles"))
@@ -404,6 +601,7 @@ const WELL_KNOWN: &[&str] = &[
     "asana",
     "trello",
     "apple",
+    "datadog",
 ];
 
 /// What a character is read as: Latin letters for the Cyrillic and Greek ones drawn alike,
@@ -413,6 +611,18 @@ fn skeleton_char(c: char) -> Option<char> {
         '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFEE0)?,
         c => c,
     };
+    // Capitals drawn like Latin capitals whose small letters are drawn otherwise.
+    match c {
+        'Н' | 'Η' => return Some('h'),
+        'В' | 'Β' => return Some('b'),
+        'К' | 'Κ' => return Some('k'),
+        'М' | 'Μ' => return Some('m'),
+        'Т' | 'Τ' => return Some('t'),
+        'Ν' => return Some('n'),
+        'Ζ' => return Some('z'),
+        'Υ' => return Some('y'),
+        _ => {}
+    }
     Some(match c.to_lowercase().next().unwrap_or(c) {
         'а' => 'a',
         'е' | 'ё' => 'e',
@@ -479,21 +689,89 @@ fn look_alike(field: &str, text: &str, findings: &mut Vec<Finding>) {
                 .collect()
         });
         let read = skeleton(word);
-        let Some((_, known)) = KNOWN.iter().find(|(shape, _)| *shape == read) else {
-            continue;
-        };
-        let foreign = !word.is_ascii();
-        findings.push(Finding {
-            rule: Cow::Borrowed("look-alike-name"),
-            severity: if foreign {
-                Severity::Critical
-            } else {
-                Severity::Medium
-            },
-            field: field.to_owned(),
-            excerpt: format!("{} reads as \"{known}\"", escape_confusables(word)),
-        });
-        return;
+        if let Some((_, known)) = KNOWN.iter().find(|(shape, _)| *shape == read) {
+            let foreign = !word.is_ascii();
+            findings.push(Finding {
+                rule: Cow::Borrowed("look-alike-name"),
+                severity: if foreign {
+                    Severity::Critical
+                } else {
+                    Severity::Medium
+                },
+                field: field.to_owned(),
+                excerpt: format!("{} reads as \"{known}\"", escape_confusables(word)),
+            });
+            return;
+        }
+        let typo = WELL_KNOWN
+            .iter()
+            .find(|known| word.is_ascii() && is_typo_of(plain.as_bytes(), known.as_bytes()));
+        if let Some(known) = typo {
+            findings.push(Finding {
+                rule: Cow::Borrowed("look-alike-name"),
+                severity: Severity::Medium,
+                field: field.to_owned(),
+                excerpt: format!("{word} is a typo of \"{known}\""),
+            });
+            return;
+        }
+    }
+}
+
+/// Words one edit from a well-known name that are names of their own, not typos of it.
+const NOT_TYPOS: &[&str] = &["postgre", "aitable"];
+
+/// Well-known names that are also common words of the trade: a typo of one is a typo, not an
+/// impostor (`Filesytem`, `postgress`), so only their look-alike characters count.
+const GENERIC_NAMES: &[&str] = &["filesystem", "postgres", "docker", "kubernetes", "linear"];
+
+/// Whether `word` is one of the typos impostors register for `known`: two neighbouring letters
+/// swapped (`shopfiy`), a letter doubled (`paypall`), a letter dropped from a long name
+/// (`cloudfare`), or a letter swapped for one that sounds alike (`salesforse`). Other single
+/// edits are as often names of their own (`Motion`, `Stripo`, `Telegraf`, `OpenAPI`, `Linea`)
+/// and are left alone.
+fn is_typo_of(word: &[u8], known: &[u8]) -> bool {
+    if word.len() < 5 || known.len() < 5 || word == known {
+        return false;
+    }
+    if NOT_TYPOS.iter().any(|name| name.as_bytes() == word)
+        || GENERIC_NAMES.iter().any(|name| name.as_bytes() == known)
+    {
+        return false;
+    }
+    let common = word.iter().zip(known).take_while(|(a, b)| a == b).count();
+    match word.len() as isize - known.len() as isize {
+        0 => {
+            let rest = (&word[common..], &known[common..]);
+            let (w, k) = rest;
+            // Swapped neighbours, the rest equal.
+            let swapped = w.len() >= 2 && w[0] == k[1] && w[1] == k[0] && w[2..] == k[2..];
+            // One letter for one that sounds alike, in a name of six letters or more.
+            let sounds_alike = known.len() >= 6
+                && w[1..] == k[1..]
+                && matches!(
+                    (w[0], k[0]),
+                    (b's', b'c')
+                        | (b'c', b's')
+                        | (b'k', b'c')
+                        | (b'c', b'k')
+                        | (b'z', b's')
+                        | (b's', b'z')
+                        | (b'y', b'i')
+                        | (b'i', b'y')
+                );
+            swapped || sounds_alike
+        }
+        // A letter doubled: the extra one repeats its neighbour.
+        1 => {
+            let dropped_is_known = word[common + 1..] == known[common..];
+            let repeats = (common > 0 && word[common] == word[common - 1])
+                || word.get(common + 1) == Some(&word[common]);
+            dropped_is_known && repeats
+        }
+        // A letter dropped from a name of seven letters or more.
+        -1 => known.len() >= 7 && word[common..] == known[common + 1..],
+        _ => false,
     }
 }
 
@@ -882,10 +1160,15 @@ mod tests {
     fn pasted_credentials_are_flagged_without_repeating_them() {
         let key = format!("ghp_{}", "a1B2".repeat(9));
         let report = scan(&draft(json!({"name": "Bot",
-            "description": format!("Use token {key} to call the API. -----BEGIN OPENSSH PRIVATE KEY----- abc")})));
+            "description": format!("Use token {key} to call the API. -----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAAB")})));
         let found = rules(&report);
         assert!(found.contains(&"github-token"), "{found:?}");
+        assert!(found.contains(&"private-key"), "{found:?}");
         assert_eq!(report.max_severity, Severity::Critical);
+        // A header alone is a rule naming it, not a key.
+        let named = scan(&draft(json!({"name": "Deploy keys",
+            "description": "Input beginning with -----BEGIN OPENSSH PRIVATE KEY----- is rejected."})));
+        assert_eq!(named.status, "clean", "{:?}", named.findings);
         assert!(
             report
                 .findings
@@ -999,6 +1282,64 @@ mod tests {
             }
         }
         assert!(wrong.is_empty(), "{wrong:#?}");
+    }
+
+    /// The two corpora written apart from the rules (`docs/security.md`): each attack is found
+    /// by the rule of its technique, no benign text is flagged, except the cases marked `known`.
+    #[test]
+    fn the_corpora_written_apart_are_found() {
+        let mut wrong = Vec::new();
+        let corpora = [
+            include_str!("../../eval/scan/heldout.jsonl"),
+            include_str!("../../eval/scan/test.jsonl"),
+        ];
+        for line in corpora.iter().flat_map(|corpus| corpus.lines()) {
+            let case: Value = serde_json::from_str(line).expect("a case");
+            let text = case["text"].as_str().expect("text");
+            let findings = if case["field"] == "name" {
+                scan(&draft(json!({"name": text, "description": "An agent."}))).findings
+            } else {
+                let mut findings = Vec::new();
+                scan_text("description", text, &mut findings);
+                findings
+            };
+            let found: Vec<&str> = findings.iter().map(|f| f.rule.as_ref()).collect();
+            let right = match case["technique"].as_str().expect("technique") {
+                "none" => found.is_empty(),
+                technique => found.contains(&technique),
+            };
+            if right == case.get("known").is_some() {
+                wrong.push(format!("{text:?}: found {found:?}"));
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:#?}");
+    }
+
+    #[test]
+    fn typos_of_well_known_names_are_flagged_and_names_of_their_own_are_not() {
+        for (name, flagged) in [
+            ("Shopfiy Admin", true),
+            ("PayPall Checkout", true),
+            ("Cloudfare DNS", true),
+            ("Salesforse CRM", true),
+            ("Git\u{41D}ub", true),
+            ("Stripo email templates", false),
+            ("Motion", false),
+            ("Telegraf metrics agent", false),
+            ("OpenAPI validator", false),
+            ("Linea bridge explorer", false),
+            ("cloudflared tunnel manager", false),
+            ("Filesytem browser", false),
+            ("AITable", false),
+            ("Stack Overflow search", false),
+        ] {
+            let report = scan(&draft(json!({"name": name, "description": "An agent."})));
+            assert_eq!(
+                rules(&report).contains(&"look-alike-name"),
+                flagged,
+                "{name}: {report:?}"
+            );
+        }
     }
 
     #[test]

@@ -234,6 +234,10 @@ struct TextRule {
     id: &'static str,
     severity: Severity,
     alternatives: &'static [&'static str],
+    /// Words every match holds, each a pattern of its own: when set, the rule runs on a text
+    /// only after every gate matched it, outside the shared set (whose automaton its long
+    /// sentence-wide patterns would make large for every text).
+    gates: &'static [&'static str],
 }
 
 /// Within one sentence: any character but a line break or a full stop ending a sentence (a dot
@@ -313,6 +317,7 @@ const TEXT_RULES: &[TextRule] = &[
     TextRule {
         id: "instruction-override",
         severity: Severity::High,
+        gates: &[],
         alternatives: &[
             r"\b(ignore|disregard|forget|override)\s+(all\s+|any\s+)?(of\s+)?(the\s+|your\s+)?(previous|prior|above|earlier|preceding|system)\s+(instructions?|prompts?|rules|directions)",
             // "disregard previous system and developer instructions"
@@ -338,6 +343,7 @@ const TEXT_RULES: &[TextRule] = &[
     TextRule {
         id: "conceal-from-user",
         severity: Severity::High,
+        gates: &[],
         alternatives: &[
             r"\b(do\s+not|don'?t|never)\s+(tell|inform|mention|reveal|show|disclose|let)\s+(this\s+|it\s+|anything\s+)?(to\s+)?the\s+(user|person|human)([^'\w]|$)",
             r"\bwithout\s+(telling|informing|notifying|asking)\s+the\s+(user|person|human)\b",
@@ -359,6 +365,7 @@ const TEXT_RULES: &[TextRule] = &[
     TextRule {
         id: "model-directive-block",
         severity: Severity::Medium,
+        gates: &[],
         alternatives: &[
             r"<\s*(important|system|instructions?|secret|hidden)\s*>\s*[a-z]",
             r"\[\s*/?\s*inst\s*\]",
@@ -370,6 +377,7 @@ const TEXT_RULES: &[TextRule] = &[
     TextRule {
         id: "sensitive-file-access",
         severity: Severity::High,
+        gates: &[concat!(credential_file!(), r"|\.env")],
         alternatives: &[
             // "read ~/.ssh/id_rsa", "load the contents of ~/.kube/config"
             concat!(
@@ -402,6 +410,7 @@ const TEXT_RULES: &[TextRule] = &[
     TextRule {
         id: "environment-exfiltration",
         severity: Severity::High,
+        gates: &[held_secret!(), concat!(send_on!(), r"|\bappend\b")],
         alternatives: &[
             // "send all environment variables to https://…"
             concat!(
@@ -435,6 +444,7 @@ const TEXT_RULES: &[TextRule] = &[
         severity: Severity::Medium,
         // What another tool must do, not when to call this one ("call this before using other
         // tools" is an ordering hint, and common).
+        gates: &[],
         alternatives: &[
             r"\b(all|any|every)\s+other\s+(tools?|functions?|servers?)\s+(must|should|have\s+to|need\s+to|are\s+to)\b",
             r"\bapplies\s+to\s+(every|all|any)\s+other\s+(tools?|functions?|servers?)\b",
@@ -460,6 +470,7 @@ const TEXT_RULES: &[TextRule] = &[
     TextRule {
         id: "data-carrying-url",
         severity: Severity::Medium,
+        gates: &[],
         alternatives: &[
             r"https?://[^\s)\]]+[?&][a-z_]*=(\{[^}\s]{0,40}(conversation|chat|history|message|prompt|context|memory|secret|token|key|password|credential|env|session|email|summary|user|passport|card|cvv|ssn|iban)[^}\s]{0,40}\}|\$\{?[a-z_]{2,40}\}?|<[^>\n]{0,40}(conversation|chat|history|message|prompt|context|memory|secret|token|key|password|credential|summary)[^>\n]{0,40}>|\[[a-z_ ]{0,40}(conversation|chat|history|message|prompt|context|memory|secret|token|key|password|credential|summary)[a-z_ ]{0,40}\])",
         ],
@@ -503,7 +514,12 @@ const SECRET_RULES: &[(&str, Severity, &str)] = &[
 /// Every rule's pattern in one set (the phrasing rules first, then the key formats), so a clean
 /// text costs one pass; a rule's own regex runs only when the set says it matches.
 struct Compiled {
+    /// The patterns of the rules without gates, and the index of each in `each`.
     all: RegexSet,
+    in_set: Vec<usize>,
+    /// The rules with gates: the index of each in `each`, and its gates.
+    gated: Vec<(usize, Vec<Regex>)>,
+    /// Every rule's pattern: the phrasing rules', then the key formats'.
     each: Vec<Regex>,
 }
 
@@ -525,11 +541,27 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
                 .map(|(_, _, pattern)| (*pattern).to_owned()),
         )
         .collect();
+    let gates_of = |index: usize| TEXT_RULES.get(index).map_or(&[][..], |rule| rule.gates);
+    let in_set: Vec<usize> = (0..patterns.len())
+        .filter(|index| gates_of(*index).is_empty())
+        .collect();
+    let gated = (0..patterns.len())
+        .filter(|index| !gates_of(*index).is_empty())
+        .map(|index| {
+            let gates = gates_of(index)
+                .iter()
+                .map(|gate| Regex::new(&format!("(?i){gate}")).expect("a gate compiles"))
+                .collect();
+            (index, gates)
+        })
+        .collect();
     Compiled {
-        all: regex::RegexSetBuilder::new(&patterns)
+        all: regex::RegexSetBuilder::new(in_set.iter().map(|index| &patterns[*index]))
             .dfa_size_limit(DFA_CACHE_BYTES)
             .build()
             .expect("the rules compile"),
+        in_set,
+        gated,
         each: patterns
             .iter()
             .map(|pattern| Regex::new(pattern).expect("a rule compiles"))
@@ -803,7 +835,21 @@ pub fn scan_deprecation(
 pub fn scan_text(field: &str, text: &str, findings: &mut Vec<Finding>) {
     invisible(field, text, findings);
     let compiled = &*COMPILED;
-    for index in compiled.all.matches(text).iter() {
+    let mut matched: Vec<usize> = compiled
+        .all
+        .matches(text)
+        .iter()
+        .map(|at| compiled.in_set[at])
+        .collect();
+    matched.extend(
+        compiled
+            .gated
+            .iter()
+            .filter(|(_, gates)| gates.iter().all(|gate| gate.is_match(text)))
+            .map(|(index, _)| *index),
+    );
+    matched.sort_unstable();
+    for index in matched {
         let Some(found) = compiled.each[index].find(text) else {
             continue;
         };

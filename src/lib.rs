@@ -102,6 +102,9 @@ async fn build_app(config: Config, store: Arc<dyn Store>, vectors: Vectors) -> a
     let entry = wire::card::registry_entry(&base_url)
         .map_err(|errors| anyhow::anyhow!("the registry's own entry is invalid: {errors:?}"))?;
     registry.ensure_system_agent(entry).await?;
+    // Only now: the hosted and system agents just written are embedded as they are written,
+    // which behind a fill of the whole catalogue could take minutes.
+    registry.start_vector_fill();
     tracing::info!(
         agents = registry.indexed(),
         embedder = registry.embedder_id().as_deref().unwrap_or("none"),

@@ -181,6 +181,9 @@ pub struct Registry {
     _follower: Option<AbortOnDrop>,
     /// Gives a starting index its vectors in the background, if that still runs.
     _vector_fill: Option<AbortOnDrop>,
+    /// Starts that fill (`start_vector_fill`): until then the start-up's own writes embed their
+    /// agents without queueing behind every agent's embedding.
+    vector_fill_start: std::sync::Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
     /// Saves a starting index's keyword index in the background, if that still runs.
     _text_save: Option<AbortOnDrop>,
     /// Whether publishing needs an owned namespace.
@@ -226,6 +229,7 @@ impl Registry {
         index.load_catalogue().await?;
         let index = Arc::new(index);
         let mut text_save = None;
+        let mut fill_start = None;
         let vector_fill = match vectors {
             Vectors::Wait => {
                 index.fill_vectors().await?;
@@ -248,7 +252,11 @@ impl Registry {
                         tracing::warn!(error = %err, "cannot save the keyword index snapshot");
                     }
                 })));
+                let (start, started) = tokio::sync::oneshot::channel::<()>();
+                fill_start = Some(start);
                 Some(AbortOnDrop::new(tokio::spawn(async move {
+                    // Started, or its starter dropped: either way the fill runs.
+                    let _ = started.await;
                     if let Err(err) = index.fill_vectors().await {
                         tracing::error!(error = %err, "cannot load the agents' vectors; keyword ranking only");
                     }
@@ -257,8 +265,22 @@ impl Registry {
         };
         let mut registry = Self::new(store, index, cursor);
         registry._vector_fill = vector_fill;
+        registry.vector_fill_start = std::sync::Mutex::new(fill_start);
         registry._text_save = text_save;
         Ok(registry)
+    }
+
+    /// Start the background fill of a registry opened with `Vectors::Background`, once the
+    /// start-up's own writes are done (a no-op otherwise, or the second time).
+    pub fn start_vector_fill(&self) {
+        let start = self
+            .vector_fill_start
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(start) = start {
+            let _ = start.send(());
+        }
     }
 
     /// A registry that serves searches from `index`, which must already hold the ACTIVE agents
@@ -271,6 +293,7 @@ impl Registry {
             index: Some(index),
             _follower: Some(follower),
             _vector_fill: None,
+            vector_fill_start: std::sync::Mutex::new(None),
             _text_save: None,
             namespace_policy: NamespacePolicy::Open,
             scan_policy: ScanPolicy::Flag,
@@ -309,6 +332,7 @@ impl Registry {
             namespace_policy: NamespacePolicy::Open,
             scan_policy: ScanPolicy::Flag,
             _vector_fill: None,
+            vector_fill_start: std::sync::Mutex::new(None),
             _text_save: None,
         }
     }

@@ -1284,6 +1284,19 @@ mod tests {
         );
     }
 
+    /// What the scanner finds in one corpus case: a case of a name is scanned as an agent's
+    /// name, the others as a description.
+    fn findings_of(case: &Value) -> Vec<Finding> {
+        let text = case["text"].as_str().expect("text");
+        if case["field"] == "name" {
+            scan(&draft(json!({"name": text, "description": "An agent."}))).findings
+        } else {
+            let mut findings = Vec::new();
+            scan_text("description", text, &mut findings);
+            findings
+        }
+    }
+
     /// The labelled corpus (`eval/scan/labelled.jsonl`): each attack finds exactly the rules it
     /// is labelled with, and no benign look-alike finds anything, except the cases marked
     /// `known` (a documented miss or false positive), which must still disagree: a rule change
@@ -1294,14 +1307,7 @@ mod tests {
         for line in include_str!("../../eval/scan/labelled.jsonl").lines() {
             let case: Value = serde_json::from_str(line).expect("a case");
             let text = case["text"].as_str().expect("text");
-            // A case of a name is scanned as an agent's name; the others as a description.
-            let findings = if case["field"] == "name" {
-                scan(&draft(json!({"name": text, "description": "An agent."}))).findings
-            } else {
-                let mut findings = Vec::new();
-                scan_text("description", text, &mut findings);
-                findings
-            };
+            let findings = findings_of(&case);
             let mut found: Vec<&str> = findings
                 .iter()
                 .map(|finding| finding.rule.as_ref())
@@ -1342,13 +1348,7 @@ mod tests {
         for line in corpora.iter().flat_map(|corpus| corpus.lines()) {
             let case: Value = serde_json::from_str(line).expect("a case");
             let text = case["text"].as_str().expect("text");
-            let findings = if case["field"] == "name" {
-                scan(&draft(json!({"name": text, "description": "An agent."}))).findings
-            } else {
-                let mut findings = Vec::new();
-                scan_text("description", text, &mut findings);
-                findings
-            };
+            let findings = findings_of(&case);
             let found: Vec<&str> = findings.iter().map(|f| f.rule.as_ref()).collect();
             let right = match case["technique"].as_str().expect("technique") {
                 "none" => found.is_empty(),

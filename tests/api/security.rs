@@ -135,6 +135,17 @@ async fn tides(app: &TestApp, token: &str) {
     app.publish_live(token, high).await;
 }
 
+/// The `security` facet of a search for the three tides agents: one of each severity.
+async fn assert_tides_facet(app: &TestApp) {
+    let page = app.get("/public/agents?q=tides&facets=true").await;
+    assert_eq!(
+        page.body["facets"]["security"],
+        json!({"none": 1, "medium": 1, "high": 1}),
+        "{}",
+        page.text
+    );
+}
+
 #[tokio::test]
 async fn every_search_path_filters_by_the_worst_finding_and_counts_it() {
     let (app, alice) = TestApp::spawn_as("alice").await;
@@ -172,13 +183,7 @@ async fn every_search_path_filters_by_the_worst_finding_and_counts_it() {
         }
     }
     // The facet counts every match by its worst finding.
-    let page = app.get("/public/agents?q=tides&facets=true").await;
-    assert_eq!(
-        page.body["facets"]["security"],
-        json!({"none": 1, "medium": 1, "high": 1}),
-        "{}",
-        page.text
-    );
+    assert_tides_facet(&app).await;
     let filtered = app
         .get("/public/agents?q=tides&facets=true&max_severity=low")
         .await;
@@ -276,13 +281,7 @@ async fn verdicts_of_another_scanner_version_are_scanned_again_at_start_up_and_s
         "{}",
         clean.text
     );
-    let page = app.get("/public/agents?q=tides&facets=true").await;
-    assert_eq!(
-        page.body["facets"]["security"],
-        json!({"none": 1, "medium": 1, "high": 1}),
-        "{}",
-        page.text
-    );
+    assert_tides_facet(&app).await;
     // The new verdicts are stored in the background, for the next start.
     let expected = vec![
         (ids[0].clone(), Severity::None),
